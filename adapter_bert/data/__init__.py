@@ -1,0 +1,1 @@
+"""Input pipelines: GLUE and SQuAD examples -> features -> tf.data."""

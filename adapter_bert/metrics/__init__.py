@@ -1,0 +1,1 @@
+"""Evaluation metrics: GLUE (as the leaderboard computes them) and SQuAD (official rules)."""
