@@ -1,0 +1,197 @@
+"""`InputExample`s -> fixed-length BERT features (numpy arrays).
+
+The layout is BERT's: `[CLS] a [SEP]` with segment id 0, then `b [SEP]` with
+segment id 1, then zero padding up to `max_seq_length`.
+
+Tokenisation is done in batches by a (fast) Hugging Face tokenizer, without
+special tokens and without truncation; truncation and the layout are then done
+here, exactly as google-research/bert's `_truncate_seq_pair`. We do not use
+the tokenizer's own `truncation="longest_first"`: in `tokenizers` 0.22 it
+differs from BERT whenever the token budget left for the pair
+(`max_seq_length - 3`) is odd and both sequences get cut to about half of it
+while `len(a) <= len(b)`. BERT then gives the extra token to `a` (on a tie it
+drops from `b` first), Hugging Face gives it to the longer sequence, and to
+`b` on a tie. Example: a and b with 2 word pieces each, `max_seq_length=6`
+(budget 3): BERT keeps 2 + 1, Hugging Face 1 + 2.
+"""
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+from absl import logging
+
+# Examples are tokenised this many at a time, to bound memory on MNLI/QQP.
+_TOKENIZE_CHUNK = 8192
+
+
+def truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
+    """Truncates a pair of token lists in place to at most `max_length` total.
+
+    Like google-research/bert: repeatedly drop the last token of the longer
+    list (of `tokens_b` when they are equally long).
+
+    Args:
+      tokens_a: First list, shortened in place.
+      tokens_b: Second list, shortened in place.
+      max_length: The largest allowed `len(tokens_a) + len(tokens_b)`.
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def _tokenize_ids(tokenizer, texts: Sequence[str]) -> List[List[int]]:
+    if not texts:
+        return []
+    encoded = tokenizer(list(texts), add_special_tokens=False,
+                        truncation=False, return_attention_mask=False,
+                        return_token_type_ids=False, verbose=False)
+    return encoded["input_ids"]
+
+
+def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
+                                 max_seq_length: int, tokenizer,
+                                 is_regression: bool = False,
+                                 log_examples: int = 5) -> Dict[str, np.ndarray]:
+    """Tokenises examples into fixed-length BERT inputs.
+
+    Args:
+      examples: `InputExample`s (anything with `guid`, `text_a`, `text_b`,
+        `label`). `label=None` (test examples) gives label id 0 (0.0 for
+        regression).
+      label_list: The task's labels; label id = position in this list.
+        Ignored when `is_regression`.
+      max_seq_length: Length of every output row, special tokens included.
+        Must be at least 3 (2 for single sentences only).
+      tokenizer: A Hugging Face BERT tokenizer, e.g.
+        `BertTokenizerFast(vocab_file=..., do_lower_case=True)`.
+      is_regression: If True, labels are floats (STS-B) and `label_ids` is
+        float32.
+      log_examples: How many of the first examples to log at INFO.
+
+    Returns:
+      A dict of numpy arrays with N = len(examples) rows: `input_ids`,
+      `input_mask`, `segment_ids` (int32, [N, max_seq_length], 0-padded),
+      `label_ids` (int32 [N], or float32 [N] for regression) and
+      `is_real_example` (int32 [N], all ones).
+
+    Raises:
+      ValueError: If `max_seq_length` is too small, or a label is not in
+        `label_list` (the message names the example's guid).
+    """
+    has_pair = any(e.text_b is not None for e in examples)
+    if max_seq_length < (3 if has_pair else 2):
+        raise ValueError(
+            f"max_seq_length={max_seq_length} leaves no room for text: it "
+            "must be at least 3 for sentence pairs (2 for single sentences)")
+    label_map = {label: i for i, label in enumerate(label_list)}
+    cls_id = tokenizer.convert_tokens_to_ids(tokenizer.cls_token)
+    sep_id = tokenizer.convert_tokens_to_ids(tokenizer.sep_token)
+
+    n = len(examples)
+    input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
+    input_mask = np.zeros((n, max_seq_length), dtype=np.int32)
+    segment_ids = np.zeros((n, max_seq_length), dtype=np.int32)
+    label_ids = np.zeros((n,), dtype=np.float32 if is_regression else np.int32)
+
+    for start in range(0, n, _TOKENIZE_CHUNK):
+        chunk = examples[start:start + _TOKENIZE_CHUNK]
+        ids_a = _tokenize_ids(tokenizer, [e.text_a for e in chunk])
+        pair_positions = [j for j, e in enumerate(chunk) if e.text_b is not None]
+        ids_b_list = _tokenize_ids(tokenizer,
+                                   [chunk[j].text_b for j in pair_positions])
+        ids_b: List[Optional[List[int]]] = [None] * len(chunk)
+        for j, ids in zip(pair_positions, ids_b_list):
+            ids_b[j] = ids
+
+        for j, example in enumerate(chunk):
+            row = start + j
+            tokens_a = list(ids_a[j])
+            tokens_b = ids_b[j]
+            if tokens_b is not None:
+                tokens_b = list(tokens_b)
+                truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+                ids = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
+                num_a = len(tokens_a) + 2
+            else:
+                del tokens_a[max_seq_length - 2:]
+                ids = [cls_id] + tokens_a + [sep_id]
+                num_a = len(ids)
+            input_ids[row, :len(ids)] = ids
+            input_mask[row, :len(ids)] = 1
+            segment_ids[row, num_a:len(ids)] = 1
+            label_ids[row] = _label_id(example, label_map, is_regression)
+
+            if row < log_examples:
+                logging.info("*** Example ***")
+                logging.info("guid: %s", example.guid)
+                logging.info("tokens: %s",
+                             " ".join(tokenizer.convert_ids_to_tokens(ids)))
+                logging.info("input_ids: %s", " ".join(map(str, input_ids[row])))
+                logging.info("input_mask: %s",
+                             " ".join(map(str, input_mask[row])))
+                logging.info("segment_ids: %s",
+                             " ".join(map(str, segment_ids[row])))
+                logging.info("label: %s (id = %s)", example.label,
+                             label_ids[row])
+
+    return {
+        "input_ids": input_ids,
+        "input_mask": input_mask,
+        "segment_ids": segment_ids,
+        "label_ids": label_ids,
+        "is_real_example": np.ones((n,), dtype=np.int32),
+    }
+
+
+def _label_id(example, label_map, is_regression):
+    if example.label is None:
+        return 0
+    if is_regression:
+        return float(example.label)
+    if example.label not in label_map:
+        raise ValueError(
+            f"example {example.guid}: label {example.label!r} is not in the "
+            f"label list {list(label_map)}")
+    return label_map[example.label]
+
+
+def pad_to_multiple_of_batch(features: Dict[str, np.ndarray],
+                             batch_size: int) -> Dict[str, np.ndarray]:
+    """Appends padding examples so the example count divides `batch_size`.
+
+    TPUs need fixed batch shapes, so eval/predict sets are padded with fake
+    examples (all-zero arrays, `is_real_example=0`) that metrics then ignore,
+    as google-research/bert's `PaddingInputExample` does.
+
+    Args:
+      features: A dict of arrays sharing the same first dimension N, as from
+        `convert_examples_to_features`. Must contain `is_real_example`.
+      batch_size: The batch size to pad to a multiple of.
+
+    Returns:
+      A new dict with the same keys and dtypes; every array has
+      `ceil(N / batch_size) * batch_size` rows (the input is returned
+      unchanged, as copies, when N already is a multiple).
+
+    Raises:
+      ValueError: If `batch_size < 1`, `is_real_example` is missing, or the
+        arrays have different lengths.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if "is_real_example" not in features:
+        raise ValueError("features must contain 'is_real_example'")
+    lengths = {key: len(value) for key, value in features.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"feature arrays have different lengths: {lengths}")
+    n = next(iter(lengths.values()))
+    num_pad = -n % batch_size
+    padded = {}
+    for key, value in features.items():
+        value = np.asarray(value)
+        pad = np.zeros((num_pad,) + value.shape[1:], dtype=value.dtype)
+        padded[key] = np.concatenate([value, pad], axis=0)
+    return padded

@@ -1,0 +1,544 @@
+"""GLUE data processors: TSV files (or TFDS records) -> `InputExample`s.
+
+This follows the processors of google-research/bert's `run_classifier.py`: one
+processor per task, each with `get_train_examples`, `get_dev_examples`,
+`get_test_examples` and `get_labels`. Column layouts are those of the public
+`glue_data/` directory written by `download_glue_data.py`.
+
+Differences from the original, all on purpose:
+
+* Files are read strictly. A missing file, an empty file, a row with too few
+  columns, an unknown label or bytes that are not UTF-8 raise `GlueDataError`
+  with the file and the 1-based line number (the header is line 1).
+* Test examples have `label=None` (the original put the first label there);
+  `convert_examples_to_features` turns `None` into label id 0.
+* `guid` is `"<split>-<index>"`, using the file's own index/id column where it
+  has one (so test predictions can be written back with the right index), and
+  otherwise the 0-based position of the example in the file.
+
+TSVs are read with quoting disabled (`quotechar=None`), as the original does:
+GLUE text contains unbalanced `"` characters.
+"""
+
+import csv
+import dataclasses
+import os
+from typing import Dict, List, Optional, Sequence
+
+# Re-exported so that callers only need this module.
+from adapter_bert.data.features import (  # noqa: F401
+    convert_examples_to_features,
+    pad_to_multiple_of_batch,
+    truncate_seq_pair,
+)
+
+
+class GlueDataError(ValueError):
+    """A GLUE data file is missing, malformed or has an unexpected label."""
+
+
+class GlueDataFileNotFoundError(GlueDataError, FileNotFoundError):
+    """A GLUE data file does not exist (also a `FileNotFoundError`)."""
+
+
+@dataclasses.dataclass
+class InputExample:
+    """A single training/dev/test example for sequence (pair) classification.
+
+    Attributes:
+      guid: Unique id, e.g. "train-12".
+      text_a: The first (or only) sequence, untokenized.
+      text_b: The second sequence for pair tasks, else None.
+      label: The label string ("0", "entailment", ...), a float for STS-B, or
+        None for unlabeled (test) examples.
+    """
+
+    guid: str
+    text_a: str
+    text_b: Optional[str] = None
+    label: Optional[object] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """Where the fields of one split live in its TSV (0-based columns)."""
+
+    filename: str
+    min_columns: int
+    text_a: int
+    text_b: Optional[int] = None
+    label: Optional[int] = None  # None: unlabeled split; may be negative (-1 = last).
+    index: Optional[int] = None  # Column with the example's id, if any.
+    header: bool = True
+
+
+def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
+    """Reads a TSV file into rows, one per physical line, quoting disabled.
+
+    Args:
+      path: The file to read.
+      task: Task name used in error messages.
+
+    Returns:
+      A list of rows (lists of strings); row i is line i + 1 of the file.
+
+    Raises:
+      GlueDataFileNotFoundError: If `path` does not exist.
+      GlueDataError: If the file is empty or is not valid UTF-8.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as e:
+        raise GlueDataFileNotFoundError(
+            f"{task}: data file not found: {path}") from e
+    if not data.strip():
+        raise GlueDataError(f"{task} {path}: file is empty")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_no = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise GlueDataError(
+            f"{task} {path} line {line_no}: not valid UTF-8 (byte "
+            f"0x{data[e.start]:02x} at byte column {column})") from e
+    if text.startswith("\ufeff"):  # MRPC train/dev start with a UTF-8 BOM.
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # The newline at the end of the last line.
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return list(csv.reader(lines, delimiter="\t", quotechar=None))
+
+
+class DataProcessor:
+    """Base class: reads the splits of one GLUE task from a `data_dir`.
+
+    Subclasses set `task`, `labels`, `is_regression` and one `_Layout` per
+    split in `layouts`; `splits` lists the split names `get_examples` accepts.
+    """
+
+    task = ""
+    labels: Sequence[str] = ()
+    is_regression = False
+    layouts: Dict[str, _Layout] = {}
+
+    @property
+    def splits(self) -> List[str]:
+        return list(self.layouts)
+
+    def get_labels(self) -> List[str]:
+        """Returns the label vocabulary (empty for regression tasks)."""
+        return list(self.labels)
+
+    def get_train_examples(self, data_dir: str) -> List[InputExample]:
+        """Returns the labeled training examples (`train.tsv`)."""
+        return self.get_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
+        """Returns the labeled dev examples (MNLI: `dev_matched.tsv`)."""
+        return self.get_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir: str) -> List[InputExample]:
+        """Returns the unlabeled test examples (MNLI: `test_matched.tsv`)."""
+        return self.get_examples(data_dir, "test")
+
+    def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
+        """Reads one split of this task.
+
+        Args:
+          data_dir: Directory with the task's TSVs, e.g. `glue_data/MRPC`.
+          split: One of `self.splits` ("train", "dev", "test"; MNLI also
+            "dev_matched", "dev_mismatched", "test_matched",
+            "test_mismatched").
+
+        Returns:
+          A list of `InputExample`s, in file order.
+
+        Raises:
+          GlueDataError: If the split is unknown for this task, or the file is
+            missing or malformed (the message names the file and line).
+        """
+        if split not in self.layouts:
+            raise GlueDataError(
+                f"{self.task} has no split {split!r}; valid splits: "
+                f"{', '.join(self.splits)}")
+        layout = self.layouts[split]
+        path = os.path.join(data_dir, layout.filename)
+        rows = _read_tsv_lines(path, self.task)
+        first = 1 if layout.header else 0
+        if len(rows) <= first:
+            raise GlueDataError(
+                f"{self.task} {path}: file has a header but no examples")
+        set_type = split.split("_")[0]  # dev_matched -> dev
+        examples = []
+        for i in range(first, len(rows)):
+            examples.append(self._row_to_example(
+                rows[i], layout, path, line_no=i + 1,
+                guid_default=str(i - first), set_type=set_type))
+        return examples
+
+    def _row_to_example(self, row, layout, path, line_no, guid_default,
+                        set_type):
+        where = f"{self.task} {path} line {line_no}"
+        if len(row) < layout.min_columns:
+            raise GlueDataError(
+                f"{where}: expected at least {layout.min_columns} "
+                f"tab-separated columns, found {len(row)}")
+        index = row[layout.index] if layout.index is not None else guid_default
+        text_b = row[layout.text_b] if layout.text_b is not None else None
+        label = None
+        if layout.label is not None:
+            label = self._parse_label(row[layout.label], where)
+        return InputExample(guid=f"{set_type}-{index}",
+                            text_a=row[layout.text_a], text_b=text_b,
+                            label=label)
+
+    def _parse_label(self, value: str, where: str):
+        if self.is_regression:
+            try:
+                return float(value)
+            except ValueError:
+                raise GlueDataError(
+                    f"{where}: label {value!r} is not a number") from None
+        if value not in self.labels:
+            raise GlueDataError(
+                f"{where}: unknown label {value!r}; allowed labels: "
+                f"{', '.join(self.labels)}")
+        return value
+
+
+_BINARY = ("0", "1")
+_NLI3 = ("contradiction", "entailment", "neutral")
+_NLI2 = ("entailment", "not_entailment")
+
+
+class ColaProcessor(DataProcessor):
+    """CoLA: `source label original_label sentence`, train/dev headerless."""
+
+    task = "CoLA"
+    labels = _BINARY
+    layouts = {
+        "train": _Layout("train.tsv", 4, text_a=3, label=1, header=False),
+        "dev": _Layout("dev.tsv", 4, text_a=3, label=1, header=False),
+        "test": _Layout("test.tsv", 2, text_a=1, index=0),
+    }
+
+
+class Sst2Processor(DataProcessor):
+    """SST-2: `sentence label`; test `index sentence`."""
+
+    task = "SST-2"
+    labels = _BINARY
+    layouts = {
+        "train": _Layout("train.tsv", 2, text_a=0, label=1),
+        "dev": _Layout("dev.tsv", 2, text_a=0, label=1),
+        "test": _Layout("test.tsv", 2, text_a=1, index=0),
+    }
+
+
+class MrpcProcessor(DataProcessor):
+    """MRPC: `Quality #1 ID #2 ID #1 String #2 String`; test has `index`."""
+
+    task = "MRPC"
+    labels = _BINARY
+    layouts = {
+        "train": _Layout("train.tsv", 5, text_a=3, text_b=4, label=0),
+        "dev": _Layout("dev.tsv", 5, text_a=3, text_b=4, label=0),
+        "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0),
+    }
+
+
+class StsbProcessor(DataProcessor):
+    """STS-B (regression): sentences in columns 7, 8 and the score in 9."""
+
+    task = "STS-B"
+    labels = ()
+    is_regression = True
+    layouts = {
+        "train": _Layout("train.tsv", 10, text_a=7, text_b=8, label=9, index=0),
+        "dev": _Layout("dev.tsv", 10, text_a=7, text_b=8, label=9, index=0),
+        "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0),
+    }
+
+
+class QqpProcessor(DataProcessor):
+    """QQP: `id qid1 qid2 question1 question2 is_duplicate`; test `id q1 q2`."""
+
+    task = "QQP"
+    labels = _BINARY
+    layouts = {
+        "train": _Layout("train.tsv", 6, text_a=3, text_b=4, label=5, index=0),
+        "dev": _Layout("dev.tsv", 6, text_a=3, text_b=4, label=5, index=0),
+        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0),
+    }
+
+
+class MnliProcessor(DataProcessor):
+    """MNLI: sentence1/2 in columns 8, 9 and gold_label in the last column.
+
+    train.tsv has 12 columns, dev_*.tsv 16 (five annotator labels, then
+    gold_label) and test_*.tsv 10 (no label). "dev"/"test" are the matched
+    sets, as in the original; the mismatched ones are the splits
+    "dev_mismatched"/"test_mismatched" (or the two methods below).
+    """
+
+    task = "MNLI"
+    labels = _NLI3
+    _dev = dict(text_a=8, text_b=9, label=-1, index=0)
+    _test = dict(text_a=8, text_b=9, index=0)
+    layouts = {
+        "train": _Layout("train.tsv", 12, text_a=8, text_b=9, label=-1,
+                         index=0),
+        "dev": _Layout("dev_matched.tsv", 16, **_dev),
+        "test": _Layout("test_matched.tsv", 10, **_test),
+        "dev_matched": _Layout("dev_matched.tsv", 16, **_dev),
+        "dev_mismatched": _Layout("dev_mismatched.tsv", 16, **_dev),
+        "test_matched": _Layout("test_matched.tsv", 10, **_test),
+        "test_mismatched": _Layout("test_mismatched.tsv", 10, **_test),
+    }
+
+    def get_dev_mismatched_examples(self, data_dir: str) -> List[InputExample]:
+        """Returns the labeled examples of `dev_mismatched.tsv`."""
+        return self.get_examples(data_dir, "dev_mismatched")
+
+    def get_test_mismatched_examples(self, data_dir: str) -> List[InputExample]:
+        """Returns the unlabeled examples of `test_mismatched.tsv`."""
+        return self.get_examples(data_dir, "test_mismatched")
+
+
+class QnliProcessor(DataProcessor):
+    """QNLI: `index question sentence label`; test without label."""
+
+    task = "QNLI"
+    labels = _NLI2
+    layouts = {
+        "train": _Layout("train.tsv", 4, text_a=1, text_b=2, label=3, index=0),
+        "dev": _Layout("dev.tsv", 4, text_a=1, text_b=2, label=3, index=0),
+        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0),
+    }
+
+
+class RteProcessor(QnliProcessor):
+    """RTE: `index sentence1 sentence2 label`; test without label."""
+
+    task = "RTE"
+
+
+class WnliProcessor(QnliProcessor):
+    """WNLI: `index sentence1 sentence2 label` with labels 0/1."""
+
+    task = "WNLI"
+    labels = _BINARY
+
+
+class AxProcessor(DataProcessor):
+    """AX (GLUE diagnostic): `index sentence1 sentence2`, predict only.
+
+    It is scored with a model trained on MNLI, so it uses MNLI's labels.
+    Only `get_test_examples` (`diagnostic.tsv`) exists.
+    """
+
+    task = "AX"
+    labels = _NLI3
+    layouts = {
+        "test": _Layout("diagnostic.tsv", 3, text_a=1, text_b=2, index=0),
+    }
+
+
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "sst-2": Sst2Processor,
+    "mrpc": MrpcProcessor,
+    "sts-b": StsbProcessor,
+    "qqp": QqpProcessor,
+    "mnli": MnliProcessor,
+    "qnli": QnliProcessor,
+    "rte": RteProcessor,
+    "wnli": WnliProcessor,
+    "ax": AxProcessor,
+}
+
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b", "sst_2": "sst-2"}
+
+
+def canonical_task_name(task_name: str) -> str:
+    """Maps a task name to its `PROCESSORS` key (case-insensitive, aliases).
+
+    Args:
+      task_name: e.g. "MRPC", "SST2", "sts-b".
+
+    Returns:
+      The key in `PROCESSORS`, e.g. "sst-2".
+
+    Raises:
+      ValueError: If the task is unknown; the message lists the valid names.
+    """
+    name = task_name.strip().lower()
+    name = _ALIASES.get(name, name)
+    if name not in PROCESSORS:
+        raise ValueError(
+            f"Unknown GLUE task {task_name!r}; valid tasks: "
+            f"{', '.join(sorted(PROCESSORS))} (aliases: "
+            f"{', '.join(sorted(_ALIASES))})")
+    return name
+
+
+def get_processor(task_name: str) -> DataProcessor:
+    """Returns a processor instance for `task_name` (case-insensitive).
+
+    Args:
+      task_name: A key of `PROCESSORS` or an alias ("sst2", "stsb").
+
+    Returns:
+      A new `DataProcessor`.
+
+    Raises:
+      ValueError: If the task is unknown; the message lists the valid names.
+    """
+    return PROCESSORS[canonical_task_name(task_name)]()
+
+
+# ---------------------------------------------------------------------------
+# TensorFlow Datasets source.
+
+# TFDS `glue/<config>` names and the field(s) holding text_a / text_b.
+_TFDS_CONFIGS = {
+    "cola": ("cola", "sentence", None),
+    "sst-2": ("sst2", "sentence", None),
+    "mrpc": ("mrpc", "sentence1", "sentence2"),
+    "sts-b": ("stsb", "sentence1", "sentence2"),
+    "qqp": ("qqp", "question1", "question2"),
+    "mnli": ("mnli", "premise", "hypothesis"),
+    "qnli": ("qnli", "question", "sentence"),
+    "rte": ("rte", "sentence1", "sentence2"),
+    "wnli": ("wnli", "sentence1", "sentence2"),
+    "ax": ("ax", "premise", "hypothesis"),
+}
+
+# TFDS ClassLabel names, by integer id, translated to the TSV label strings.
+# (cola: unacceptable/acceptable, sst2: negative/positive, mrpc:
+# not_equivalent/equivalent, qqp: not_duplicate/duplicate, wnli:
+# not_entailment/entailment -- all 0/1 in the TSVs.)
+_TFDS_LABELS = {
+    "cola": _BINARY, "sst-2": _BINARY, "mrpc": _BINARY, "qqp": _BINARY,
+    "wnli": _BINARY,
+    "mnli": ("entailment", "neutral", "contradiction"),
+    "ax": ("entailment", "neutral", "contradiction"),
+    "qnli": ("entailment", "not_entailment"),
+    "rte": ("entailment", "not_entailment"),
+}
+
+# Our split names -> TFDS split names.
+_TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+_TFDS_MNLI_SPLITS = {
+    "train": "train",
+    "dev": "validation_matched", "dev_matched": "validation_matched",
+    "dev_mismatched": "validation_mismatched",
+    "test": "test_matched", "test_matched": "test_matched",
+    "test_mismatched": "test_mismatched",
+}
+
+
+def _as_text(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if hasattr(value, "numpy"):  # A tf.Tensor that was not converted.
+        return _as_text(value.numpy())
+    return str(value)
+
+
+def tfds_record_to_example(task_name: str, record: dict,
+                           set_type: str) -> InputExample:
+    """Converts one TFDS `glue/<task>` record (a dict) to an `InputExample`.
+
+    Args:
+      task_name: GLUE task name (see `get_processor`).
+      record: A dict such as `{"sentence1": b"...", "sentence2": b"...",
+        "label": 1, "idx": 7}`; strings may be bytes or str, numbers numpy
+        scalars or Python numbers. Label -1 (TFDS test splits) means unlabeled.
+      set_type: "train", "dev" or "test"; used in the guid.
+
+    Returns:
+      An `InputExample` whose label uses the same vocabulary as the TSV
+      processor of the task (e.g. "0"/"1", "entailment"), a float for STS-B,
+      or None for label -1.
+
+    Raises:
+      GlueDataError: If a field is missing or the label id is out of range.
+    """
+    name = canonical_task_name(task_name)
+    _, field_a, field_b = _TFDS_CONFIGS[name]
+    needed = [field_a] + ([field_b] if field_b else []) + ["label", "idx"]
+    missing = [k for k in needed if k not in record]
+    if missing:
+        raise GlueDataError(
+            f"TFDS glue/{_TFDS_CONFIGS[name][0]} record is missing field(s) "
+            f"{missing}; it has {sorted(record)}")
+    idx = int(record["idx"])
+    text_b = _as_text(record[field_b]) if field_b else None
+    raw_label = record["label"]
+    if name == "sts-b":
+        label = float(raw_label)
+        label = None if label == -1 else label
+    else:
+        label_id = int(raw_label)
+        names = _TFDS_LABELS[name]
+        if label_id == -1:
+            label = None
+        elif 0 <= label_id < len(names):
+            label = names[label_id]
+        else:
+            raise GlueDataError(
+                f"TFDS glue/{_TFDS_CONFIGS[name][0]} record idx {idx}: label "
+                f"id {label_id} out of range 0..{len(names) - 1}")
+    return InputExample(guid=f"{set_type}-{idx}", text_a=_as_text(record[field_a]),
+                        text_b=text_b, label=label)
+
+
+def load_tfds_examples(task_name: str, split: str,
+                       data_dir: Optional[str] = None) -> List[InputExample]:
+    """Reads a GLUE split from TensorFlow Datasets (`glue/<task>`).
+
+    Args:
+      task_name: GLUE task name (see `get_processor`).
+      split: "train", "dev" or "test"; for MNLI also "dev_matched",
+        "dev_mismatched", "test_matched", "test_mismatched".
+      data_dir: Optional TFDS data directory (passed to `tfds.load`).
+
+    Returns:
+      A list of `InputExample`s with the same label vocabulary as the TSV
+      processors; test examples have `label=None`.
+
+    Raises:
+      ImportError: If tensorflow_datasets is not installed.
+      GlueDataError: If the split is unknown or TFDS cannot load the data
+        (e.g. no network and nothing in `data_dir`).
+    """
+    name = canonical_task_name(task_name)
+    config = _TFDS_CONFIGS[name][0]
+    splits = _TFDS_MNLI_SPLITS if name == "mnli" else _TFDS_SPLITS
+    if name == "ax":
+        splits = {"test": "test"}
+    if split not in splits:
+        raise GlueDataError(
+            f"TFDS glue/{config} has no split {split!r}; valid splits: "
+            f"{', '.join(splits)}")
+    try:
+        import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ImportError(
+            "load_tfds_examples needs tensorflow_datasets, which is not "
+            "installed (pip install tensorflow-datasets), or use the TSV "
+            "processors with a glue_data directory instead") from e
+    try:
+        dataset = tfds.load(f"glue/{config}", split=splits[split],
+                            data_dir=data_dir, shuffle_files=False)
+        records = list(tfds.as_numpy(dataset))
+    except Exception as e:  # pylint: disable=broad-except
+        raise GlueDataError(
+            f"could not load TFDS glue/{config} split {splits[split]!r} "
+            f"(data_dir={data_dir!r}): {e}. TFDS needs network access to "
+            "download GLUE, or a data_dir that already holds it.") from e
+    set_type = split.split("_")[0]
+    return [tfds_record_to_example(name, r, set_type) for r in records]

@@ -1,0 +1,57 @@
+"""Shared fixtures: tiny configs for fast tests, paths to ../shared, the MiniLM backbone."""
+
+import os
+
+# Quiet TensorFlow's C++ start-up logs and make transformers' TF classes use tf-keras.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The shared data/models folder beside the checkout (skips the test if absent)."""
+    if not SHARED.is_dir():
+        pytest.skip(f"shared data folder not found at {SHARED}")
+    return SHARED
+
+
+@pytest.fixture
+def tiny_config():
+    """A 2-layer, hidden-16 BERT config: builds in milliseconds."""
+    from adapter_bert.config import BertConfig
+    return BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
+                      hidden_act="gelu_erf", hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1)
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """Directory of the embedded MiniLM backbone (skips if the package is missing)."""
+    from adapter_bert.checkpoints import CheckpointError, default_backbone_dir
+    try:
+        path = Path(default_backbone_dir())
+    except CheckpointError as e:
+        pytest.skip(str(e))
+    return path
+
+
+def tiny_inputs(batch=2, seq=7, vocab=60, seed=0, pad_last=2):
+    """Random int32 features in Google's names; the last `pad_last` tokens of row 0 are padding."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, vocab, size=(batch, seq)).astype("int32")
+    mask = np.ones((batch, seq), "int32")
+    if pad_last:
+        mask[0, -pad_last:] = 0
+        ids[0, -pad_last:] = 0
+    segments = np.zeros((batch, seq), "int32")
+    segments[:, seq // 2:] = 1
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}

@@ -1,0 +1,128 @@
+"""BertConfig (Google and Hugging Face files) and AdapterConfig."""
+
+import json
+
+import pytest
+
+from adapter_bert.config import AdapterConfig, BertConfig, ConfigError, optional_int_tuple
+
+
+def _write(tmp_path, values, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(values))
+    return str(path)
+
+
+def test_google_bert_config_reads_real_bert_mini(shared_dir):
+    cfg = BertConfig.from_json_file(str(shared_dir / "models/google-bert-mini-index/bert_config.json"))
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (256, 4, 4)
+    assert cfg.intermediate_size == 1024 and cfg.vocab_size == 30522
+    # Google's "gelu" is the tanh approximation; the default epsilon is BERT's 1e-12.
+    assert cfg.hidden_act == "gelu_tanh"
+    assert cfg.layer_norm_eps == 1e-12
+    assert cfg.head_size == 64
+
+
+def test_hf_config_reads_minilm(minilm_dir):
+    cfg = BertConfig.from_json_file(str(minilm_dir / "config.json"))
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (384, 6, 12)
+    # transformers' "gelu" is the exact erf form.
+    assert cfg.hidden_act == "gelu_erf"
+
+
+def test_google_json_round_trip(tmp_path, tiny_config):
+    path = tmp_path / "bert_config.json"
+    tiny_config.hidden_act = "gelu_tanh"
+    path.write_text(tiny_config.to_google_json())
+    assert json.loads(path.read_text())["hidden_act"] == "gelu"
+    assert BertConfig.from_json_file(str(path)) == tiny_config
+
+
+def test_missing_field_names_file_and_field(tmp_path, tiny_config):
+    values = json.loads(tiny_config.to_google_json())
+    del values["num_attention_heads"]
+    path = _write(tmp_path, values, "bert_config.json")
+    with pytest.raises(ConfigError, match=r"bert_config.json: missing field 'num_attention_heads'"):
+        BertConfig.from_json_file(path)
+
+
+def test_unknown_field_names_file_and_field(tmp_path, tiny_config):
+    values = json.loads(tiny_config.to_google_json())
+    values["num_hiden_layers"] = 3
+    path = _write(tmp_path, values, "bert_config.json")
+    with pytest.raises(ConfigError, match=r"bert_config.json: unknown field 'num_hiden_layers'"):
+        BertConfig.from_json_file(path)
+
+
+def test_hf_bookkeeping_fields_are_accepted_but_architecture_changes_are_not(tmp_path, minilm_dir):
+    values = json.loads((minilm_dir / "config.json").read_text())
+    values["id2label"] = {"0": "a"}
+    assert BertConfig.from_json_file(_write(tmp_path, values)).hidden_size == 384
+    values["position_embedding_type"] = "relative_key"
+    with pytest.raises(ConfigError, match="position_embedding_type"):
+        BertConfig.from_json_file(_write(tmp_path, values))
+    values["position_embedding_type"] = "absolute"
+    values["model_type"] = "roberta"
+    with pytest.raises(ConfigError, match="model_type.*roberta"):
+        BertConfig.from_json_file(_write(tmp_path, values))
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", r"not valid JSON \(line 1"),
+    ("[1, 2]", "expected a JSON object"),
+])
+def test_bad_json(tmp_path, content, message):
+    path = tmp_path / "bert_config.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        BertConfig.from_json_file(str(path))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        BertConfig.from_json_file(str(tmp_path / "nope.json"))
+
+
+def test_invalid_values():
+    with pytest.raises(ConfigError, match="multiple of num_attention_heads"):
+        BertConfig(vocab_size=10, hidden_size=10, num_attention_heads=3)
+    with pytest.raises(ValueError, match="unknown activation 'gelux'"):
+        BertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, hidden_act="gelux")
+
+
+def test_adapter_config_defaults_follow_the_paper():
+    cfg = AdapterConfig()
+    assert (cfg.size, cfg.activation, cfg.init_scale, cfg.positions) == (64, "gelu", 1e-3, "both")
+    assert cfg.layer_positions(0) == ("attention", "ffn")
+
+
+def test_adapter_config_positions_and_leave_out(tiny_config):
+    cfg = AdapterConfig(size=4, positions="ffn", leave_out=[1])
+    assert cfg.layer_positions(0) == ("ffn",)
+    assert cfg.layer_positions(1) == ()
+    assert AdapterConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match=r"leave_out names layers \[5\]"):
+        AdapterConfig(leave_out=[5]).validate_for(tiny_config)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"size": 0}, "positive integer"),
+    ({"init_scale": -1}, ">= 0"),
+    ({"positions": "middle"}, "positions must be one of"),
+    ({"activation": "nope"}, "unknown activation"),
+])
+def test_adapter_config_rejects_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AdapterConfig(**kwargs)
+
+
+def test_adapter_config_from_dict_rejects_unknown_keys():
+    with pytest.raises(ConfigError, match="unknown adapter config field"):
+        AdapterConfig.from_dict({"size": 8, "bottleneck": 3})
+
+
+def test_optional_int_tuple():
+    assert optional_int_tuple("0, 3,5") == (0, 3, 5)
+    assert optional_int_tuple("") == ()
+    with pytest.raises(ConfigError, match="comma-separated"):
+        optional_int_tuple("a,b")

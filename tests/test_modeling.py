@@ -1,0 +1,211 @@
+"""Keras BERT layers, adapters and heads on tiny configs."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.activations import canonical_activation, get_activation
+from adapter_bert.adapters import HoulsbyAdapter
+from adapter_bert.config import AdapterConfig
+from adapter_bert.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
+from adapter_bert.modeling import (BertAttention, BertEmbeddings, BertEncoder, BertIntermediate,
+                                   BertModel, BertPooler, BertResidualOutput, BertSelfAttention,
+                                   BertTransformerLayer, EmbeddingTable)
+from adapter_bert.naming import tf1_variables
+from tests.conftest import tiny_inputs
+
+
+def test_gelu_variants_match_tensorflow():
+    x = tf.linspace(-4.0, 4.0, 41)
+    np.testing.assert_allclose(get_activation("gelu")(x), tf.nn.gelu(x, approximate=True), atol=1e-6)
+    np.testing.assert_allclose(get_activation("gelu_erf")(x), tf.nn.gelu(x, approximate=False),
+                               atol=1e-6)
+    assert canonical_activation("gelu_new") == "gelu_tanh"
+
+
+def test_adapter_shapes_names_and_param_count():
+    adapter = HoulsbyAdapter(size=4)
+    out = adapter(tf.random.normal([2, 3, 10]))
+    assert out.shape == (2, 3, 10)
+    shapes = {v.name.split("/")[-1]: tuple(v.shape) for v in adapter.weights}
+    assert shapes == {"weights1:0": (10, 4), "biases1:0": (1, 4), "weights2:0": (4, 10),
+                      "biases2:0": (1, 10)}
+    assert adapter.count_params() == HoulsbyAdapter.param_count(10, 4) == 2 * 10 * 4 + 4 + 10
+
+
+def test_adapter_is_identity_with_zero_init_and_near_identity_by_default():
+    x = tf.random.normal([4, 5, 32], seed=1)
+    np.testing.assert_array_equal(HoulsbyAdapter(size=8, init_scale=0.0)(x), x)
+    near = HoulsbyAdapter(size=8)(x)  # init_scale 1e-3
+    relative = float(tf.norm(near - x) / tf.norm(x))
+    assert 0 < relative < 1e-3
+
+
+def test_adapter_computes_bottleneck_with_skip():
+    adapter = HoulsbyAdapter(size=3, activation="relu", init_scale=0.5)
+    x = np.random.default_rng(0).normal(size=(2, 4, 6)).astype("float32")
+    out = adapter(x).numpy()
+    w1, b1, w2, b2 = (v.numpy() for v in (adapter.weights1, adapter.biases1, adapter.weights2,
+                                          adapter.biases2))
+    expected = x + np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layer_fn", [
+    lambda c: BertEmbeddings(c), lambda c: BertSelfAttention(c), lambda c: BertResidualOutput(c),
+    lambda c: BertAttention(c), lambda c: BertIntermediate(c), lambda c: BertTransformerLayer(c),
+    lambda c: BertEncoder(c), lambda c: BertPooler(c), lambda c: EmbeddingTable(5, 4, name="t"),
+    lambda c: HoulsbyAdapter(7, "relu", 0.1), lambda c: ClassifierHead(3), lambda c: SpanHead(),
+])
+def test_every_layer_round_trips_get_config(tiny_config, layer_fn):
+    layer = layer_fn(tiny_config)
+    clone = type(layer).from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+
+
+def test_models_round_trip_get_config(tiny_config):
+    model = BertClassifier(tiny_config, 3, AdapterConfig(size=4, leave_out=[0]))
+    clone = BertClassifier.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    assert clone.bert.adapter_config.leave_out == (0,)
+    span = BertSpanModel(tiny_config)
+    assert BertSpanModel.from_config(span.get_config()).get_config() == span.get_config()
+    bert = BertModel(tiny_config, AdapterConfig(size=2))
+    assert BertModel.from_config(bert.get_config()).get_config() == bert.get_config()
+
+
+def test_backbone_outputs_and_padding_invariance(tiny_config):
+    bert = BertModel(tiny_config)
+    inputs = tiny_inputs()
+    out = bert(inputs, training=False, return_all_layers=True)
+    assert out["sequence_output"].shape == (2, 7, 16)
+    assert out["pooled_output"].shape == (2, 16)
+    assert len(out["all_layer_outputs"]) == 2
+    # Changing the ids under the padding mask must not change real tokens' outputs.
+    changed = dict(inputs, input_ids=inputs["input_ids"].copy())
+    changed["input_ids"][0, -2:] = 7
+    again = bert(changed, training=False)
+    np.testing.assert_allclose(again["sequence_output"][0, :5], out["sequence_output"][0, :5],
+                               atol=1e-6)
+
+
+def test_two_adapters_per_layer_in_the_paper_positions(tiny_config):
+    bert = BertModel(tiny_config, AdapterConfig(size=4))
+    bert(tiny_inputs())
+    names = [n for n in tf1_variables(bert) if "/adapters/" in n]
+    assert len(names) == 2 * 2 * 4
+    assert "bert/encoder/layer_1/attention/output/adapters/weights1" in names
+    assert "bert/encoder/layer_1/output/adapters/biases2" in names
+
+
+def test_adapter_positions_and_leave_out_select_slots(tiny_config):
+    bert = BertModel(tiny_config, AdapterConfig(size=4, positions="ffn", leave_out=[0]))
+    bert(tiny_inputs())
+    adapters = sorted({n.rsplit("/adapters/", 1)[0] for n in tf1_variables(bert) if "/adapters/" in n})
+    assert adapters == ["bert/encoder/layer_1/output"]
+
+
+def test_adapters_sit_before_the_layernorm(tiny_config):
+    """A huge adapter output must be normalised by the block's LayerNorm."""
+    bert = BertModel(tiny_config, AdapterConfig(size=4, init_scale=0.0))
+    bert(tiny_inputs())
+    block = bert.encoder.transformer_layers[0].ffn_output_block
+    hidden = tf.random.normal([1, 3, 32])  # the intermediate width
+    residual = tf.random.normal([1, 3, 16])
+    block.adapter.biases2.assign(tf.fill([1, 16], 1e4))
+    out = block(hidden, residual, training=False).numpy()
+    # LayerNorm output: per-token mean beta (0) and variance gamma^2 (1).
+    np.testing.assert_allclose(out.mean(-1), 0, atol=1e-3)
+
+
+def test_near_identity_adapters_barely_change_the_output(tiny_config):
+    inputs = tiny_inputs()
+    plain = BertModel(tiny_config)
+    reference = plain(inputs, training=False)["sequence_output"]
+    plain.add_adapters(AdapterConfig(size=8))  # added after build: built on the spot
+    with_adapters = plain(inputs, training=False)["sequence_output"]
+    relative = float(tf.norm(with_adapters - reference) / tf.norm(reference))
+    assert 0 < relative < 1e-2
+    plain.remove_adapters()
+    np.testing.assert_allclose(plain(inputs, training=False)["sequence_output"], reference, atol=1e-6)
+    assert not [n for n in tf1_variables(plain) if "adapters" in n]
+
+
+def test_disabling_an_adapter_slot_skips_it(tiny_config):
+    bert = BertModel(tiny_config, AdapterConfig(size=4, init_scale=0.5))
+    inputs = tiny_inputs()
+    with_adapters = bert(inputs, training=False)["sequence_output"].numpy()
+    for block in bert.output_blocks():
+        block.adapter_enabled = False
+    without = bert(inputs, training=False)["sequence_output"].numpy()
+    bert.remove_adapters()
+    np.testing.assert_allclose(bert(inputs, training=False)["sequence_output"], without, atol=1e-6)
+    assert np.abs(with_adapters - without).max() > 1e-3
+
+
+def test_tf1_names_do_not_depend_on_build_order(tiny_config):
+    first = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    first(tiny_inputs())
+    second = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    # Build the inner pieces in another order: the head first, then a lone layer, then all.
+    second.head.build([None, 16])
+    second.bert.encoder.transformer_layers[1](tf.zeros([1, 2, 16]), tf.zeros([1, 1, 1, 2]))
+    second(tiny_inputs())
+    assert list(tf1_variables(first)) == list(tf1_variables(second))
+    assert {n: v.shape for n, v in tf1_variables(first).items()} == \
+        {n: v.shape for n, v in tf1_variables(second).items()}
+
+
+def test_classifier_and_span_heads_use_google_names_and_shapes(tiny_config):
+    clf = BertClassifier(tiny_config, 3)
+    assert clf(tiny_inputs(), training=False).shape == (2, 3)
+    names = tf1_variables(clf)
+    assert names["output_weights"].shape == (3, 16) and names["output_bias"].shape == (3,)
+    regression = BertClassifier(tiny_config, 1)
+    assert regression(tiny_inputs()).shape == (2, 1)
+    span = BertSpanModel(tiny_config)
+    out = span(tiny_inputs(), training=False)
+    assert out["start_logits"].shape == (2, 7) and out["end_logits"].dtype == tf.float32
+    assert tf1_variables(span)["cls/squad/output_weights"].shape == (2, 16)
+
+
+def test_span_head_computes_the_projection(tiny_config):
+    span = BertSpanModel(tiny_config)
+    inputs = tiny_inputs()
+    out = span(inputs, training=False)
+    sequence = span.bert(inputs, training=False)["sequence_output"].numpy()
+    w, b = span.head.output_weights.numpy(), span.head.output_bias.numpy()
+    np.testing.assert_allclose(out["start_logits"], sequence @ w[0] + b[0], atol=1e-5)
+    np.testing.assert_allclose(out["end_logits"], sequence @ w[1] + b[1], atol=1e-5)
+
+
+def test_shared_backbone_is_not_copied(tiny_config):
+    bert = BertModel(tiny_config)
+    a, b = BertClassifier(bert, 2), BertSpanModel(bert)
+    a(tiny_inputs())
+    b(tiny_inputs())
+    assert a.bert is b.bert
+    assert tf1_variables(a)["bert/pooler/dense/kernel"] is tf1_variables(b)["bert/pooler/dense/kernel"]
+
+
+def test_dropout_is_active_only_in_training(tiny_config):
+    clf = BertClassifier(tiny_config, 2)
+    inputs = tiny_inputs()
+    np.testing.assert_array_equal(clf(inputs, training=False), clf(inputs, training=False))
+    assert np.abs(clf(inputs, training=True).numpy() - clf(inputs, training=False).numpy()).max() > 0
+
+
+def test_mixed_bfloat16_keeps_softmax_and_logits_float32(tiny_config):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        clf = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+        logits = clf(tiny_inputs(), training=False)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert logits.dtype == tf.float32
+    assert all(v.dtype == tf.float32 for v in clf.weights)
+    reference = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    reference(tiny_inputs())
+    reference.set_weights(clf.get_weights())
+    np.testing.assert_allclose(logits, reference(tiny_inputs(), training=False), atol=0.05)
