@@ -1,0 +1,394 @@
+"""SQuAD v1.1 / v2.0 reading and windowed feature conversion for BERT.
+
+Reading (:func:`read_squad_examples`) validates the JSON and raises
+:class:`SquadDataError` naming the file and the JSON path (and question id)
+of the problem. An ``answer_start`` that does not point at the answer text
+is not fatal: it is counted, logged, and the question is skipped in
+training.
+
+Conversion (:func:`convert_examples_to_features`) tokenises the raw context
+once with a *fast* tokenizer and keeps each word piece's character offsets
+into the original context, so answers are aligned (and later recovered) by
+character position rather than by re-tokenising white-space words. Long
+contexts are split into overlapping windows exactly as BERT's
+``run_squad.py`` does (a window of ``max_seq_length - len(query) - 3``
+context tokens, advancing by ``doc_stride``), and each context token is
+marked "max context" in the single window where
+``min(left, right) + 0.01 * window_length`` is largest (first such window on
+ties).
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+from absl import logging
+
+__all__ = [
+    "SquadDataError",
+    "SquadExample",
+    "SquadExampleList",
+    "SquadFeature",
+    "SquadFeatureList",
+    "read_squad_examples",
+    "convert_examples_to_features",
+    "FIRST_UNIQUE_ID",
+]
+
+FIRST_UNIQUE_ID = 1000000000
+
+
+class SquadDataError(ValueError):
+    """A SQuAD file is missing, unreadable or not shaped like SQuAD JSON."""
+
+
+@dataclasses.dataclass
+class SquadExample:
+    """One question about one context.
+
+    Attributes:
+      qas_id: the question id.
+      question_text: the question.
+      context_text: the paragraph, unchanged.
+      answer_text: the (first) gold answer text, "" if none/impossible.
+      start_char: character offset of ``answer_text`` in ``context_text``,
+        -1 if none/impossible.
+      is_impossible: v2.0 unanswerable question.
+      all_answers: every gold answer text (for evaluation).
+    """
+
+    qas_id: str
+    question_text: str
+    context_text: str
+    answer_text: str = ""
+    start_char: int = -1
+    is_impossible: bool = False
+    all_answers: List[str] = dataclasses.field(default_factory=list)
+
+
+class SquadExampleList(list):
+    """A list of :class:`SquadExample` that also records reading problems.
+
+    Attributes:
+      path: the file read.
+      num_answer_mismatches: questions whose ``answer_start`` does not point
+        at the answer text (skipped when reading for training).
+      mismatched_ids: their question ids.
+    """
+
+    def __init__(self, items=(), path: str = ""):
+        super().__init__(items)
+        self.path = path
+        self.num_answer_mismatches = 0
+        self.mismatched_ids: List[str] = []
+
+
+@dataclasses.dataclass
+class SquadFeature:
+    """One window of one example, ready for the model.
+
+    Attributes:
+      unique_id: global id of the window (used to match model outputs).
+      example_index: index of the example in the list given to the converter.
+      doc_span_index: index of this window among the example's windows.
+      input_ids, input_mask, segment_ids: int32 arrays of length
+        ``max_seq_length``: ``[CLS] query [SEP] context-window [SEP]`` + padding.
+      token_to_orig: int32 array ``[max_seq_length, 2]``: for context tokens
+        the ``(start, end)`` character offsets of the word piece in the
+        original context (``context_text[start:end]``); -1 elsewhere.
+      token_is_max_context: bool array ``[max_seq_length]``: True for the
+        context tokens whose best window is this one.
+      start_position, end_position: gold token positions in the window
+        (training), 0 (= [CLS]) when the answer is not inside the window or
+        the question is impossible.
+      is_impossible: the example is unanswerable.
+    """
+
+    unique_id: int
+    example_index: int
+    doc_span_index: int
+    input_ids: np.ndarray
+    input_mask: np.ndarray
+    segment_ids: np.ndarray
+    token_to_orig: np.ndarray
+    token_is_max_context: np.ndarray
+    start_position: int = 0
+    end_position: int = 0
+    is_impossible: bool = False
+
+
+class SquadFeatureList(list):
+    """A list of :class:`SquadFeature` that also records alignment problems.
+
+    Attributes:
+      num_unalignable: training examples whose answer overlaps no token (skipped).
+      unalignable_ids: their question ids.
+      num_inexact: training examples whose token span, decoded through the
+        offsets, is not exactly the answer text (e.g. the answer ends inside a
+        word piece); they are kept with the covering span, as BERT does.
+      inexact_ids: their question ids.
+    """
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.num_unalignable = 0
+        self.unalignable_ids: List[str] = []
+        self.num_inexact = 0
+        self.inexact_ids: List[str] = []
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _load_json(path: str) -> Any:
+    if not os.path.isfile(path):
+        raise SquadDataError(f"{path}: SQuAD file not found")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SquadDataError(f"{path}: not valid UTF-8 at byte {e.start}: {e.reason}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SquadDataError(f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+
+
+def _get(obj: Any, key: str, kind, path: str, where: str, qid: Optional[str] = None):
+    """``obj[key]`` checked to be of type ``kind``, else a SquadDataError."""
+    qpart = f" (question id {qid!r})" if qid is not None else ""
+    if not isinstance(obj, dict):
+        raise SquadDataError(f"{path}: {where}{qpart}: expected a JSON object, got {type(obj).__name__}")
+    if key not in obj:
+        raise SquadDataError(f"{path}: {where}{qpart}: missing key {key!r}")
+    value = obj[key]
+    if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+        raise SquadDataError(f"{path}: {where}.{key}{qpart}: expected {kind.__name__}, "
+                             f"got {type(value).__name__}")
+    return value
+
+
+def read_squad_examples(path: str, is_training: bool, version_2_with_negative: bool = False) -> SquadExampleList:
+    """Reads a SQuAD JSON file into examples.
+
+    Args:
+      path: the SQuAD JSON file (v1.1 or v2.0 layout).
+      is_training: training mode: every answerable question must have an
+        answer (the first is used), and questions whose ``answer_start`` does
+        not point at the answer text are skipped. In evaluation mode
+        "answers" may be absent (test files) and nothing is skipped.
+      version_2_with_negative: read ``is_impossible`` (required on every
+        question) as in SQuAD 2.0.
+
+    Returns:
+      A :class:`SquadExampleList` (a list of :class:`SquadExample`) with the
+      mismatch count in ``num_answer_mismatches`` / ``mismatched_ids``.
+
+    Raises:
+      SquadDataError: missing file, non-UTF-8 bytes, malformed JSON (with
+        line and column), or a missing/mistyped key (with its JSON path and
+        question id).
+    """
+    data = _get(_load_json(path), "data", list, path, "top level")
+    examples = SquadExampleList(path=path)
+    for a_i, article in enumerate(data):
+        for p_i, paragraph in enumerate(_get(article, "paragraphs", list, path, f"data[{a_i}]")):
+            where_p = f"data[{a_i}].paragraphs[{p_i}]"
+            context = _get(paragraph, "context", str, path, where_p)
+            for q_i, qa in enumerate(_get(paragraph, "qas", list, path, where_p)):
+                where = f"{where_p}.qas[{q_i}]"
+                qid = _get(qa, "id", str, path, where)
+                question = _get(qa, "question", str, path, where, qid)
+                impossible = False
+                if version_2_with_negative:
+                    impossible = _get(qa, "is_impossible", bool, path, where, qid)
+                if is_training or "answers" in qa:
+                    answers = _get(qa, "answers", list, path, where, qid)
+                else:
+                    answers = []
+                texts, starts = [], []
+                for n_i, ans in enumerate(answers):
+                    texts.append(_get(ans, "text", str, path, f"{where}.answers[{n_i}]", qid))
+                    starts.append(_get(ans, "answer_start", int, path, f"{where}.answers[{n_i}]", qid))
+                example = SquadExample(qid, question, context, is_impossible=impossible, all_answers=texts)
+                if not impossible and texts:
+                    example.answer_text, example.start_char = texts[0], starts[0]
+                    if context[starts[0]:starts[0] + len(texts[0])] != texts[0] or starts[0] < 0:
+                        examples.num_answer_mismatches += 1
+                        examples.mismatched_ids.append(qid)
+                        logging.warning("%s: %s (question id %r): answer_start %d does not point at %r",
+                                        path, where, qid, starts[0], texts[0])
+                        if is_training:
+                            continue
+                elif is_training and not impossible:
+                    raise SquadDataError(f"{path}: {where}.answers (question id {qid!r}): "
+                                         "an answerable training question needs at least one answer")
+                examples.append(example)
+    if examples.num_answer_mismatches:
+        logging.warning("%s: %d answers whose answer_start does not match the text%s", path,
+                        examples.num_answer_mismatches, " (skipped)" if is_training else "")
+    logging.info("%s: read %d examples", path, len(examples))
+    return examples
+
+
+# --------------------------------------------------------------------------- features
+
+
+def _doc_spans(num_tokens: int, max_tokens: int, doc_stride: int):
+    """BERT's sliding windows: ``[(start, length), ...]`` covering ``num_tokens``."""
+    spans, start = [], 0
+    while True:
+        length = min(num_tokens - start, max_tokens)
+        spans.append((start, length))
+        if start + length >= num_tokens:
+            return spans
+        start += min(length, doc_stride)
+
+
+def _best_windows(num_tokens: int, spans) -> np.ndarray:
+    """For each context token, the index of the window where it has most context."""
+    best = np.full(num_tokens, -1, dtype=np.int64)
+    best_score = np.full(num_tokens, -np.inf)
+    for s_i, (start, length) in enumerate(spans):
+        idx = np.arange(start, start + length)
+        score = np.minimum(idx - start, start + length - 1 - idx) + 0.01 * length
+        better = score > best_score[idx]
+        best[idx[better]] = s_i
+        best_score[idx[better]] = score[better]
+    return best
+
+
+def _align_answer(offsets: np.ndarray, start_char: int, end_char: int):
+    """Token span ``(first, last)`` overlapping ``[start_char, end_char)``, or None."""
+    if len(offsets) == 0 or end_char <= start_char:
+        return None
+    overlap = (offsets[:, 1] > start_char) & (offsets[:, 0] < end_char) & (offsets[:, 1] > offsets[:, 0])
+    hits = np.flatnonzero(overlap)
+    if hits.size == 0:
+        return None
+    return int(hits[0]), int(hits[-1])
+
+
+def convert_examples_to_features(
+    examples: Sequence[SquadExample],
+    tokenizer: Any,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    is_training: bool,
+    output_fn: Optional[Callable[[SquadFeature], None]] = None,
+    first_unique_id: int = FIRST_UNIQUE_ID,
+) -> SquadFeatureList:
+    """Converts examples into fixed-length, possibly overlapping windows.
+
+    Args:
+      examples: the examples (from :func:`read_squad_examples`).
+      tokenizer: a Hugging Face *fast* BERT tokenizer (``BertTokenizerFast``);
+        character offsets come from ``return_offsets_mapping``.
+      max_seq_length: total window length, including [CLS] and two [SEP].
+      doc_stride: how far consecutive windows advance, in tokens.
+      max_query_length: questions longer than this (in tokens) are truncated.
+      is_training: set start/end positions; skip examples whose answer
+        overlaps no context token.
+      output_fn: if given, each feature is passed to it instead of being kept
+        in the returned list (streaming, for large training sets).
+      first_unique_id: ``unique_id`` of the first window.
+
+    Returns:
+      A :class:`SquadFeatureList` of :class:`SquadFeature` (empty when
+      ``output_fn`` is given) with the alignment counts.
+
+    Raises:
+      ValueError: on an argument combination that cannot work:
+        ``doc_stride >= max_seq_length``, ``max_seq_length <= max_query_length + 3``,
+        a ``doc_stride`` larger than the smallest context window (tokens
+        would be skipped), non-positive sizes, or a slow tokenizer.
+    """
+    if max_seq_length <= 0 or doc_stride <= 0 or max_query_length <= 0:
+        raise ValueError("max_seq_length, doc_stride and max_query_length must be positive")
+    if doc_stride >= max_seq_length:
+        raise ValueError(f"doc_stride ({doc_stride}) must be smaller than max_seq_length ({max_seq_length})")
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length + 3 "
+                         f"({max_query_length + 3}) to leave room for the context")
+    min_doc_tokens = max_seq_length - max_query_length - 3
+    if doc_stride > min_doc_tokens:
+        raise ValueError(f"doc_stride ({doc_stride}) is larger than the context window left by max_seq_length "
+                         f"- max_query_length - 3 ({min_doc_tokens}): context tokens would be skipped")
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("convert_examples_to_features needs a fast tokenizer (e.g. BertTokenizerFast)")
+    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0
+
+    features = SquadFeatureList()
+    unique_id = first_unique_id
+    cache_context, cache_ids, cache_offsets = None, None, None
+    batch = 256
+    questions = []
+    for b in range(0, len(examples), batch):
+        enc = tokenizer([e.question_text for e in examples[b:b + batch]], add_special_tokens=False, verbose=False)
+        questions.extend(ids[:max_query_length] for ids in enc["input_ids"])
+
+    for ex_i, example in enumerate(examples):
+        if example.context_text != cache_context:
+            enc = tokenizer(example.context_text, add_special_tokens=False, return_offsets_mapping=True,
+                            verbose=False)
+            cache_context = example.context_text
+            cache_ids = np.asarray(enc["input_ids"], dtype=np.int32)
+            cache_offsets = np.asarray(enc["offset_mapping"], dtype=np.int32).reshape(-1, 2)
+        doc_ids, doc_offsets = cache_ids, cache_offsets
+
+        tok_start = tok_end = None
+        if is_training and not example.is_impossible:
+            end_char = example.start_char + len(example.answer_text)
+            span = _align_answer(doc_offsets, example.start_char, end_char)
+            if span is None:
+                features.num_unalignable += 1
+                features.unalignable_ids.append(example.qas_id)
+                logging.warning("question %r: answer %r overlaps no token; skipped",
+                                example.qas_id, example.answer_text)
+                continue
+            tok_start, tok_end = span
+            decoded = example.context_text[doc_offsets[tok_start, 0]:doc_offsets[tok_end, 1]]
+            if decoded != example.answer_text:
+                features.num_inexact += 1
+                features.inexact_ids.append(example.qas_id)
+
+        query = questions[ex_i]
+        max_doc_tokens = max_seq_length - len(query) - 3
+        spans = _doc_spans(len(doc_ids), max_doc_tokens, doc_stride)
+        best = _best_windows(len(doc_ids), spans)
+        ctx0 = len(query) + 2  # position of the first context token in a window
+        for s_i, (start, length) in enumerate(spans):
+            n = ctx0 + length + 1
+            input_ids = np.full(max_seq_length, pad_id, dtype=np.int32)
+            input_ids[0] = cls_id
+            input_ids[1:ctx0 - 1] = query
+            input_ids[ctx0 - 1] = sep_id
+            input_ids[ctx0:ctx0 + length] = doc_ids[start:start + length]
+            input_ids[n - 1] = sep_id
+            input_mask = np.zeros(max_seq_length, dtype=np.int32)
+            input_mask[:n] = 1
+            segment_ids = np.zeros(max_seq_length, dtype=np.int32)
+            segment_ids[ctx0:n] = 1
+            token_to_orig = np.full((max_seq_length, 2), -1, dtype=np.int32)
+            token_to_orig[ctx0:ctx0 + length] = doc_offsets[start:start + length]
+            is_max = np.zeros(max_seq_length, dtype=bool)
+            is_max[ctx0:ctx0 + length] = best[start:start + length] == s_i
+
+            start_pos = end_pos = 0
+            if tok_start is not None and start <= tok_start and tok_end < start + length:
+                start_pos, end_pos = tok_start - start + ctx0, tok_end - start + ctx0
+            feature = SquadFeature(unique_id, ex_i, s_i, input_ids, input_mask, segment_ids, token_to_orig,
+                                   is_max, start_pos, end_pos, bool(example.is_impossible))
+            unique_id += 1
+            if output_fn is not None:
+                output_fn(feature)
+            else:
+                features.append(feature)
+    if features.num_unalignable or features.num_inexact:
+        logging.warning("%d training answers overlap no token (skipped); %d align only to a wider token span",
+                        features.num_unalignable, features.num_inexact)
+    return features

@@ -1,0 +1,205 @@
+"""Turns per-window start/end logits into SQuAD answer texts.
+
+For every example, candidate spans are collected from all of its windows:
+the ``n_best_size`` best start and end positions of each window, kept when
+both lie in the context, the start token has its maximum context in that
+window, ``end >= start`` and the span has at most ``max_answer_length``
+tokens. The answer text is cut from the *original* context through the word
+pieces' character offsets, so casing, accents and punctuation are exact.
+Candidates are ranked by ``start_logit + end_logit``, deduplicated by text,
+and their probabilities are a softmax over the kept n-best.
+
+With SQuAD 2.0 the null ("no answer") score of an example is
+``start_logits[0] + end_logits[0]`` ([CLS]) minimised over its windows; the
+null candidate joins the n-best, and the prediction is "" when
+``null_score - best_non_null_score > null_score_diff_threshold``. That
+difference is written to ``null_odds.json`` (usable as ``na_probs`` for the
+v2.0 best-threshold search).
+
+Output files follow Google BERT's ``run_squad.py``: ``predictions.json``
+(id -> text), ``nbest_predictions.json`` (id -> list of ``{"text",
+"probability", "start_logit", "end_logit"}``) and, for v2.0,
+``null_odds.json`` (id -> score difference), all JSON with 4-space indent.
+"""
+
+import collections
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = ["RawResult", "write_predictions", "NO_SPAN_NULL_ODDS"]
+
+RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
+"""Model output for one feature (window): its unique_id and two logit vectors."""
+
+# null odds recorded (v2.0) when an example has no valid non-null span at all.
+NO_SPAN_NULL_ODDS = 1e9
+
+_Candidate = collections.namedtuple("_Candidate", ["feature_index", "start", "end", "start_logit", "end_logit"])
+
+
+def _field(result: Any, name: str):
+    if isinstance(result, Mapping):
+        return result[name]
+    return getattr(result, name)
+
+
+def _top_indexes(logits: np.ndarray, n: int) -> np.ndarray:
+    """Indexes of the ``n`` largest logits, best first (lower index first on ties)."""
+    return np.argsort(-logits, kind="stable")[:n]
+
+
+def _softmax(scores: Sequence[float]) -> List[float]:
+    if not scores:
+        return []
+    x = np.asarray(scores, dtype=np.float64)
+    e = np.exp(x - x.max())
+    return (e / e.sum()).tolist()
+
+
+def _write_json_atomic(path: str, obj: Any) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(obj, indent=4) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_predictions(
+    examples: Sequence[Any],
+    features: Sequence[Any],
+    results: Sequence[Any],
+    n_best_size: int,
+    max_answer_length: int,
+    version_2_with_negative: bool,
+    null_score_diff_threshold: float,
+    output_dir: str,
+) -> Tuple[Dict[str, str], Optional[Dict[str, float]]]:
+    """Builds the final answers and writes the prediction files.
+
+    Args:
+      examples: the :class:`~adapter_bert.data.squad.SquadExample` list the
+        features were built from (``qas_id`` and ``context_text`` are used).
+      features: the :class:`~adapter_bert.data.squad.SquadFeature` windows
+        (``unique_id``, ``example_index``, ``token_to_orig``,
+        ``token_is_max_context``).
+      results: one result per feature, with ``unique_id``, ``start_logits``
+        and ``end_logits`` (attributes, e.g. :data:`RawResult`, or mapping keys).
+      n_best_size: candidates considered per window and kept per example.
+      max_answer_length: longest answer, in tokens.
+      version_2_with_negative: SQuAD 2.0: consider "no answer".
+      null_score_diff_threshold: predict "" when the null score beats the best
+        span score by more than this.
+      output_dir: directory for ``predictions.json``, ``nbest_predictions.json``
+        and (v2.0) ``null_odds.json``; created if needed. Each file is written
+        to a temporary file in the same directory and renamed into place.
+
+    Returns:
+      ``(predictions, null_odds)``: question id -> answer text, and for v2.0
+      question id -> ``null_score - best_non_null_score`` (None for v1.1). An
+      example with no valid span at all is predicted "" (v1.1: the n-best
+      then holds one "empty" entry, as in BERT's script; v2.0: its null odds
+      are :data:`NO_SPAN_NULL_ODDS`).
+
+    Raises:
+      ValueError: non-positive ``n_best_size``/``max_answer_length``, a
+        feature without a result, or logits whose length differs from the
+        feature's sequence length.
+    """
+    if n_best_size <= 0 or max_answer_length <= 0:
+        raise ValueError("n_best_size and max_answer_length must be positive")
+    by_id = {int(_field(r, "unique_id")): r for r in results}
+    features_of = collections.defaultdict(list)
+    for feature in features:
+        features_of[feature.example_index].append(feature)
+
+    predictions: Dict[str, str] = collections.OrderedDict()
+    nbest_json: Dict[str, List[Dict[str, Any]]] = collections.OrderedDict()
+    null_odds: Dict[str, float] = collections.OrderedDict()
+
+    for ex_i, example in enumerate(examples):
+        candidates: List[_Candidate] = []
+        null_score, null_cand = None, None
+        for f_i, feature in enumerate(features_of.get(ex_i, [])):
+            if feature.unique_id not in by_id:
+                raise ValueError(f"no result for feature unique_id {feature.unique_id} "
+                                 f"(question id {example.qas_id!r})")
+            result = by_id[feature.unique_id]
+            start_logits = np.asarray(_field(result, "start_logits"), dtype=np.float64).reshape(-1)
+            end_logits = np.asarray(_field(result, "end_logits"), dtype=np.float64).reshape(-1)
+            seq_len = len(feature.token_to_orig)
+            if start_logits.shape[0] != seq_len or end_logits.shape[0] != seq_len:
+                raise ValueError(f"logits of unique_id {feature.unique_id} have length "
+                                 f"{start_logits.shape[0]}/{end_logits.shape[0]}, expected {seq_len}")
+            if version_2_with_negative:
+                score = start_logits[0] + end_logits[0]
+                if null_score is None or score < null_score:
+                    null_score = score
+                    null_cand = _Candidate(f_i, 0, 0, float(start_logits[0]), float(end_logits[0]))
+            in_context = feature.token_to_orig[:, 0] >= 0
+            for s in _top_indexes(start_logits, n_best_size):
+                if not (in_context[s] and feature.token_is_max_context[s]):
+                    continue
+                for e in _top_indexes(end_logits, n_best_size):
+                    if not in_context[e] or e < s or e - s + 1 > max_answer_length:
+                        continue
+                    candidates.append(_Candidate(f_i, int(s), int(e), float(start_logits[s]),
+                                                 float(end_logits[e])))
+        if null_cand is not None:
+            candidates.append(null_cand)
+        candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
+
+        ex_features = features_of.get(ex_i, [])
+        nbest, seen = [], set()
+        for cand in candidates:
+            if len(nbest) >= n_best_size:
+                break
+            if cand is null_cand:
+                text = ""
+            else:
+                offsets = ex_features[cand.feature_index].token_to_orig
+                text = example.context_text[offsets[cand.start, 0]:offsets[cand.end, 1]]
+            if text in seen:
+                continue
+            seen.add(text)
+            nbest.append((text, cand.start_logit, cand.end_logit))
+        if null_cand is not None and "" not in seen:
+            nbest.append(("", null_cand.start_logit, null_cand.end_logit))
+        if not nbest:  # no valid span and no null candidate: BERT's placeholder entry
+            nbest.append(("empty", 0.0, 0.0))
+            best_non_null = None
+        else:
+            best_non_null = next((entry for entry in nbest if entry[0]), None)
+
+        probs = _softmax([s + e for _, s, e in nbest])
+        nbest_json[example.qas_id] = [
+            {"text": t, "probability": p, "start_logit": s, "end_logit": e}
+            for (t, s, e), p in zip(nbest, probs)
+        ]
+        if not version_2_with_negative:
+            predictions[example.qas_id] = best_non_null[0] if best_non_null else ""
+            continue
+        if best_non_null is None or null_score is None:
+            diff = NO_SPAN_NULL_ODDS
+        else:
+            diff = float(null_score - best_non_null[1] - best_non_null[2])
+        null_odds[example.qas_id] = diff
+        predictions[example.qas_id] = "" if best_non_null is None or diff > null_score_diff_threshold \
+            else best_non_null[0]
+
+    os.makedirs(output_dir, exist_ok=True)
+    _write_json_atomic(os.path.join(output_dir, "predictions.json"), predictions)
+    _write_json_atomic(os.path.join(output_dir, "nbest_predictions.json"), nbest_json)
+    if version_2_with_negative:
+        _write_json_atomic(os.path.join(output_dir, "null_odds.json"), null_odds)
+        return predictions, null_odds
+    return predictions, None

@@ -1,0 +1,357 @@
+"""SQuAD v1.1 and v2.0 scoring, following the official evaluation rules.
+
+This is an independent implementation of the documented rules of the
+official SQuAD evaluation scripts (``evaluate-v1.1.py`` and
+``evaluate-v2.0.py``); it reproduces their numbers:
+
+* **Normalisation**: lower case, drop every character of
+  ``string.punctuation``, drop the whole words ``a``, ``an`` and ``the``,
+  collapse white space.
+* **Exact match**: normalised prediction equals a normalised gold answer.
+* **F1**: bag-of-tokens F1 between the normalised strings. v2.0 rule: when
+  either side has no tokens the score is 1 if both are empty, else 0. The
+  v1.1 script has no such special case: an empty token list on either side
+  scores 0 (this only matters for golds such as ``"."`` that normalise to
+  nothing; a few exist in dev-v1.1).
+* The score of a question is the maximum over its gold answers; the corpus
+  score is the mean over questions, in percent.
+* v2.0: a question with no gold answer (or whose golds all normalise to
+  nothing) has the gold ``[""]``. An optional no-answer probability per
+  question (``na_probs``) turns an answer into an abstention when it is
+  above ``na_prob_thresh``; the best-threshold search reports the best
+  exact/F1 over all thresholds.
+
+Questions missing from ``predictions`` score 0 and are logged (see
+:func:`find_missing_predictions`). The official v2.0 script silently drops
+them from the totals (and then fails on the HasAns/NoAns breakdown); here
+they are kept in every total, so a missing prediction is always wrong.
+"""
+
+import collections
+import re
+import string
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from absl import logging
+
+__all__ = [
+    "normalize_answer",
+    "get_tokens",
+    "exact_match_score",
+    "f1_score",
+    "metric_max_over_ground_truths",
+    "find_missing_predictions",
+    "evaluate_v1",
+    "evaluate_v2",
+    "find_best_threshold",
+]
+
+_PUNCT = frozenset(string.punctuation)
+_ARTICLES_RE = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+def normalize_answer(text: str) -> str:
+    """Normalises an answer string as the official SQuAD scripts do.
+
+    Args:
+      text: the raw answer (prediction or gold).
+
+    Returns:
+      ``text`` lower-cased, without ASCII punctuation (``string.punctuation``),
+      without the whole words "a", "an" and "the", and with runs of white
+      space collapsed to single spaces (no leading or trailing space).
+    """
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES_RE.sub(" ", text)
+    return " ".join(text.split())
+
+
+def get_tokens(text: str) -> List[str]:
+    """Returns the tokens of the normalised ``text`` (white-space split)."""
+    if not text:
+        return []
+    return normalize_answer(text).split()
+
+
+def exact_match_score(prediction: str, ground_truth: str) -> float:
+    """1.0 if the normalised strings are equal, else 0.0.
+
+    Args:
+      prediction: predicted answer text.
+      ground_truth: one gold answer text.
+
+    Returns:
+      1.0 or 0.0.
+    """
+    return float(normalize_answer(prediction) == normalize_answer(ground_truth))
+
+
+def f1_score(prediction: str, ground_truth: str, empty_matches_empty: bool = True) -> float:
+    """Token-level F1 between a prediction and one gold answer.
+
+    Args:
+      prediction: predicted answer text.
+      ground_truth: one gold answer text.
+      empty_matches_empty: the v2.0 rule (default): when either normalised
+        string has no tokens, the score is 1.0 if both are empty and 0.0
+        otherwise. With False, the v1.1 behaviour: any empty side scores 0.0.
+
+    Returns:
+      F1 in [0, 1].
+    """
+    pred_toks = get_tokens(prediction)
+    gold_toks = get_tokens(ground_truth)
+    if not pred_toks or not gold_toks:
+        if empty_matches_empty:
+            return float(pred_toks == gold_toks)
+        return 0.0
+    common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
+    num_same = sum(common.values())
+    if num_same == 0:
+        return 0.0
+    precision = num_same / len(pred_toks)
+    recall = num_same / len(gold_toks)
+    return 2.0 * precision * recall / (precision + recall)
+
+
+def metric_max_over_ground_truths(metric_fn, prediction: str, ground_truths: Iterable[str]) -> float:
+    """Maximum of ``metric_fn(prediction, gold)`` over the gold answers.
+
+    Args:
+      metric_fn: a function ``(prediction, gold) -> float``.
+      prediction: predicted answer text.
+      ground_truths: the gold answer texts (at least one).
+
+    Returns:
+      The best score.
+
+    Raises:
+      ValueError: if ``ground_truths`` is empty.
+    """
+    scores = [metric_fn(prediction, gt) for gt in ground_truths]
+    if not scores:
+        raise ValueError("metric_max_over_ground_truths needs at least one gold answer")
+    return max(scores)
+
+
+def _iter_questions(dataset: Any):
+    """Yields ``(qid, [gold texts])`` for every question of a SQuAD dataset.
+
+    ``dataset`` is either the parsed JSON file (a dict with "data") or its
+    "data" list of articles.
+    """
+    articles = dataset.get("data") if isinstance(dataset, Mapping) else dataset
+    if not isinstance(articles, list):
+        raise ValueError("dataset must be a SQuAD JSON object with a 'data' list, or that list")
+    for a_i, article in enumerate(articles):
+        try:
+            paragraphs = article["paragraphs"]
+        except (KeyError, TypeError):
+            raise ValueError(f"data[{a_i}] has no 'paragraphs' list") from None
+        for p_i, paragraph in enumerate(paragraphs):
+            try:
+                qas = paragraph["qas"]
+            except (KeyError, TypeError):
+                raise ValueError(f"data[{a_i}].paragraphs[{p_i}] has no 'qas' list") from None
+            for q_i, qa in enumerate(qas):
+                try:
+                    qid = qa["id"]
+                    golds = [ans["text"] for ans in qa.get("answers", [])]
+                except (KeyError, TypeError):
+                    raise ValueError(
+                        f"data[{a_i}].paragraphs[{p_i}].qas[{q_i}] needs an 'id' and answers with 'text'"
+                    ) from None
+                yield qid, golds
+
+
+def find_missing_predictions(dataset: Any, predictions: Mapping[str, str]) -> List[str]:
+    """Ids of the dataset's questions that have no entry in ``predictions``.
+
+    Args:
+      dataset: the parsed SQuAD JSON (dict with "data") or its "data" list.
+      predictions: question id -> predicted text.
+
+    Returns:
+      The missing ids, in dataset order.
+
+    Raises:
+      ValueError: if ``dataset`` is not SQuAD-shaped.
+    """
+    return [qid for qid, _ in _iter_questions(dataset) if qid not in predictions]
+
+
+def _check_prediction(qid: str, prediction: Any) -> str:
+    if not isinstance(prediction, str):
+        raise ValueError(f"prediction for question {qid!r} must be a string, got {type(prediction).__name__}")
+    return prediction
+
+
+def evaluate_v1(dataset: Any, predictions: Mapping[str, str]) -> Dict[str, float]:
+    """Scores predictions with the SQuAD v1.1 rules.
+
+    Args:
+      dataset: the parsed SQuAD v1.1 JSON (dict with "data") or its "data" list.
+      predictions: question id -> predicted answer text. Questions missing
+        here score 0 (they are logged with absl at WARNING level).
+
+    Returns:
+      ``{"exact_match": float, "f1": float}``, both in percent.
+
+    Raises:
+      ValueError: if the dataset is malformed, has no questions, has an
+        answerable question without answers, or a prediction is not a string.
+    """
+    total = 0
+    exact = 0.0
+    f1 = 0.0
+    missing = []
+    v1_f1 = lambda p, g: f1_score(p, g, empty_matches_empty=False)  # noqa: E731
+    for qid, golds in _iter_questions(dataset):
+        total += 1
+        if qid not in predictions:
+            missing.append(qid)
+            continue
+        if not golds:
+            raise ValueError(f"question {qid!r} has no gold answers (not a v1.1 dataset?)")
+        pred = _check_prediction(qid, predictions[qid])
+        exact += metric_max_over_ground_truths(exact_match_score, pred, golds)
+        f1 += metric_max_over_ground_truths(v1_f1, pred, golds)
+    if total == 0:
+        raise ValueError("dataset has no questions")
+    if missing:
+        logging.warning("%d of %d questions have no prediction and score 0 (first: %s)",
+                        len(missing), total, missing[0])
+    return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
+
+
+def find_best_threshold(
+    predictions: Mapping[str, str],
+    scores: Mapping[str, float],
+    na_probs: Mapping[str, float],
+    qid_to_has_ans: Mapping[str, bool],
+) -> Tuple[float, float]:
+    """Searches the no-answer threshold that maximises a v2.0 score.
+
+    Starts from "abstain on every question" (threshold 0.0, every
+    unanswerable question right), then, going through the questions by
+    increasing no-answer probability (stable order), answers one more at a
+    time: an answerable question gains its raw score, an unanswerable one
+    loses 1 if its prediction is a non-empty string. The threshold is the
+    no-answer probability of the last question answered at the best score
+    (first best kept on ties). Questions with no prediction (not in
+    ``scores``) are skipped and count 0.
+
+    Args:
+      predictions: question id -> predicted text.
+      scores: question id -> raw (unthresholded) exact or F1 score in [0, 1],
+        for the questions that have a prediction.
+      na_probs: question id -> no-answer probability.
+      qid_to_has_ans: every question id -> whether it is answerable.
+
+    Returns:
+      ``(best_score_in_percent, best_threshold)``; the percentage is over all
+      the questions in ``qid_to_has_ans``.
+
+    Raises:
+      ValueError: if ``qid_to_has_ans`` is empty.
+    """
+    if not qid_to_has_ans:
+        raise ValueError("no questions to score")
+    current = sum(1 for qid, has in qid_to_has_ans.items() if not has and qid in scores)
+    best, best_thresh = current, 0.0
+    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
+        if qid not in scores:
+            continue
+        if qid_to_has_ans[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1
+        if current > best:
+            best, best_thresh = current, na_probs[qid]
+    return 100.0 * best / len(qid_to_has_ans), best_thresh
+
+
+def evaluate_v2(
+    dataset: Any,
+    predictions: Mapping[str, str],
+    na_probs: Optional[Mapping[str, float]] = None,
+    na_prob_thresh: float = 1.0,
+) -> Dict[str, float]:
+    """Scores predictions with the SQuAD v2.0 rules.
+
+    Args:
+      dataset: the parsed SQuAD v2.0 JSON (dict with "data") or its "data" list.
+      predictions: question id -> predicted text ("" = no answer). Missing
+        questions score 0 everywhere and are logged.
+      na_probs: optional question id -> no-answer probability (or any score
+        where larger means "more likely unanswerable", such as the null odds
+        written by ``write_predictions``). When given, it must cover every
+        predicted question, predictions whose value exceeds
+        ``na_prob_thresh`` count as abstentions, and the best-threshold
+        search is reported.
+      na_prob_thresh: the abstention threshold (strictly greater abstains).
+
+    Returns:
+      An ordered dict with ``exact``, ``f1`` (percent), ``total``, then
+      ``HasAns_exact``, ``HasAns_f1``, ``HasAns_total`` (if any answerable
+      question), ``NoAns_exact``, ``NoAns_f1``, ``NoAns_total`` (if any
+      unanswerable one), and with ``na_probs`` also ``best_exact``,
+      ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh``.
+
+    Raises:
+      ValueError: if the dataset is malformed or empty, a prediction is not a
+        string, or ``na_probs`` misses a predicted question.
+    """
+    qid_to_has_ans: Dict[str, bool] = collections.OrderedDict()
+    exact_raw: Dict[str, float] = {}
+    f1_raw: Dict[str, float] = {}
+    missing = []
+    for qid, golds in _iter_questions(dataset):
+        golds = [g for g in golds if normalize_answer(g)]
+        qid_to_has_ans[qid] = bool(golds)
+        if not golds:
+            golds = [""]
+        if qid not in predictions:
+            missing.append(qid)
+            continue
+        pred = _check_prediction(qid, predictions[qid])
+        exact_raw[qid] = metric_max_over_ground_truths(exact_match_score, pred, golds)
+        f1_raw[qid] = metric_max_over_ground_truths(f1_score, pred, golds)
+    if not qid_to_has_ans:
+        raise ValueError("dataset has no questions")
+    if missing:
+        logging.warning("%d of %d questions have no prediction and score 0 (first: %s)",
+                        len(missing), len(qid_to_has_ans), missing[0])
+    if na_probs is not None:
+        lacking = [qid for qid in exact_raw if qid not in na_probs]
+        if lacking:
+            raise ValueError(f"na_probs has no value for {len(lacking)} predicted questions (first: {lacking[0]!r})")
+        probs = na_probs
+    else:
+        probs = {qid: 0.0 for qid in exact_raw}
+
+    def thresholded(raw):
+        return {qid: (float(not qid_to_has_ans[qid]) if probs[qid] > na_prob_thresh else s)
+                for qid, s in raw.items()}
+
+    exact_th, f1_th = thresholded(exact_raw), thresholded(f1_raw)
+
+    def block(qids):
+        n = len(qids)
+        return (100.0 * sum(exact_th.get(q, 0.0) for q in qids) / n,
+                100.0 * sum(f1_th.get(q, 0.0) for q in qids) / n, n)
+
+    result: Dict[str, float] = collections.OrderedDict()
+    result["exact"], result["f1"], result["total"] = block(list(qid_to_has_ans))
+    for prefix, want in (("HasAns", True), ("NoAns", False)):
+        qids = [q for q, has in qid_to_has_ans.items() if has == want]
+        if qids:
+            (result[prefix + "_exact"], result[prefix + "_f1"],
+             result[prefix + "_total"]) = block(qids)
+    if na_probs is not None:
+        result["best_exact"], result["best_exact_thresh"] = find_best_threshold(
+            predictions, exact_raw, na_probs, qid_to_has_ans)
+        result["best_f1"], result["best_f1_thresh"] = find_best_threshold(
+            predictions, f1_raw, na_probs, qid_to_has_ans)
+    return result
