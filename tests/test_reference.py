@@ -1,0 +1,103 @@
+"""Real weights, real text: our encoder against transformers' TFBertModel on MiniLM."""
+
+import csv
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.checkpoints import load_pretrained, save_tf1_checkpoint
+from adapter_bert.config import AdapterConfig
+from adapter_bert.tuning import apply_tuning
+
+pytestmark = pytest.mark.realweights
+
+SEQ = 64
+
+
+@pytest.fixture(scope="module")
+def mrpc_batch(shared_dir, minilm_dir):
+    """Eight real MRPC dev pairs, tokenised and padded to SEQ tokens."""
+    from transformers import BertTokenizerFast
+    with open(shared_dir / "data/glue/MRPC/dev.tsv", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:9]
+    tokenizer = BertTokenizerFast(str(minilm_dir / "vocab.txt"), do_lower_case=True)
+    enc = tokenizer([r[3] for r in rows], [r[4] for r in rows], padding="max_length",
+                    truncation=True, max_length=SEQ, return_tensors="np")
+    assert enc["attention_mask"].sum(1).min() < SEQ  # real padding is exercised
+    return {"input_ids": enc["input_ids"].astype("int32"),
+            "input_mask": enc["attention_mask"].astype("int32"),
+            "segment_ids": enc["token_type_ids"].astype("int32")}
+
+
+@pytest.fixture(scope="module")
+def reference_outputs(minilm_dir, mrpc_batch):
+    """transformers' TFBertModel on the same safetensors, loaded as DESIGN.md prescribes."""
+    from safetensors.numpy import load_file
+    from transformers import BertConfig as HFBertConfig
+    from transformers import TFBertModel
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+    model = TFBertModel(HFBertConfig.from_json_file(str(minilm_dir / "config.json")))
+    model(input_ids=mrpc_batch["input_ids"][:, :4])
+    state = {"bert." + k: v for k, v in load_file(str(minilm_dir / "model.safetensors")).items()
+             if not k.endswith("position_ids")}
+    load_pytorch_state_dict_in_tf2_model(model, state, allow_missing_keys=False)
+    out = model(input_ids=mrpc_batch["input_ids"], attention_mask=mrpc_batch["input_mask"],
+                token_type_ids=mrpc_batch["segment_ids"], training=False)
+    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+
+
+@pytest.fixture(scope="module")
+def plain_minilm():
+    return load_pretrained()
+
+
+def test_encoder_matches_transformers_on_minilm(plain_minilm, mrpc_batch, reference_outputs):
+    ours = plain_minilm(mrpc_batch, training=False)
+    ref_sequence, ref_pooled = reference_outputs
+    seq_diff = float(np.abs(ours["sequence_output"].numpy() - ref_sequence).max())
+    pooled_diff = float(np.abs(ours["pooled_output"].numpy() - ref_pooled).max())
+    print(f"\nmax |ours - transformers|: sequence {seq_diff:.3e}, pooled {pooled_diff:.3e}")
+    assert seq_diff <= 1e-4 and pooled_diff <= 1e-4
+    assert not plain_minilm.load_report.missing and not plain_minilm.load_report.unexpected
+
+
+def test_near_identity_adapters_stay_within_one_percent(plain_minilm, mrpc_batch):
+    with_adapters = load_pretrained(adapter_config=AdapterConfig())
+    assert len(with_adapters.load_report.missing) == 6 * 2 * 4  # only the fresh adapters
+    reference = plain_minilm(mrpc_batch, training=False)
+    out = with_adapters(mrpc_batch, training=False)
+    for key in ("sequence_output", "pooled_output"):
+        relative = float(tf.norm(out[key] - reference[key]) / tf.norm(reference[key]))
+        print(f"\nrelative change from near-identity adapters ({key}): {relative:.2e}")
+        assert 0 < relative <= 1e-2
+
+
+def test_tf1_checkpoint_written_from_minilm_loads_back_identically(tmp_path, plain_minilm, mrpc_batch):
+    prefix = str(tmp_path / "bert_model.ckpt")
+    save_tf1_checkpoint(plain_minilm, prefix)
+    (tmp_path / "bert_config.json").write_text(plain_minilm.config.to_google_json())
+    restored = load_pretrained(prefix)
+    assert restored.backbone_files.format == "tf1"
+    assert restored.config == plain_minilm.config  # exact GELU kept through the Google file
+    a, b = restored(mrpc_batch, training=False), plain_minilm(mrpc_batch, training=False)
+    np.testing.assert_array_equal(a["sequence_output"], b["sequence_output"])
+    np.testing.assert_array_equal(a["pooled_output"], b["pooled_output"])
+
+
+def test_one_adapter_step_changes_exactly_the_trainable_variables(mrpc_batch):
+    model = load_pretrained(adapter_config=AdapterConfig(), head="classifier", num_labels=2)
+    apply_tuning(model, "adapter")
+    before = [v.numpy().copy() for v in model.weights]
+    optimizer = keras.optimizers.Adam(1e-3)
+    labels = tf.constant([1, 0, 1, 1, 0, 1, 0, 1])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+            labels, model(mrpc_batch, training=True), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_weights),
+                                  model.trainable_weights))
+    trainable = {id(v) for v in model.trainable_weights}
+    changed = {id(v) for v, old in zip(model.weights, before) if not np.array_equal(old, v.numpy())}
+    assert changed == trainable
+    assert len(trainable) == 6 * 2 * 4 + 13 * 2 + 2  # adapters, LayerNorms, head

@@ -1,0 +1,141 @@
+"""Tuning modes: exact trainable counts against closed forms, report format, one train step."""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.config import AdapterConfig
+from adapter_bert.heads import BertClassifier
+from adapter_bert.modeling import BertModel
+from adapter_bert.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
+from tests.conftest import tiny_inputs
+
+M = 4          # adapter size
+LABELS = 3
+
+
+def closed_form(cfg, m=M, labels=LABELS):
+    """Parameter counts of a BertClassifier with adapters, component by component."""
+    h, i, n_layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    adapter = 2 * h * m + m + h
+    per_layer_dense = 4 * (h * h + h) + (h * i + i) + (i * h + h)
+    return {
+        "adapters": 2 * n_layers * adapter,
+        "layer_norms": (1 + 2 * n_layers) * 2 * h,
+        "head": labels * h + labels,
+        "pooler": h * h + h,
+        "embeddings": (cfg.vocab_size + cfg.max_position_embeddings + cfg.type_vocab_size) * h,
+        "transformer": n_layers * per_layer_dense,
+        "per_layer": per_layer_dense + 2 * 2 * h + 2 * adapter,
+    }
+
+
+def built_classifier(cfg):
+    model = BertClassifier(cfg, LABELS, AdapterConfig(size=M))
+    model(tiny_inputs())
+    return model
+
+
+def trainable_count(model):
+    return sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+
+
+def test_adapter_mode_trains_adapters_layernorms_and_head(tiny_config):
+    model = built_classifier(tiny_config)
+    apply_tuning(model, "adapter")
+    c = closed_form(tiny_config)
+    assert trainable_count(model) == c["adapters"] + c["layer_norms"] + c["head"]
+    names = {v.name for v in model.trainable_weights}
+    assert any("embeddings/LayerNorm" in n for n in names)
+    assert not any("pooler" in n for n in names)
+
+
+def test_full_layernorm_and_top_k_counts(tiny_config):
+    model = built_classifier(tiny_config)
+    c = closed_form(tiny_config)
+    total = sum(v for k, v in c.items() if k != "per_layer")
+    apply_tuning(model, "full")
+    assert trainable_count(model) == total == model.count_params()
+    apply_tuning(model, "layernorm")
+    assert trainable_count(model) == c["layer_norms"] + c["head"]
+    apply_tuning(model, "top_k", top_k=1)
+    assert trainable_count(model) == c["per_layer"] + c["pooler"] + c["head"]
+    apply_tuning(model, "top_k", top_k=0)
+    assert trainable_count(model) == c["pooler"] + c["head"]
+
+
+def test_freezing_does_not_depend_on_build_order(tiny_config):
+    before = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
+    apply_tuning(before, "adapter")  # decided before any weight exists
+    before(tiny_inputs())
+    after = built_classifier(tiny_config)
+    apply_tuning(after, "adapter")
+    assert [v.name for v in before.trainable_weights] == [v.name for v in after.trainable_weights]
+    assert trainable_count(before) == trainable_count(after)
+
+
+def test_switching_modes_back_and_forth_is_exact(tiny_config):
+    model = built_classifier(tiny_config)
+    apply_tuning(model, "adapter")
+    first = trainable_count(model)
+    apply_tuning(model, "full")
+    apply_tuning(model, "adapter")
+    assert trainable_count(model) == first
+
+
+@pytest.mark.parametrize("mode, top_k, message", [
+    ("adaptor", None, "unknown tuning mode 'adaptor'"),
+    ("top_k", None, r"0 <= top_k <= 2"),
+    ("top_k", 3, r"0 <= top_k <= 2"),
+    ("full", 1, "only used with tuning mode 'top_k'"),
+])
+def test_bad_tuning_arguments(tiny_config, mode, top_k, message):
+    with pytest.raises(ValueError, match=message):
+        apply_tuning(built_classifier(tiny_config), mode, top_k)
+
+
+def test_adapter_mode_without_adapters_is_an_error(tiny_config):
+    with pytest.raises(ValueError, match="needs a model with adapters"):
+        apply_tuning(BertClassifier(tiny_config, 2), "adapter")
+
+
+def test_report_line_and_table(tiny_config):
+    model = built_classifier(tiny_config)
+    apply_tuning(model, "adapter")
+    c = closed_form(tiny_config)
+    summary = parameter_summary(model)
+    assert summary["adapters"] == (c["adapters"], c["adapters"])
+    assert summary["pooler"] == (0, c["pooler"])
+    report = parameter_report(model)
+    line = report.splitlines()[0]
+    trainable = c["adapters"] + c["layer_norms"] + c["head"]
+    assert re.fullmatch(r"trainable params: [\d,]+ \|\| all params: [\d,]+ \|\| trainable%: \d+\.\d{4}",
+                        line)
+    assert f"trainable params: {trainable:,} " in line
+    assert "frozen" in report and "adapters" in report
+
+
+def test_parameter_line_matches_the_documented_example():
+    assert parameter_line(2379264, 111863042) == (
+        "trainable params: 2,379,264 || all params: 111,863,042 || trainable%: 2.1269")
+
+
+def test_one_optimizer_step_changes_exactly_the_trainable_variables(tiny_config):
+    model = built_classifier(tiny_config)
+    apply_tuning(model, "adapter")
+    before = {v.name: v.numpy().copy() for v in model.weights}
+    optimizer = keras.optimizers.Adam(1e-2)
+    inputs = tiny_inputs()
+    with tf.GradientTape() as tape:
+        logits = model(inputs, training=True)
+        loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+            tf.constant([0, 2]), logits, from_logits=True))
+    grads = tape.gradient(loss, model.trainable_weights)
+    optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    trainable = {v.name for v in model.trainable_weights}
+    changed = {v.name for v in model.weights if not np.array_equal(before[v.name], v.numpy())}
+    assert changed == trainable
+    assert len(trainable) == 4 * 4 + 2 * 5 + 2  # adapter vars, LayerNorm vars, head vars
