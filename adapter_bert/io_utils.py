@@ -1,0 +1,34 @@
+"""Atomic file writes: a reader never sees half a JSON, TSV or weights file.
+
+Each write goes to a temporary file in the same directory, is flushed to disk, then
+renamed over the target (`os.replace` is atomic on POSIX and Windows).
+"""
+
+import os
+import tempfile
+from typing import Callable
+
+
+def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
+    """Calls `write(tmp_path)` and moves the result to `path` only if it succeeded."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Writes UTF-8 text to `path` atomically."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    atomic_write_with(path, write)

@@ -1,0 +1,1 @@
+"""Task runners behind the command-line entry points (GLUE, SQuAD)."""

@@ -1,0 +1,227 @@
+"""GLUE fine-tuning and adapter tuning: the body of run_classifier.py.
+
+Flow: flags -> examples -> features -> tf.data -> model -> fit -> predictions ->
+metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory).
+"""
+
+import os
+from typing import Dict, List, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from absl import logging
+
+from adapter_bert.adapter_files import load_adapter, save_adapter
+from adapter_bert.data.features import convert_examples_to_features, pad_to_multiple_of_batch
+from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
+from adapter_bert.distribute import get_strategy, static_shapes_required
+from adapter_bert.flags import FlagError, validate_common, was_set
+from adapter_bert.heads import BertClassifier
+from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.metrics.glue import compute_metrics
+from adapter_bert.optimization import create_optimizer
+from adapter_bert.tasks import common
+from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
+                                   make_dataset, predict_outputs, set_dtype_policy, set_seed,
+                                   steps_per_execution)
+
+INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+ADAPTER_DIR = "adapter"
+
+
+def _eval_splits(task: str) -> List[Tuple[str, str]]:
+    """(split, result-key prefix) pairs evaluated by --do_eval."""
+    if task == "mnli":
+        return [("dev_matched", "eval_"), ("dev_mismatched", "eval_mismatched_")]
+    return [("dev", "eval_")]
+
+
+def _test_splits(task: str) -> List[Tuple[str, str]]:
+    """(split, output file) pairs written by --do_predict."""
+    if task == "mnli":
+        return [("test_matched", "test_results.tsv"),
+                ("test_mismatched", "test_mismatched_results.tsv")]
+    return [("test", "test_results.tsv")]
+
+
+def validate_flags(values) -> str:
+    """Classifier-specific checks; returns the canonical task name."""
+    validate_common(values)
+    if not values.task_name:
+        raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
+                        "QNLI, RTE, WNLI, AX)")
+    try:
+        task = canonical_task_name(values.task_name)
+    except ValueError as e:
+        raise FlagError(f"--task_name: {e}") from None
+    if values.data_source == "tsv":
+        if not values.data_dir:
+            raise FlagError("--data_dir is required (the task's glue_data folder)")
+        if not os.path.isdir(values.data_dir):
+            raise FlagError(f"--data_dir={values.data_dir}: directory not found")
+    if task == "ax" and (values.do_train or values.do_eval):
+        raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
+                        "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")
+    return task
+
+
+class ClassifierRun:
+    """One invocation of run_classifier.py, configured from parsed flags."""
+
+    def __init__(self, flag_values):
+        self.flags = flag_values
+        self.task = validate_flags(flag_values)
+        self.processor = get_processor(self.task)
+        self.labels = self.processor.get_labels()
+        self.is_regression = self.processor.is_regression
+        self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+        common.prepare_output_dir(flag_values.output_dir)
+        set_seed(flag_values.seed)
+        set_dtype_policy(flag_values.dtype)
+        self.strategy = get_strategy(
+            flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
+            flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
+        self.static_shapes = static_shapes_required(self.strategy)
+        with self.strategy.scope():
+            self.model = common.build_pretrained(
+                BertClassifier(self.backbone.config, 1 if self.is_regression else len(self.labels),
+                               common.adapter_config_for_run(flag_values)),
+                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers)
+        self.param_results = common.report_parameters(self.model)
+
+    # ----------------------------------------------------------------- data
+    def examples(self, split: str):
+        if self.flags.data_source == "tfds":
+            return load_tfds_examples(self.task, split)
+        return self.processor.get_examples(self.flags.data_dir, split)
+
+    def features(self, split: str) -> Tuple[Dict[str, np.ndarray], int]:
+        examples = self.examples(split)
+        if not examples:
+            raise FlagError(f"the {split} split of {self.task} has no examples")
+        features = convert_examples_to_features(examples, self.labels, self.flags.max_seq_length,
+                                                self.backbone.tokenizer, self.is_regression)
+        if self.is_regression:
+            features["label_ids"] = features["label_ids"].reshape(-1, 1)
+        return features, len(examples)
+
+    # ------------------------------------------------------------- training
+    def train(self) -> Dict[str, float]:
+        flag_values = self.flags
+        features, count = self.features("train")
+        schedule = TrainSchedule.from_epochs(count, flag_values.train_batch_size,
+                                             flag_values.num_train_epochs,
+                                             flag_values.warmup_proportion)
+        logging.info("***** Training: %d examples, batch %d, %d steps (%d warmup) *****", count,
+                     flag_values.train_batch_size, schedule.num_train_steps,
+                     schedule.num_warmup_steps)
+        spe = steps_per_execution(flag_values.iterations_per_loop,
+                                  was_set(flag_values, "iterations_per_loop"),
+                                  self.static_shapes, flag_values.save_checkpoints_steps)
+        with self.strategy.scope():
+            optimizer = create_optimizer(flag_values.learning_rate, schedule.num_train_steps,
+                                         schedule.num_warmup_steps)
+            self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe)
+
+        def dataset():
+            # Google trains on full batches only (drop_remainder=True) on every device.
+            return make_dataset(features, INPUT_KEYS, ["label_ids"],
+                                batch_size=flag_values.train_batch_size, training=True,
+                                drop_remainder=True, seed=flag_values.seed)
+
+        logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
+                               flag_values.output_dir, flag_values.save_checkpoints_steps)
+        save_adapter(self.model, os.path.join(flag_values.output_dir, ADAPTER_DIR), self.task,
+                     self.labels, flag_values.tuning_mode)
+        return logs
+
+    def _loss(self):
+        if self.is_regression:
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def restore_trained_weights(self) -> int:
+        """For eval/predict without training: --load_adapter, else output_dir's checkpoint."""
+        if self.flags.load_adapter:
+            description = load_adapter(self.model, self.flags.load_adapter)
+            if description.get("labels") and list(description["labels"]) != list(self.labels) \
+                    and self.task != "ax":
+                raise FlagError(f"--load_adapter={self.flags.load_adapter} was trained on labels "
+                                f"{description['labels']}, but {self.task} has {self.labels}")
+            logging.info("Loaded adapter %s (task %s)", self.flags.load_adapter,
+                         description.get("task"))
+            return 0
+        checkpoints = TrainingCheckpoints(self.model, None, self.flags.output_dir)
+        if not checkpoints.restore_latest(expect_partial=True):
+            logging.warning("No trained weights in %s and no --load_adapter: evaluating the "
+                            "pretrained model with an untrained head", self.flags.output_dir)
+            return 0
+        return checkpoints.restored_step
+
+    # ----------------------------------------------------------- inference
+    def logits(self, features, count: int, batch_size: int) -> np.ndarray:
+        if self.static_shapes:
+            features = pad_to_multiple_of_batch(features, batch_size)
+        dataset = make_dataset(features, INPUT_KEYS, batch_size=batch_size,
+                               drop_remainder=self.static_shapes)
+        return predict_outputs(self.model, dataset, count)
+
+    def evaluate(self, global_step: int) -> Dict[str, object]:
+        results: Dict[str, object] = {"global_step": global_step}
+        for split, prefix in _eval_splits(self.task):
+            features, count = self.features(split)
+            logits = self.logits(features, count, self.flags.eval_batch_size)
+            labels = features["label_ids"][:count]
+            loss = _mean_loss(logits, labels, self.is_regression)
+            results[prefix + "loss"] = loss
+            if prefix == "eval_":
+                results["loss"] = loss
+            predictions = logits[:, 0] if self.is_regression else logits.argmax(-1)
+            metrics = compute_metrics(self.task, predictions,
+                                      labels[:, 0] if self.is_regression else labels)
+            for name, value in metrics.items():
+                results[prefix + name] = value
+        results.update(self.param_results)
+        return results
+
+    def predict(self) -> List[str]:
+        written = []
+        for split, filename in _test_splits(self.task):
+            features, count = self.features(split)
+            logits = self.logits(features, count, self.flags.predict_batch_size)
+            rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
+            path = os.path.join(self.flags.output_dir, filename)
+            atomic_write_text(path, "".join("\t".join(str(float(p)) for p in row) + "\n"
+                                            for row in rows))
+            logging.info("Wrote %d predictions to %s", len(rows), path)
+            written.append(path)
+        return written
+
+
+def _mean_loss(logits: np.ndarray, labels: np.ndarray, regression: bool) -> float:
+    if regression:
+        return float(np.mean((logits[:, 0] - labels[:, 0]) ** 2))
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    return float(-np.mean(log_probs[np.arange(len(labels)), labels]))
+
+
+def main(flag_values) -> int:
+    """Runs the requested steps (train / eval / predict) and writes the outputs."""
+    run = ClassifierRun(flag_values)
+    global_step = 0
+    if flag_values.do_train:
+        global_step = int(run.train()["global_step"])
+    else:
+        global_step = run.restore_trained_weights()
+    if flag_values.do_eval:
+        results = run.evaluate(global_step)
+        common.write_results(os.path.join(flag_values.output_dir, "eval_results.txt"), results)
+        for key in sorted(results):
+            if key.startswith("eval_"):
+                print(f"{key} = {results[key]}", flush=True)
+    if flag_values.do_predict:
+        for path in run.predict():
+            print(f"predictions: {path}", flush=True)
+    return 0

@@ -1,0 +1,120 @@
+"""Steps shared by the GLUE and SQuAD runners: backbone, model, outputs, errors."""
+
+import dataclasses
+import os
+import sys
+from typing import Callable, Dict, Optional
+
+from absl import logging
+
+from adapter_bert.adapter_files import AdapterFileError, adapter_config_of
+from adapter_bert.checkpoints import (BackboneFiles, CheckpointError, build_model, load_weights,
+                                      read_weights, resolve_backbone)
+from adapter_bert.config import AdapterConfig, BertConfig, ConfigError
+from adapter_bert.flags import FlagError
+from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
+                                       validate_case_matches_checkpoint)
+from adapter_bert.training import TrainingError
+from adapter_bert.tuning import apply_tuning, parameter_report, parameter_summary
+
+# Errors that describe bad input or a failed run: shown as one line, exit code 1.
+USER_ERRORS = (FlagError, ConfigError, CheckpointError, TokenizerError, AdapterFileError,
+               TrainingError, FileNotFoundError, ValueError)
+
+
+@dataclasses.dataclass
+class Backbone:
+    """The pretrained network a run starts from."""
+
+    files: BackboneFiles
+    config: BertConfig
+    tokenizer: object
+
+
+def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
+    """Resolves checkpoint, config and vocabulary and checks they fit the flags.
+
+    Raises:
+        FlagError, CheckpointError, ConfigError, TokenizerError: with a clear message.
+    """
+    files = resolve_backbone(flag_values.init_checkpoint, flag_values.bert_config_file,
+                             flag_values.vocab_file)
+    if files.vocab_file is None:
+        raise FlagError(f"no vocab.txt beside {files.weights}; pass --vocab_file")
+    config = BertConfig.from_json_file(files.config_file)
+    if max_seq_length > config.max_position_embeddings:
+        raise FlagError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
+                        f"only trained up to sequence length {config.max_position_embeddings} "
+                        f"(--max_seq_length)")
+    validate_case_matches_checkpoint(flag_values.do_lower_case,
+                                     flag_values.init_checkpoint or files.weights)
+    tokenizer = load_tokenizer(files.vocab_file, flag_values.do_lower_case)
+    check_vocab_matches_config(tokenizer, config, files.vocab_file)
+    logging.info("Backbone: %s (%s), config %s, vocab %s", files.weights, files.format,
+                 files.config_file, files.vocab_file)
+    return Backbone(files, config, tokenizer)
+
+
+def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
+    """The adapters the run's model gets: from --load_adapter's file, or from the flags.
+
+    Only `--tuning_mode=adapter` inserts adapters; the baselines run on plain BERT.
+    """
+    if flag_values.load_adapter:
+        return adapter_config_of(flag_values.load_adapter)
+    if flag_values.tuning_mode != "adapter":
+        return None
+    return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
+                         init_scale=flag_values.adapter_init_scale,
+                         positions=flag_values.adapter_positions,
+                         leave_out=[int(i) for i in flag_values.adapter_leave_out])
+
+
+def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optional[int]):
+    """Builds `model`, loads the pretrained weights and applies the tuning mode."""
+    build_model(model)
+    report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
+    logging.info(report.summary())
+    mode = tuning_mode if (tuning_mode != "adapter" or model.bert.adapter_config) else "full"
+    apply_tuning(model, mode, top_k)
+    return model
+
+
+def report_parameters(model) -> Dict[str, str]:
+    """Logs and prints the parameter report; returns its figures for eval_results.txt."""
+    report = parameter_report(model)
+    print(report.splitlines()[0], flush=True)
+    logging.info("Parameters:\n%s", report)
+    summary = parameter_summary(model)
+    trainable = sum(t for t, _ in summary.values())
+    total = sum(n for _, n in summary.values())
+    return {"trainable_params": str(trainable), "all_params": str(total),
+            "trainable_percent": f"{100.0 * trainable / total:.4f}"}
+
+
+def write_results(path: str, results: Dict[str, object]) -> None:
+    """Writes `key = value` lines, sorted by key as Google's scripts do, atomically."""
+    lines = [f"{key} = {results[key]}" for key in sorted(results)]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    logging.info("***** Results (%s) *****", path)
+    for line in lines:
+        logging.info("  %s", line)
+
+
+def prepare_output_dir(path: str) -> None:
+    """Creates the output directory (FlagError if a file is in the way)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FlagError(f"--output_dir={path} exists and is a file, not a directory")
+    os.makedirs(path, exist_ok=True)
+
+
+def run_cli(program: str, main: Callable[[], int]) -> int:
+    """Runs `main`, turning input errors into one clear line and exit code 1."""
+    try:
+        return main() or 0
+    except USER_ERRORS as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+        logging.info("Traceback of the error above:", exc_info=True)
+        return 1

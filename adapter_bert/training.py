@@ -1,0 +1,219 @@
+"""Training and inference plumbing shared by the GLUE and SQuAD runners.
+
+- `make_dataset`: numpy features -> tf.data (shuffled and repeated for training, with
+  `drop_remainder` where shapes must be static, e.g. on TPU);
+- `fit_with_resume`: Keras `fit` for a fixed number of steps, saving a checkpoint every
+  `save_checkpoints_steps` and resuming from the latest one when run again, with
+  TensorBoard logs and a clear stop on a NaN loss;
+- `predict_outputs`: model outputs for every real example, in order.
+"""
+
+import dataclasses
+import os
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from absl import logging
+
+from adapter_bert.naming import tf1_variables
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. the loss became NaN)."""
+
+
+def set_seed(seed: int) -> None:
+    """Seeds Python, NumPy and TensorFlow (initialisers, shuffling, dropout)."""
+    keras.utils.set_random_seed(int(seed))
+
+
+def set_dtype_policy(dtype: str) -> None:
+    """Sets the global Keras dtype policy ("float32", "mixed_float16", "mixed_bfloat16")."""
+    keras.mixed_precision.set_global_policy(dtype)
+
+
+def make_dataset(features: Dict[str, np.ndarray], input_keys: Sequence[str],
+                 label_keys: Sequence[str] = (), weight_key: Optional[str] = None,
+                 batch_size: int = 32, training: bool = False, drop_remainder: bool = False,
+                 seed: int = 0, shuffle_buffer: int = 10000) -> tf.data.Dataset:
+    """Builds a batched `tf.data.Dataset` of `(inputs, labels[, weights])` from arrays.
+
+    Args:
+        features: equally long arrays by name.
+        input_keys: names fed to the model as its input dict.
+        label_keys: one name (labels as a tensor) or several (labels as a dict).
+        weight_key: name of per-example weights (e.g. `is_real_example`), or None.
+        batch_size: global batch size (split across replicas by the strategy).
+        training: shuffle (seeded, reshuffled every epoch) and repeat forever.
+        drop_remainder: static batch shapes (TPU).
+        seed: shuffling seed; with the same seed the stream of batches is identical,
+            which lets a resumed run skip exactly the batches already trained on.
+
+    Returns:
+        The dataset.
+    """
+    inputs = {k: features[k] for k in input_keys}
+    elements = [inputs]
+    if label_keys:
+        labels = ({k: features[k] for k in label_keys} if len(label_keys) > 1
+                  else features[label_keys[0]])
+        elements.append(labels)
+        if weight_key:
+            elements.append(features[weight_key].astype("float32"))
+    dataset = tf.data.Dataset.from_tensor_slices(tuple(elements) if len(elements) > 1 else inputs)
+    if training:
+        size = len(features[input_keys[0]])
+        dataset = dataset.shuffle(min(size, shuffle_buffer), seed=seed,
+                                  reshuffle_each_iteration=True).repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass
+class TrainSchedule:
+    """Step counts of a run, computed as Google's scripts do."""
+
+    num_train_steps: int
+    num_warmup_steps: int
+
+    @classmethod
+    def from_epochs(cls, num_examples: int, batch_size: int, epochs: float,
+                    warmup_proportion: float) -> "TrainSchedule":
+        steps = int(num_examples / batch_size * epochs)
+        if steps < 1:
+            raise TrainingError(f"{num_examples} examples at batch size {batch_size} for "
+                                f"{epochs} epochs make no training step")
+        return cls(steps, int(steps * warmup_proportion))
+
+
+class TrainingCheckpoints:
+    """Step checkpoints of the trainable weights and the optimizer, in `output_dir/checkpoints`.
+
+    Only trainable weights are saved: frozen ones always come from the pretrained
+    checkpoint, so an adapter-tuning checkpoint stays small.
+    """
+
+    def __init__(self, model, optimizer, output_dir: str, max_to_keep: int = 5):
+        """`optimizer` may be None to read only the weights (evaluation)."""
+        names = tf1_variables(model)
+        trainable = {id(v) for v in model.trainable_weights}
+        # tf.train.Checkpoint keys may not contain "/", so TF1 names are escaped.
+        tracked = {name.replace("/", "."): v for name, v in names.items() if id(v) in trainable}
+        if optimizer is not None:
+            tracked["optimizer"] = optimizer
+        self.checkpoint = tf.train.Checkpoint(**tracked)
+        self.directory = os.path.join(output_dir, "checkpoints")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep)
+        self.restored_step = 0
+
+    def restore_latest(self, expect_partial: bool = False) -> Optional[str]:
+        """Restores the newest checkpoint if there is one; returns its path.
+
+        Args:
+            expect_partial: the caller tracks only part of what was saved (e.g. no
+                optimizer when evaluating), so unrestored values are not an error.
+        """
+        latest = self.manager.latest_checkpoint
+        if latest:
+            status = self.checkpoint.restore(latest)
+            if expect_partial:
+                status.expect_partial()
+            else:
+                status.assert_existing_objects_matched()
+            self.restored_step = int(latest.rsplit("-", 1)[1])
+            logging.info("Restored %s", latest)
+        return latest
+
+    def save(self, step: int) -> str:
+        """Writes a checkpoint numbered by the global step."""
+        return self.manager.save(checkpoint_number=step)
+
+
+class _StepCheckpointCallback(keras.callbacks.Callback):
+    """Saves a checkpoint each time the global step crosses a multiple of `every`."""
+
+    def __init__(self, checkpoints: TrainingCheckpoints, optimizer, every: int):
+        super().__init__()
+        self.checkpoints, self.optimizer, self.every = checkpoints, optimizer, every
+        self.boundary = 0
+
+    def on_train_begin(self, logs=None):
+        self.boundary = int(self.optimizer.iterations.numpy()) // self.every
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs and not np.isfinite(logs.get("loss", 0.0)):
+            return  # never checkpoint weights that produced a NaN loss
+        step = int(self.optimizer.iterations.numpy())
+        if step // self.every > self.boundary:
+            self.checkpoints.save(step)
+            self.boundary = step // self.every
+
+
+def steps_per_execution(iterations_per_loop: int, explicitly_set: bool, on_tpu: bool,
+                        save_checkpoints_steps: int) -> int:
+    """Keras `steps_per_execution` from Google's `iterations_per_loop`.
+
+    On TPU the flag applies as in the original. On CPU/GPU it applies only when the
+    user set it, so by default progress and TensorBoard update every step. It never
+    exceeds the checkpoint interval, so checkpoints land on their steps.
+    """
+    if not (on_tpu or explicitly_set):
+        return 1
+    return max(1, min(iterations_per_loop, save_checkpoints_steps))
+
+
+def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.Dataset],
+                    num_train_steps: int, output_dir: str, save_checkpoints_steps: int,
+                    verbose: int = 1, extra_callbacks: Sequence = ()) -> Dict[str, float]:
+    """Trains for `num_train_steps` steps in total, resuming from the latest checkpoint.
+
+    The model must be compiled with `optimizer`. The training stream is replayed from
+    its start and the batches already trained on are skipped, so a resumed run sees
+    the same data as an uninterrupted one.
+
+    Returns:
+        The last logged metrics (e.g. {"loss": ...}) and "global_step".
+
+    Raises:
+        TrainingError: the loss became NaN (the last good checkpoint is kept).
+    """
+    checkpoints = TrainingCheckpoints(model, optimizer, output_dir)
+    checkpoints.restore_latest()
+    done = int(optimizer.iterations.numpy())
+    remaining = num_train_steps - done
+    if remaining <= 0:
+        logging.info("Training already complete (%d of %d steps)", done, num_train_steps)
+        return {"global_step": done}
+    logging.info("***** Running training: steps %d..%d of %d *****", done + 1, num_train_steps,
+                 num_train_steps)
+    callbacks = [
+        _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps),
+        keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"), update_freq=10),
+        keras.callbacks.TerminateOnNaN(),
+        *extra_callbacks,
+    ]
+    history = model.fit(make_train_dataset().skip(done), steps_per_epoch=remaining, epochs=1,
+                        callbacks=callbacks, verbose=verbose)
+    logs = {k: float(v[-1]) for k, v in history.history.items()}
+    step = int(optimizer.iterations.numpy())
+    if not np.isfinite(logs.get("loss", 0.0)) or step < num_train_steps:
+        latest = checkpoints.manager.latest_checkpoint
+        raise TrainingError(f"the training loss became NaN near step {step}; stopped. Last good "
+                            f"checkpoint: {latest or 'none'}. Lower --learning_rate or check "
+                            f"the data.")
+    checkpoints.save(step)
+    logs["global_step"] = step
+    return logs
+
+
+def predict_outputs(model, dataset: tf.data.Dataset, num_real: int, verbose: int = 0):
+    """Runs the model over `dataset` and keeps the first `num_real` rows of each output.
+
+    Padding examples (added so every batch is full on TPU) come last and are dropped.
+    """
+    outputs = model.predict(dataset, verbose=verbose)
+    if isinstance(outputs, dict):
+        return {k: np.asarray(v)[:num_real] for k, v in outputs.items()}
+    return np.asarray(outputs)[:num_real]
