@@ -1,0 +1,96 @@
+"""MRPC on the embedded MiniLM: adapter tuning vs full fine-tuning with the same budget.
+
+Runs run_classifier.py once per mode (same data, sequence length, batch size, epochs,
+seed; each mode at its usual learning rate), times each run, and writes
+`bench/results/mrpc_adapter_vs_full.{json,md}`.
+
+Usage:
+    python bench/mrpc_adapter_vs_full.py --data_dir=../shared/data/glue/MRPC
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+MODES = {
+    # mode: extra flags. Adapters want a larger rate (paper: 1e-4..1e-3); full FT BERT's 5e-5.
+    "adapter": ["--tuning_mode=adapter", "--learning_rate=1e-3"],
+    "full": ["--tuning_mode=full", "--learning_rate=5e-5"],
+}
+
+
+def read_results(path):
+    """Parses `key = value` lines of eval_results.txt."""
+    results = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, _, value = line.strip().partition(" = ")
+            try:
+                results[key] = float(value)
+            except ValueError:
+                results[key] = value
+    return results
+
+
+def run_mode(mode, args):
+    output_dir = os.path.join(args.work_dir, mode)
+    command = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
+               "--do_train", "--do_eval", f"--data_dir={args.data_dir}",
+               f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
+               f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
+               "--eval_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
+               *MODES[mode], *args.extra]
+    print("+", " ".join(command), flush=True)
+    start = time.time()
+    subprocess.run(command, check=True, cwd=REPO)
+    wall = time.time() - start
+    results = read_results(os.path.join(output_dir, "eval_results.txt"))
+    return {"mode": mode, "command": " ".join(command[1:]), "wall_s": round(wall, 1),
+            "dev_accuracy": 100 * results["eval_accuracy"], "dev_f1": 100 * results["eval_f1"],
+            "trainable_params": int(results["trainable_params"]),
+            "all_params": int(results["all_params"]),
+            "trainable_percent": float(results["trainable_percent"])}
+
+
+def markdown(rows):
+    lines = ["| mode | learning rate | dev acc | dev F1 | trainable / total | trainable% | wall time |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        rate = [f for f in MODES[row["mode"]] if f.startswith("--learning_rate")][0].split("=")[1]
+        lines.append(f"| {row['mode']} | {rate} | {row['dev_accuracy']:.2f} | {row['dev_f1']:.2f} | "
+                     f"{row['trainable_params']:,} / {row['all_params']:,} | "
+                     f"{row['trainable_percent']:.2f} | {row['wall_s'] / 60:.1f} min |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue", "MRPC"))
+    parser.add_argument("--work_dir", default="/tmp/adapter_bert_bench_mrpc")
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--modes", default="adapter,full")
+    parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
+    args = parser.parse_args()
+    rows = [run_mode(mode, args) for mode in args.modes.split(",")]
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    stem = os.path.join(HERE, "results", "mrpc_adapter_vs_full")
+    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed")}
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump({"settings": settings, "runs": rows}, f, indent=2)
+    table = markdown(rows)
+    with open(stem + ".md", "w", encoding="utf-8") as f:
+        f.write(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

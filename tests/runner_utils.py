@@ -1,0 +1,55 @@
+"""Helpers to run the command-line entry points in tests (in-process or as subprocesses)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def write_tiny_backbone(directory: Path, vocab_file: Path) -> Path:
+    """Writes a random 2-layer BERT as a Google TF1 checkpoint folder with a real vocab."""
+    from adapter_bert.checkpoints import save_tf1_checkpoint
+    from adapter_bert.config import BertConfig
+    from adapter_bert.modeling import BertModel
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
+    config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    bert = BertModel(config)
+    bert.build_with_dummy_inputs()
+    save_tf1_checkpoint(bert, str(directory / "bert_model.ckpt"))
+    (directory / "bert_config.json").write_text(config.to_google_json())
+    shutil.copy(vocab_file, directory / "vocab.txt")
+    return directory
+
+
+def run_in_process(module_name: str, argv):
+    """Parses `argv` into absl FLAGS and runs the entry point's main; returns its exit code."""
+    import importlib
+
+    from absl import flags
+
+    from adapter_bert.tasks import common
+    module = importlib.import_module(module_name)
+    values = flags.FLAGS
+    values.unparse_flags()
+    values([module_name + ".py", *argv])
+    task_module = importlib.import_module(
+        "adapter_bert.tasks." + ("classifier" if module_name == "run_classifier" else "squad"))
+    return common.run_cli(module_name + ".py", lambda: task_module.main(values)), module
+
+
+def run_subprocess(script: str, argv, timeout=600, **kwargs) -> subprocess.CompletedProcess:
+    """Runs `python script argv...` from the repository root, capturing output."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, str(REPO / script), *argv], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, env=env, **kwargs)
+
+
+def read_results(path: Path) -> dict:
+    """`key = value` lines -> dict of strings."""
+    pairs = (line.split(" = ", 1) for line in path.read_text().splitlines() if line)
+    return {k: v for k, v in pairs}

@@ -1,0 +1,194 @@
+"""run_classifier.py end to end on a tiny backbone: outputs, adapter files, bad flags, resume."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+from tests.runner_utils import read_results, run_in_process, run_subprocess, write_tiny_backbone
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory, shared_dir):
+    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
+    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+
+
+def common_flags(backbone, output_dir, **overrides):
+    values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": output_dir,
+              "max_seq_length": 32, "train_batch_size": 16, "eval_batch_size": 64,
+              "predict_batch_size": 64, "learning_rate": 1e-3, "adapter_size": 8,
+              "save_checkpoints_steps": 2}
+    values.update(overrides)
+    return [f"--{k}={v}" for k, v in values.items()]
+
+
+@pytest.fixture(scope="module")
+def mrpc_run(backbone, shared_dir, tmp_path_factory):
+    """One adapter-tuning run on real MRPC: 4 training steps, eval and predict."""
+    out = tmp_path_factory.mktemp("mrpc")
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=MRPC", "--do_train", "--do_eval", "--do_predict",
+        f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--num_train_epochs=0.02",
+        *common_flags(backbone, out)])
+    assert code == 0
+    return out
+
+
+def test_outputs_follow_the_original_formats(mrpc_run):
+    results = read_results(mrpc_run / "eval_results.txt")
+    assert list(results) == sorted(results)
+    steps = int(3668 / 16 * 0.02)
+    assert results["global_step"] == str(steps)
+    for key in ("eval_accuracy", "eval_f1", "eval_loss", "loss", "trainable_params",
+                "all_params", "trainable_percent"):
+        assert key in results
+    assert 0.0 <= float(results["eval_accuracy"]) <= 1.0
+    rows = [line.split("\t") for line in (mrpc_run / "test_results.tsv").read_text().splitlines()]
+    assert len(rows) == 1725 and all(len(r) == 2 for r in rows)
+    np.testing.assert_allclose([sum(map(float, r)) for r in rows], 1.0, atol=1e-5)
+    assert sorted(p.name for p in (mrpc_run / "checkpoints").glob("ckpt-*.index")) == \
+        ["ckpt-2.index", "ckpt-4.index"]
+    assert (mrpc_run / "logs" / "train").is_dir()  # TensorBoard
+
+
+def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, shared_dir, tmp_path):
+    adapter = mrpc_run / "adapter"
+    weights = (adapter / "adapter_model.safetensors").stat().st_size
+    backbone_bytes = (backbone / "bert_model.ckpt.data-00000-of-00001").stat().st_size
+    assert weights < backbone_bytes / 10
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        f"--load_adapter={adapter}", *common_flags(backbone, tmp_path / "eval_only")])
+    assert code == 0
+    original = read_results(mrpc_run / "eval_results.txt")
+    again = read_results(tmp_path / "eval_only" / "eval_results.txt")
+    for key in ("eval_accuracy", "eval_f1", "eval_loss"):
+        assert float(again[key]) == pytest.approx(float(original[key]), abs=1e-6), key
+
+
+def test_eval_only_restores_the_output_dir_checkpoint(mrpc_run, backbone, shared_dir, tmp_path):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(mrpc_run / "checkpoints", copy / "checkpoints")
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        *common_flags(backbone, copy)])
+    assert code == 0
+    original = read_results(mrpc_run / "eval_results.txt")
+    again = read_results(copy / "eval_results.txt")
+    assert again["global_step"] == original["global_step"]
+    assert float(again["eval_loss"]) == pytest.approx(float(original["eval_loss"]), abs=1e-6)
+
+
+def write_tsv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ([header] if header else []) + rows
+    path.write_text("".join("\t".join(map(str, r)) + "\n" for r in lines), encoding="utf-8")
+
+
+def test_stsb_regression_trains_and_predicts_one_score(backbone, tmp_path):
+    data = tmp_path / "STS-B"
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score"]
+    rows = [[i, "main-news", "f", "2012", i, "none", "none", f"a man plays {w}", f"a man {w}s",
+             f"{(i % 6):.3f}"] for i, w in enumerate(["guitar", "piano", "ball", "drum"] * 8)]
+    write_tsv(data / "train.tsv", header, rows)
+    write_tsv(data / "dev.tsv", header, rows[:12])
+    write_tsv(data / "test.tsv", header[:-1], [r[:-1] for r in rows[:5]])
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=STS-B", "--do_train", "--do_eval", "--do_predict", f"--data_dir={data}",
+        "--num_train_epochs=1", *common_flags(backbone, tmp_path / "out")])
+    assert code == 0
+    results = read_results(tmp_path / "out" / "eval_results.txt")
+    assert {"eval_pearson", "eval_spearmanr", "eval_corr"} <= set(results)
+    assert "eval_accuracy" not in results
+    scores = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
+    assert len(scores) == 5 and all(len(s.split("\t")) == 1 for s in scores)
+
+
+def test_mnli_evaluates_matched_and_mismatched(backbone, tmp_path):
+    data = tmp_path / "MNLI"
+    header = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p", "sentence1",
+              "sentence2", "label1", "gold_label"]
+    labels = ["contradiction", "entailment", "neutral"]
+    rows = [[i, i, i, "g", "x", "x", "x", "x", f"the cat sat {i}", f"a cat {i}", labels[i % 3],
+             labels[i % 3]] for i in range(12)]
+    write_tsv(data / "train.tsv", header, rows)
+    dev_header = header[:-1] + ["label2", "label3", "label4", "label5", "gold_label"]
+    dev_rows = [r[:-1] + [r[-1]] * 4 + [r[-1]] for r in rows]
+    write_tsv(data / "dev_matched.tsv", dev_header, dev_rows)
+    write_tsv(data / "dev_mismatched.tsv", dev_header, dev_rows[:6])
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=MNLI", "--do_train", "--do_eval", f"--data_dir={data}",
+        "--num_train_epochs=2", *common_flags(backbone, tmp_path / "out")])
+    assert code == 0
+    results = read_results(tmp_path / "out" / "eval_results.txt")
+    assert {"eval_accuracy", "eval_mismatched_accuracy", "eval_mismatched_loss"} <= set(results)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--task_name=MRPX"], "--task_name: .*MRPX"),
+    (["--task_name=MRPC", "--max_seq_length=128"],
+     "Cannot use sequence length 128 because the BERT model was only trained up to sequence length 64"),
+    (["--task_name=MRPC", "--data_dir=/nonexistent"], "--data_dir=/nonexistent: directory not found"),
+    (["--task_name=MRPC", "--tuning_mode=top_k"], "--tuning_mode=top_k needs --top_k_layers"),
+    (["--task_name=AX", "--do_eval"], "AX is a diagnostic set"),
+])
+def test_bad_flags_give_one_clear_line(backbone, shared_dir, tmp_path, capsys, extra, message):
+    argv = [f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--do_train",
+            *common_flags(backbone, tmp_path / "out")]
+    argv = [a for a in argv if not (a.split("=")[0] in {e.split("=")[0] for e in extra})] + extra
+    code, _ = run_in_process("run_classifier", argv)
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("run_classifier.py: error: ")
+    assert __import__("re").search(message, err[-1]), err[-1]
+
+
+def test_no_action_flag_and_output_dir_file(backbone, shared_dir, tmp_path, capsys):
+    base = [f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--task_name=MRPC"]
+    code, _ = run_in_process("run_classifier", base + common_flags(backbone, tmp_path / "o"))
+    assert code == 1 and "At least one of `do_train`, `do_eval` or `do_predict`" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _ = run_in_process("run_classifier", base + ["--do_eval"] + common_flags(backbone, blocker))
+    assert code == 1 and "exists and is a file" in capsys.readouterr().err
+
+
+def test_do_lower_case_must_match_a_cased_checkpoint(backbone, shared_dir, tmp_path, capsys):
+    import shutil
+    cased = tmp_path / "cased_L-2_H-16_A-2"
+    shutil.copytree(backbone, cased)
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        *common_flags(cased, tmp_path / "out")])
+    assert code == 1
+    assert "--do_lower_case=True but" in capsys.readouterr().err
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(backbone, shared_dir, tmp_path):
+    argv = ["--task_name=MRPC", "--do_train", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+            "--num_train_epochs=0.1", *common_flags(backbone, tmp_path / "out")]
+    total = int(3668 / 16 * 0.1)
+    env_argv = [sys.executable, str(REPO / "run_classifier.py"), *argv]
+    process = subprocess.Popen(env_argv, cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL,
+                               env=dict(__import__("os").environ, PYTHONPATH=str(REPO)))
+    checkpoints = tmp_path / "out" / "checkpoints"
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(checkpoints.glob("ckpt-4.index")):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    saved = sorted(int(p.name.split("-")[1].split(".")[0]) for p in checkpoints.glob("ckpt-*.index"))
+    assert saved and saved[-1] < total, "the run finished before it could be killed"
+    rerun = run_subprocess("run_classifier.py", argv)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"ckpt-{saved[-1]}" in rerun.stderr and "Restored" in rerun.stderr
+    assert f"steps {saved[-1] + 1}..{total} of {total}" in rerun.stderr
+    assert (tmp_path / "out" / f"checkpoints/ckpt-{total}.index").exists()
