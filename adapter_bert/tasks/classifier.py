@@ -69,7 +69,7 @@ def validate_flags(values) -> str:
 class ClassifierRun:
     """One invocation of run_classifier.py, configured from parsed flags."""
 
-    def __init__(self, flag_values):
+    def __init__(self, flag_values, strategy=None):
         self.flags = flag_values
         self.task = validate_flags(flag_values)
         self.processor = get_processor(self.task)
@@ -79,7 +79,8 @@ class ClassifierRun:
         common.prepare_output_dir(flag_values.output_dir)
         set_seed(flag_values.seed)
         set_dtype_policy(flag_values.dtype)
-        self.strategy = get_strategy(
+        # A caller that already connected to a TPU (e.g. a notebook) passes its strategy.
+        self.strategy = strategy or get_strategy(
             flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
             flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
         self.static_shapes = static_shapes_required(self.strategy)
@@ -207,9 +208,15 @@ def _mean_loss(logits: np.ndarray, labels: np.ndarray, regression: bool) -> floa
     return float(-np.mean(log_probs[np.arange(len(labels)), labels]))
 
 
-def main(flag_values) -> int:
-    """Runs the requested steps (train / eval / predict) and writes the outputs."""
-    run = ClassifierRun(flag_values)
+def main(flag_values, strategy=None) -> int:
+    """Runs the requested steps (train / eval / predict) and writes the outputs.
+
+    Args:
+        flag_values: parsed flags (absl FLAGS).
+        strategy: an existing `tf.distribute.Strategy` to use instead of building one
+            from the flags.
+    """
+    run = ClassifierRun(flag_values, strategy)
     global_step = 0
     if flag_values.do_train:
         global_step = int(run.train()["global_step"])
