@@ -19,6 +19,7 @@ def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

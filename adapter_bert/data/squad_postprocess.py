@@ -25,10 +25,11 @@ Output files follow Google BERT's ``run_squad.py``: ``predictions.json``
 import collections
 import json
 import os
-import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+
+from adapter_bert.io_utils import atomic_write_text
 
 __all__ = ["RawResult", "write_predictions", "NO_SPAN_NULL_ODDS"]
 
@@ -61,17 +62,7 @@ def _softmax(scores: Sequence[float]) -> List[float]:
 
 
 def _write_json_atomic(path: str, obj: Any) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(obj, indent=4) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(obj, indent=4) + "\n")
 
 
 def write_predictions(
