@@ -1,0 +1,167 @@
+"""Choosing a `tf.distribute.Strategy` from Google BERT's flags (CPU, GPUs, TPU).
+
+Google's scripts select TPU vs. local with `--use_tpu`, `--tpu_name`, `--tpu_zone`,
+`--gcp_project` and `--master`; `get_strategy` takes those plus a strategy name, so
+the same script trains on one device, several GPUs, several workers or a TPU.
+"""
+
+import os
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
+
+# Resolver address when no TPU name is given anywhere: "local" is a TPU attached to
+# this VM (Cloud TPU VMs, Colab TPU runtimes).
+_LOCAL_TPU = "local"
+
+
+def split_cpu(num_devices: int) -> None:
+    """Splits the physical CPU into `num_devices` logical devices.
+
+    Lets `MirroredStrategy` run several replicas on one CPU, which is how the
+    multi-replica code paths are tested without GPUs.
+
+    Args:
+        num_devices: number of logical CPU devices (>= 1).
+
+    Raises:
+        ValueError: if `num_devices` < 1.
+        RuntimeError: if TensorFlow has already initialised its devices (any op,
+            strategy or `list_logical_devices` call does that): call this first.
+    """
+    if num_devices < 1:
+        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
+    except RuntimeError as e:
+        raise RuntimeError(
+            f"split_cpu({num_devices}) must be called before TensorFlow initialises its "
+            f"devices (before any op, model or strategy is created): {e}") from e
+
+
+def is_tpu_strategy(strategy) -> bool:
+    """True for `TPUStrategy` (either API version).
+
+    Args:
+        strategy: a `tf.distribute.Strategy`, or None.
+
+    Returns:
+        Whether the strategy runs on TPU.
+    """
+    classes = [tf.distribute.TPUStrategy]
+    experimental = getattr(tf.distribute.experimental, "TPUStrategy", None)
+    if experimental is not None:
+        classes.append(experimental)
+    return isinstance(strategy, tuple(classes))
+
+
+def static_shapes_required(strategy) -> bool:
+    """True where every batch must have the same shape (TPU: XLA compiles one program).
+
+    Input pipelines should then use `drop_remainder=True` and fixed sequence lengths.
+
+    Args:
+        strategy: a `tf.distribute.Strategy`, or None.
+
+    Returns:
+        Whether static shapes are required.
+    """
+    return is_tpu_strategy(strategy)
+
+
+def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master):
+    """Resolves, connects to and initialises a TPU; wraps any failure in RuntimeError."""
+    tpu = tpu_name or master or os.environ.get("TPU_NAME") or _LOCAL_TPU
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu, zone=tpu_zone, project=gcp_project)
+        # Joins a remote TPU's workers to this program; a no-op for "local".
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+        raise RuntimeError(
+            f"--use_tpu was given but no TPU was found (tpu_name={tpu_name!r}, "
+            f"zone={tpu_zone!r}, project={gcp_project!r}, master={master!r}, "
+            f"resolved to {tpu!r}): {type(e).__name__}: {e}") from e
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _gpus(num_gpus):
+    """The logical GPUs to use: all of them, or the first `num_gpus`."""
+    gpus = tf.config.list_logical_devices("GPU")
+    if num_gpus is None:
+        return gpus
+    if num_gpus > len(gpus):
+        raise ValueError(f"num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
+    return gpus[:num_gpus]
+
+
+def _mirrored(gpus):
+    """MirroredStrategy over the GPUs, else over every logical CPU device."""
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    return tf.distribute.MirroredStrategy(devices=[d.name for d in devices])
+
+
+def _one_device(gpus):
+    return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
+
+
+def get_strategy(distribution_strategy: str = "auto", use_tpu: bool = False,
+                 tpu_name: Optional[str] = None, tpu_zone: Optional[str] = None,
+                 gcp_project: Optional[str] = None, master: Optional[str] = None,
+                 num_gpus: Optional[int] = None) -> tf.distribute.Strategy:
+    """Builds the distribution strategy the flags ask for.
+
+    - `tpu` (or `use_tpu=True`): `TPUStrategy` on `tpu_name`, else `master`, else
+      `$TPU_NAME`, else the TPU attached to this VM ("local").
+    - `mirrored`: `MirroredStrategy` over the GPUs (the first `num_gpus` if given),
+      or over all logical CPU devices when there is no GPU (see `split_cpu`).
+    - `multi_worker_mirrored`: `MultiWorkerMirroredStrategy`; the cluster comes
+      from `$TF_CONFIG`.
+    - `one_device`: `OneDeviceStrategy` on `/gpu:0` if there is a GPU, else `/cpu:0`.
+    - `auto`: TPU if `use_tpu`, mirrored with more than one GPU, else one device.
+
+    Args:
+        distribution_strategy: one of `STRATEGIES`.
+        use_tpu: Google's `--use_tpu`.
+        tpu_name: Google's `--tpu_name` (Cloud TPU name or grpc:// address).
+        tpu_zone: Google's `--tpu_zone`.
+        gcp_project: Google's `--gcp_project`.
+        master: Google's `--master`; used as the TPU address when `tpu_name` is unset.
+        num_gpus: GPUs to use (default: all visible); 0 means none.
+
+    Returns:
+        A `tf.distribute.Strategy`.
+
+    Raises:
+        ValueError: for an unknown strategy, `use_tpu` with a non-TPU strategy,
+            or more GPUs than are visible.
+        RuntimeError: if a TPU is requested but cannot be found or initialised.
+    """
+    name = (distribution_strategy or "auto").lower()
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown distribution strategy {distribution_strategy!r}; "
+                         f"expected one of {', '.join(STRATEGIES)}")
+    if use_tpu and name not in ("auto", "tpu"):
+        raise ValueError(f"--use_tpu conflicts with distribution_strategy={name!r}")
+    if name == "auto":
+        name = "tpu" if use_tpu else ("mirrored" if len(_gpus(num_gpus)) > 1 else "one_device")
+
+    if name == "tpu":
+        strategy = _tpu_strategy(tpu_name, tpu_zone, gcp_project, master)
+    elif name == "multi_worker_mirrored":
+        if "TF_CONFIG" not in os.environ:
+            logging.warning("TF_CONFIG is not set: multi_worker_mirrored runs as one worker")
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    elif name == "mirrored":
+        strategy = _mirrored(_gpus(num_gpus))
+    else:
+        strategy = _one_device(_gpus(num_gpus))
+    logging.info("Distribution strategy: %s (%s) with %d replica(s) in sync",
+                 name, type(strategy).__name__, strategy.num_replicas_in_sync)
+    return strategy

@@ -1,0 +1,189 @@
+"""The learning-rate schedule, weight-decay exclusions and update rule vs numpy."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.optimization import (NO_DECAY_PATTERNS, BertAdamW, WarmupLinearDecay,
+                                       create_optimizer)
+
+
+# --- schedule ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("step, expected", [
+    (0, 0.0),                     # warmup starts at 0
+    (5, 1.0),                     # mid-warmup: 2 * 5/10
+    (9, 1.8),                     # last warmup step: 2 * 9/10
+    (10, 1.8),                    # end of warmup: decay from step 0, 2 * (1 - 10/100)
+    (55, 0.9),                    # mid-decay: 2 * (1 - 55/100)
+    (100, 0.0),                   # end
+    (150, 0.0),                   # beyond the end stays 0
+])
+def test_schedule_values(step, expected):
+    schedule = WarmupLinearDecay(peak=2.0, total_steps=100, warmup_steps=10)
+    got = schedule(tf.constant(step, tf.int64)).numpy()
+    assert got.dtype == np.float32
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-7)
+
+
+def test_schedule_without_warmup_starts_at_peak():
+    schedule = WarmupLinearDecay(peak=1e-3, total_steps=4)
+    got = [float(schedule(tf.constant(s, tf.int64))) for s in range(6)]
+    np.testing.assert_allclose(got, [1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0, 0.0], rtol=1e-6)
+
+
+def test_schedule_config_round_trip():
+    schedule = WarmupLinearDecay(peak=3e-5, total_steps=1000, warmup_steps=100)
+    config = schedule.get_config()
+    assert config == {"peak": 3e-5, "total_steps": 1000, "warmup_steps": 100, "name": None}
+    clone = WarmupLinearDecay.from_config(config)
+    restored = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(schedule))
+    for step in (0, 50, 100, 700, 2000):
+        assert float(clone(step)) == float(schedule(step)) == float(restored(step))
+
+
+@pytest.mark.parametrize("kwargs", [dict(total_steps=0), dict(total_steps=10, warmup_steps=-1)])
+def test_schedule_rejects_bad_steps(kwargs):
+    with pytest.raises(ValueError):
+        WarmupLinearDecay(peak=1.0, **kwargs)
+
+
+# --- weight-decay exclusions ------------------------------------------------------------
+
+def _tiny_classifier():
+    from adapter_bert.config import AdapterConfig, BertConfig
+    from adapter_bert.heads import BertClassifier
+    model = BertClassifier(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
+                                      num_attention_heads=2, intermediate_size=32),
+                           2, AdapterConfig(size=4))
+    model({"input_ids": tf.zeros([1, 3], tf.int32)})
+    return model
+
+
+def _short(name):
+    """'bert_classifier/bert/encoder/layer_0/x/kernel:0' -> 'encoder/layer_0/x/kernel'."""
+    name = name.split(":")[0].split("/", 1)[1]
+    return name[len("bert/"):] if name.startswith("bert/") else name
+
+
+def test_weight_decay_exclusions_on_real_variables():
+    model = _tiny_classifier()
+    opt = create_optimizer(1e-3, 10, 1)
+    decayed = {_short(v.name) for v in model.trainable_variables if opt._use_weight_decay(v)}
+    per_layer = ["attention/self/query/kernel", "attention/self/key/kernel",
+                 "attention/self/value/kernel", "attention/output/dense/kernel",
+                 "attention/output/adapters/weights1", "attention/output/adapters/weights2",
+                 "intermediate/dense/kernel", "output/dense/kernel",
+                 "output/adapters/weights1", "output/adapters/weights2"]
+    expected = {"embeddings/word_embeddings/word_embeddings",
+                "embeddings/token_type_embeddings/token_type_embeddings",
+                "embeddings/position_embeddings", "pooler/dense/kernel",
+                "classifier/output_weights"}
+    expected |= {f"encoder/layer_{i}/{p}" for i in range(2) for p in per_layer}
+    assert decayed == expected
+    # Everything else is a bias or a LayerNorm parameter: 2 + 2 layers * 14 + pooler + head.
+    skipped = {_short(v.name) for v in model.trainable_variables} - decayed
+    assert len(skipped) == 32
+    assert all(n.endswith(("/bias", "/biases1", "/biases2", "/output_bias", "LayerNorm/gamma",
+                           "LayerNorm/beta")) for n in skipped)
+
+
+def test_optimizer_config_round_trip_keeps_exclusions():
+    opt = create_optimizer(2e-5, 100, 10, weight_decay=0.02)
+    clone = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
+    assert isinstance(clone, BertAdamW) and isinstance(clone, keras.optimizers.AdamW)
+    assert clone.no_decay_patterns == NO_DECAY_PATTERNS
+    assert clone.bias_correction is False and clone.weight_decay == 0.02
+    assert clone.global_clipnorm == 1.0 and clone.epsilon == 1e-6
+    assert float(clone._learning_rate(50)) == float(opt._learning_rate(50))
+
+
+# --- update rule against numpy ----------------------------------------------------------
+
+def _numpy_steps(params, grads, decays, lrs, bias_correction, wd=0.01, b1=0.9, b2=0.999,
+                 eps=1e-6, clip=1.0):
+    """Google's update (or Keras' bias-corrected one), step by step, in float64.
+
+    The betas are rounded to float32 first, as the optimiser sees them: 1 - 0.999 in
+    float32 is 0.00099998713, a 1.3e-5 relative difference that float64 would expose.
+    """
+    b1, b2 = float(np.float32(b1)), float(np.float32(b2))
+    params = [p.astype(np.float64) for p in params]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    for t, (step_grads, lr) in enumerate(zip(grads, lrs), start=1):
+        norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in step_grads))
+        scale = clip / max(norm, clip)
+        for i, g in enumerate(step_grads):
+            g = g * scale
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            if bias_correction:  # Keras' "epsilon hat" form
+                update = m[i] * (np.sqrt(1 - b2 ** t) / (1 - b1 ** t)) / (np.sqrt(v[i]) + eps)
+            else:
+                update = m[i] / (np.sqrt(v[i]) + eps)
+            if decays[i]:
+                update = update + wd * params[i]
+            params[i] = params[i] - lr * update
+    return params
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_updates_match_numpy_reference(bias_correction, jit_compile):
+    rng = np.random.default_rng(0)
+    init = [rng.normal(size=(3, 2)).astype(np.float32), rng.normal(size=(2,)).astype(np.float32)]
+    kernel = tf.Variable(init[0], name="toy/dense/kernel")
+    bias = tf.Variable(init[1], name="toy/dense/bias")
+    # Gradients with a global norm far above 1, so clipping must act on each step.
+    grads = [[rng.normal(scale=20.0, size=p.shape).astype(np.float32) for p in init]
+             for _ in range(3)]
+    assert all(np.sqrt(sum(np.sum(g ** 2) for g in step)) > 10 for step in grads)
+    opt = create_optimizer(0.1, num_train_steps=4, num_warmup_steps=2,
+                           bias_correction=bias_correction)
+    # Keras only XLA-compiles the update where there is a GPU; force that path here too.
+    opt.jit_compile = jit_compile
+    for step_grads in grads:
+        opt.apply_gradients(zip([tf.constant(g) for g in step_grads], [kernel, bias]))
+    lrs = [0.0, 0.05, 0.1 * (1 - 2 / 4)]  # warmup 0, 0.05; then decay from step 0
+    expected = _numpy_steps(init, grads, decays=[True, False], lrs=lrs,
+                            bias_correction=bias_correction)
+    np.testing.assert_allclose(kernel.numpy(), expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bias.numpy(), expected[1], rtol=1e-5, atol=1e-6)
+    # Without clipping the same gradients would have moved the weights differently.
+    unclipped = _numpy_steps(init, grads, [True, False], lrs, bias_correction, clip=1e9)
+    assert not np.allclose(kernel.numpy(), unclipped[0], atol=1e-4)
+
+
+def test_first_step_size_differs_by_bias_correction():
+    """At t=1 Google's rule moves (1 - b1) / sqrt(1 - b2) ~ 3.16x further than Keras'."""
+    moves = {}
+    for bias_correction in (False, True):
+        var = tf.Variable([1.0], name="w/bias")
+        opt = BertAdamW(learning_rate=0.01, weight_decay=0.0, epsilon=1e-12,
+                        bias_correction=bias_correction)
+        opt.apply_gradients([(tf.constant([0.5]), var)])
+        moves[bias_correction] = 1.0 - float(var.numpy()[0])
+    assert moves[True] == pytest.approx(0.01, rel=1e-5)
+    assert moves[False] / moves[True] == pytest.approx(0.1 / np.sqrt(0.001), rel=1e-4)
+
+
+def test_sparse_gradients_match_dense():
+    table = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    results = []
+    for sparse in (False, True):
+        var = tf.Variable(table, name="emb/word_embeddings")
+        opt = create_optimizer(0.1, 10, 0, clip_norm=None)
+        for step in range(2):
+            rows = tf.constant([[1.0, -2.0, 0.5], [0.3, 0.3, -0.1]]) * (step + 1)
+            grad = tf.IndexedSlices(rows, tf.constant([1, 3]), tf.constant([4, 3]))
+            opt.apply_gradients([(tf.convert_to_tensor(grad) if not sparse else grad, var)])
+        results.append(var.numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-7)
+
+
+def test_amsgrad_needs_bias_correction():
+    with pytest.raises(ValueError, match="amsgrad"):
+        BertAdamW(amsgrad=True)
