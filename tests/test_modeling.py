@@ -111,12 +111,16 @@ def test_adapters_sit_before_the_layernorm(tiny_config):
     bert = BertModel(tiny_config, AdapterConfig(size=4, init_scale=0.0))
     bert(tiny_inputs())
     block = bert.encoder.transformer_layers[0].ffn_output_block
-    hidden = tf.random.normal([1, 3, 32])  # the intermediate width
-    residual = tf.random.normal([1, 3, 16])
-    block.adapter.biases2.assign(tf.fill([1, 16], 1e4))
+    hidden = tf.random.normal([1, 3, 32], seed=3)  # the intermediate width
+    residual = tf.random.normal([1, 3, 16], seed=4)
+    shift = np.linspace(-50, 50, 16, dtype="float32")[None]
+    block.adapter.biases2.assign(shift)
     out = block(hidden, residual, training=False).numpy()
-    # LayerNorm output: per-token mean beta (0) and variance gamma^2 (1).
-    np.testing.assert_allclose(out.mean(-1), 0, atol=1e-3)
+    # The large adapter output went through LayerNorm: per token mean 0 (beta) and
+    # standard deviation 1 (gamma), dominated by the shift's linear ramp.
+    np.testing.assert_allclose(out.mean(-1), 0, atol=1e-4)
+    np.testing.assert_allclose(out.std(-1), 1, atol=1e-3)
+    assert np.corrcoef(out[0, 0], shift[0])[0, 1] > 0.99
 
 
 def test_near_identity_adapters_barely_change_the_output(tiny_config):
