@@ -183,3 +183,89 @@ def validate_common(values) -> None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
     if values.load_adapter and not os.path.isdir(values.load_adapter):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
+
+
+def define_squad_flags():
+    """Defines the flags of run_squad.py (Google's names and defaults, plus the port's).
+
+    absl defines a flag once per process. Calling this again does nothing, and groups
+    already defined by run_classifier.py's flags are kept as they are (then
+    --max_seq_length defaults to the classifier's 128 in that process: pass it).
+    """
+    if "doc_stride" in FLAGS:
+        return
+    flags.DEFINE_string("train_file", None,
+                        "SQuAD json for training. E.g., train-v1.1.json")
+    flags.DEFINE_string(
+        "predict_file", None,
+        "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+    if "max_seq_length" not in FLAGS:
+        flags.DEFINE_integer(
+            "max_seq_length", 384,
+            "The maximum total input sequence length after WordPiece tokenization. Sequences "
+            "longer than this will be truncated, and sequences shorter than this will be "
+            "padded.")
+    flags.DEFINE_integer(
+        "doc_stride", 128,
+        "When splitting up a long document into chunks, how much stride to take between "
+        "chunks.")
+    flags.DEFINE_integer(
+        "max_query_length", 64,
+        "The maximum number of tokens for the question. Questions longer than this will "
+        "be truncated to this length.")
+    flags.DEFINE_integer(
+        "n_best_size", 20,
+        "The total number of n-best predictions to generate in the nbest_predictions.json "
+        "output file.")
+    flags.DEFINE_integer(
+        "max_answer_length", 30,
+        "The maximum length of an answer that can be generated. This is needed because the "
+        "start and end predictions are not conditioned on one another.")
+    flags.DEFINE_bool(
+        "verbose_logging", False,
+        "If true, all of the warnings related to data processing will be printed. A number "
+        "of warnings are expected for a normal SQuAD evaluation.")
+    flags.DEFINE_bool(
+        "version_2_with_negative", False,
+        "If true, the SQuAD examples contain some that do not have an answer.")
+    flags.DEFINE_float(
+        "null_score_diff_threshold", 0.0,
+        "If null_score - best_non_null is greater than the threshold predict null.")
+    for first_flag, define in (("bert_config_file", _define_model_flags),
+                               ("do_train", _define_training_flags),
+                               ("use_tpu", _define_tpu_flags),
+                               ("tuning_mode", _define_port_flags)):
+        if first_flag not in FLAGS:
+            define()
+
+
+def validate_squad(values) -> None:
+    """run_squad.py's checks, before anything is loaded or written.
+
+    Args:
+        values: the parsed FLAGS (or any object with the same attributes).
+
+    Raises:
+        FlagError: naming the flag (or file) and what was expected.
+    """
+    validate_common(values)
+    for action, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
+        path = getattr(values, name)
+        if getattr(values, action) and not path:
+            raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
+        if getattr(values, action) and not os.path.isfile(path):
+            raise FlagError(f"--{name}={path}: file not found")
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+        check_positive(name, getattr(values, name))
+    if values.doc_stride >= values.max_seq_length:
+        raise FlagError(f"--doc_stride ({values.doc_stride}) must be smaller than "
+                        f"--max_seq_length ({values.max_seq_length})")
+    if values.max_seq_length <= values.max_query_length + 3:
+        raise FlagError(f"The max_seq_length ({values.max_seq_length}) must be greater than "
+                        f"max_query_length ({values.max_query_length}) + 3")
+    # A stride longer than the shortest context window would skip context tokens.
+    window = values.max_seq_length - values.max_query_length - 3
+    if values.doc_stride > window:
+        raise FlagError(f"--doc_stride ({values.doc_stride}) is larger than the context window "
+                        f"max_seq_length - max_query_length - 3 = {window}: context tokens "
+                        f"would be skipped")

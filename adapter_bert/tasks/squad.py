@@ -1,0 +1,359 @@
+"""SQuAD v1.1 / v2.0 fine-tuning and adapter tuning: the body of run_squad.py.
+
+Flow: flags -> examples -> doc-stride windows -> tf.data -> span model -> fit ->
+per-window start/end logits -> n-best answers -> `predictions.json`,
+`nbest_predictions.json` (and `null_odds.json` for v2.0) -> scores with the official
+rules -> `eval_results.txt` / `eval_results.json`, plus the adapter directory.
+
+Behaviour worth knowing:
+- One training epoch is one pass over the training *windows* (features), so
+  `--num_train_epochs` means what it says even when long contexts give several windows
+  per question.
+- Training questions whose `answer_start` does not point at the answer text, or whose
+  answer overlaps no token, are counted, logged and skipped, never mislabelled; the
+  counts go to eval_results.
+- The predict file is scored in process when it carries gold answers (dev sets); for a
+  test file without answers only the prediction files are written.
+"""
+
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tf_keras as keras
+from absl import logging
+
+from adapter_bert.adapter_files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.data.features import pad_to_multiple_of_batch
+from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
+                                     read_squad_examples)
+from adapter_bert.data.squad_postprocess import RawResult, write_predictions
+from adapter_bert.distribute import get_strategy, static_shapes_required
+from adapter_bert.flags import FlagError, validate_squad, was_set
+from adapter_bert.heads import BertSpanModel
+from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
+from adapter_bert.optimization import create_optimizer
+from adapter_bert.tasks import common
+from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
+                                   make_dataset, predict_outputs, set_dtype_policy, set_seed,
+                                   steps_per_execution)
+
+INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+LABEL_KEYS = ("start_positions", "end_positions")
+OUTPUT_KEYS = ("start_logits", "end_logits")
+ADAPTER_DIR = "adapter"
+HEAD_KIND = "SpanHead"
+
+
+def task_name(version_2_with_negative: bool) -> str:
+    """The task name recorded in adapter files: "squad_v2.0" or "squad_v1.1"."""
+    return "squad_v2.0" if version_2_with_negative else "squad_v1.1"
+
+
+def feature_arrays(features: Sequence, with_labels: bool) -> Dict[str, np.ndarray]:
+    """Stacks SquadFeature windows into int32 arrays named as the model's inputs.
+
+    Args:
+        features: `SquadFeature` objects, all of the same sequence length.
+        with_labels: also stack the gold `start_positions` / `end_positions`.
+
+    Returns:
+        A dict of arrays with one row per window, plus `is_real_example` (all ones) so
+        TPU padding can be told apart.
+    """
+    arrays = {key: np.stack([getattr(f, key) for f in features]).astype(np.int32)
+              for key in INPUT_KEYS}
+    if with_labels:
+        arrays["start_positions"] = np.asarray([f.start_position for f in features], np.int32)
+        arrays["end_positions"] = np.asarray([f.end_position for f in features], np.int32)
+    arrays["is_real_example"] = np.ones(len(features), np.int32)
+    return arrays
+
+
+def _labels_by_output_name(inputs, labels):
+    # Keras pairs a dict of labels with the model's dict of outputs by key.
+    return inputs, {out: labels[lab] for out, lab in zip(OUTPUT_KEYS, LABEL_KEYS)}
+
+
+def compile_span_model(model, optimizer, steps: int) -> None:
+    """Compiles the span model with Google's loss: (start CE + end CE) / 2.
+
+    Args:
+        model: a `BertSpanModel` (outputs "start_logits" and "end_logits").
+        optimizer: the optimizer to train with.
+        steps: Keras `steps_per_execution`.
+    """
+    losses = {key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+              for key in OUTPUT_KEYS}
+    model.compile(optimizer=optimizer, loss=losses,
+                  loss_weights={key: 0.5 for key in OUTPUT_KEYS}, steps_per_execution=steps)
+
+
+def has_gold_answers(examples: SquadExampleList, version_2: bool) -> bool:
+    """Whether the file can be scored: every question has an answer (or is unanswerable).
+
+    Raises:
+        FlagError: some questions have answers and others do not in a v1.1 run, which
+            means a SQuAD 2.0 file read without --version_2_with_negative.
+    """
+    scoreable = [bool(e.all_answers) or (version_2 and e.is_impossible) for e in examples]
+    if all(scoreable):
+        return True
+    if any(scoreable) and not version_2:
+        missing = sum(1 for s in scoreable if not s)
+        raise FlagError(f"--predict_file={examples.path}: {missing} of {len(examples)} questions "
+                        f"have no answer; for SQuAD 2.0 pass --version_2_with_negative")
+    return False
+
+
+def score_predictions(path: str, predictions: Dict[str, str],
+                      null_odds: Optional[Dict[str, float]], version_2: bool,
+                      null_score_diff_threshold: float) -> Dict[str, float]:
+    """Scores predictions against the gold answers of a SQuAD file (official rules).
+
+    Args:
+        path: the SQuAD JSON file predicted on.
+        predictions: question id -> answer text ("" = no answer).
+        null_odds: v2.0 question id -> null score minus best span score.
+        version_2: use the v2.0 rules (HasAns/NoAns, best-threshold search).
+        null_score_diff_threshold: the threshold the predictions were made with; used
+            as the abstention threshold so `exact`/`f1` score predictions.json as is.
+
+    Returns:
+        v1.1: exact_match, f1. v2.0: exact, f1, total, HasAns_*, NoAns_*, best_exact,
+        best_exact_thresh, best_f1, best_f1_thresh.
+    """
+    with open(path, encoding="utf-8-sig") as f:
+        dataset = json.load(f)
+    if not version_2:
+        return dict(evaluate_v1(dataset, predictions))
+    return dict(evaluate_v2(dataset, predictions, na_probs=null_odds,
+                            na_prob_thresh=null_score_diff_threshold))
+
+
+def _log_features(examples, features, tokenizer, count: int) -> None:
+    """Logs the first `count` windows (tokens, max-context flags, gold span) for debugging."""
+    for feature in features[:count]:
+        length = int(feature.input_mask.sum())
+        tokens = tokenizer.convert_ids_to_tokens(feature.input_ids[:length].tolist())
+        logging.info("*** Feature %d: question %r, window %d ***", feature.unique_id,
+                     examples[feature.example_index].qas_id, feature.doc_span_index)
+        logging.info("tokens: %s", " ".join(tokens))
+        logging.info("max-context tokens: %d", int(feature.token_is_max_context.sum()))
+        if feature.start_position or feature.end_position:
+            logging.info("answer: %s", " ".join(
+                tokens[feature.start_position:feature.end_position + 1]))
+
+
+def _json_value(value):
+    """Numbers kept as numbers (the parameter figures arrive as strings)."""
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+    return value
+
+
+def write_eval_results(output_dir: str, results: Dict[str, object]) -> None:
+    """Writes eval_results.txt (`key = value`, sorted) and eval_results.json."""
+    common.write_results(os.path.join(output_dir, "eval_results.txt"), results)
+    as_json = {key: _json_value(results[key]) for key in sorted(results)}
+    atomic_write_text(os.path.join(output_dir, "eval_results.json"),
+                      json.dumps(as_json, indent=2) + "\n")
+
+
+class SquadRun:
+    """One invocation of run_squad.py, configured from parsed flags."""
+
+    def __init__(self, flag_values, strategy=None):
+        self.flags = flag_values
+        validate_squad(flag_values)
+        self.version_2 = bool(flag_values.version_2_with_negative)
+        self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+        # The data is read before the model is built, so a bad file fails fast.
+        self.train_examples = self._read(flag_values.train_file, True) \
+            if flag_values.do_train else None
+        self.predict_examples = self._read(flag_values.predict_file, False) \
+            if flag_values.do_predict else None
+        self.scoreable = bool(self.predict_examples) and \
+            has_gold_answers(self.predict_examples, self.version_2)
+        common.prepare_output_dir(flag_values.output_dir)
+        set_seed(flag_values.seed)
+        set_dtype_policy(flag_values.dtype)
+        # A caller that already connected to a TPU (e.g. a notebook) passes its strategy.
+        self.strategy = strategy or get_strategy(
+            flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
+            flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
+        self.static_shapes = static_shapes_required(self.strategy)
+        with self.strategy.scope():
+            self.model = common.build_pretrained(
+                BertSpanModel(self.backbone.config, common.adapter_config_for_run(flag_values)),
+                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers)
+        self.param_results = common.report_parameters(self.model)
+
+    # ----------------------------------------------------------------- data
+    def _read(self, path: str, is_training: bool) -> SquadExampleList:
+        examples = read_squad_examples(path, is_training, self.version_2)
+        if not examples:
+            flag = "train_file" if is_training else "predict_file"
+            raise FlagError(f"--{flag}={path}: no usable questions")
+        return examples
+
+    def _features(self, examples, is_training: bool):
+        values = self.flags
+        features = convert_examples_to_features(
+            examples, self.backbone.tokenizer, values.max_seq_length, values.doc_stride,
+            values.max_query_length, is_training)
+        if not features:
+            raise FlagError(f"{examples.path}: no question could be turned into a window")
+        _log_features(examples, features, self.backbone.tokenizer,
+                      20 if values.verbose_logging else 3)
+        return features
+
+    # ------------------------------------------------------------- training
+    def train(self) -> Dict[str, object]:
+        """Trains on --train_file; returns the figures for eval_results (global_step, ...)."""
+        values = self.flags
+        features = self._features(self.train_examples, True)
+        stats = self._training_data_report(features)
+        arrays = feature_arrays(features, with_labels=True)
+        schedule = TrainSchedule.from_epochs(len(features), values.train_batch_size,
+                                             values.num_train_epochs, values.warmup_proportion)
+        logging.info("***** Training: %d questions, %d windows, batch %d, %d steps (%d warmup) "
+                     "*****", len(self.train_examples), len(features), values.train_batch_size,
+                     schedule.num_train_steps, schedule.num_warmup_steps)
+        spe = steps_per_execution(values.iterations_per_loop,
+                                  was_set(values, "iterations_per_loop"),
+                                  self.static_shapes, values.save_checkpoints_steps)
+        with self.strategy.scope():
+            optimizer = create_optimizer(values.learning_rate, schedule.num_train_steps,
+                                         schedule.num_warmup_steps)
+            compile_span_model(self.model, optimizer, spe)
+
+        def dataset():
+            # Full batches only, as Google trains (drop_remainder=True) on every device.
+            return make_dataset(arrays, INPUT_KEYS, LABEL_KEYS,
+                                batch_size=values.train_batch_size, training=True,
+                                drop_remainder=True, seed=values.seed
+                                ).map(_labels_by_output_name)
+
+        logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
+                               values.output_dir, values.save_checkpoints_steps)
+        save_adapter(self.model, os.path.join(values.output_dir, ADAPTER_DIR),
+                     task_name(self.version_2), None, values.tuning_mode)
+        stats.update(global_step=int(logs["global_step"]))
+        if "loss" in logs:
+            stats["train_loss"] = logs["loss"]
+        return stats
+
+    def _training_data_report(self, features) -> Dict[str, int]:
+        """Counts (and logs) the training questions kept, skipped and inexactly aligned."""
+        stats = {
+            "train_questions": len(self.train_examples) - features.num_unalignable,
+            "train_windows": len(features),
+            "train_skipped_answer_start_mismatch": self.train_examples.num_answer_mismatches,
+            "train_skipped_unalignable": features.num_unalignable,
+            "train_inexact_alignment": features.num_inexact,
+        }
+        skipped = stats["train_skipped_answer_start_mismatch"] + stats["train_skipped_unalignable"]
+        if skipped:
+            logging.warning("Skipped %d training questions whose answer cannot be aligned "
+                            "(%d answer_start mismatches, %d overlapping no token)", skipped,
+                            stats["train_skipped_answer_start_mismatch"],
+                            stats["train_skipped_unalignable"])
+            print(f"skipped training questions: {skipped}", flush=True)
+        return stats
+
+    def restore_trained_weights(self) -> int:
+        """For predict without training: --load_adapter, else output_dir's checkpoint."""
+        path = self.flags.load_adapter
+        if path:
+            head = read_adapter_config(path).get("head")
+            if head not in (None, HEAD_KIND):
+                raise FlagError(f"--load_adapter={path} holds a {head}, not a SQuAD span head")
+            description = load_adapter(self.model, path)
+            logging.info("Loaded adapter %s (task %s)", path, description.get("task"))
+            return 0
+        checkpoints = TrainingCheckpoints(self.model, None, self.flags.output_dir)
+        if not checkpoints.restore_latest(expect_partial=True):
+            logging.warning("No trained weights in %s and no --load_adapter: predicting with "
+                            "the pretrained model and an untrained head", self.flags.output_dir)
+            return 0
+        return checkpoints.restored_step
+
+    # ----------------------------------------------------------- inference
+    def span_logits(self, features) -> Dict[str, np.ndarray]:
+        """Start/end logits [num_windows, T] for every window, in order."""
+        batch_size = self.flags.predict_batch_size
+        arrays = feature_arrays(features, with_labels=False)
+        if self.static_shapes:
+            # TPUs need full batches: pad, then predict_outputs drops the padding rows.
+            arrays = pad_to_multiple_of_batch(arrays, batch_size)
+        dataset = make_dataset(arrays, INPUT_KEYS, batch_size=batch_size,
+                               drop_remainder=self.static_shapes)
+        return predict_outputs(self.model, dataset, len(features))
+
+    def predict(self) -> Dict[str, object]:
+        """Predicts --predict_file, writes the prediction files, scores them if possible."""
+        values = self.flags
+        examples = self.predict_examples
+        features = self._features(examples, False)
+        logging.info("***** Predicting: %d questions, %d windows, batch %d *****",
+                     len(examples), len(features), values.predict_batch_size)
+        logits = self.span_logits(features)
+        results = [RawResult(f.unique_id, logits["start_logits"][i], logits["end_logits"][i])
+                   for i, f in enumerate(features)]
+        predictions, null_odds = write_predictions(
+            examples, features, results, values.n_best_size, values.max_answer_length,
+            self.version_2, values.null_score_diff_threshold, values.output_dir)
+        logging.info("Wrote predictions for %d questions to %s", len(predictions),
+                     values.output_dir)
+        figures: Dict[str, object] = {"predict_questions": len(examples),
+                                      "predict_windows": len(features)}
+        if self.scoreable:
+            figures.update(score_predictions(values.predict_file, predictions, null_odds,
+                                             self.version_2, values.null_score_diff_threshold))
+        else:
+            logging.info("%s has no gold answers: predictions written, nothing scored",
+                         values.predict_file)
+        return figures
+
+
+def _print_scores(results: Dict[str, object], keys: List[str]) -> None:
+    for key in sorted(keys):
+        print(f"{key} = {results[key]}", flush=True)
+
+
+def main(flag_values, strategy=None) -> int:
+    """Runs the requested steps (train / predict) and writes the outputs.
+
+    Args:
+        flag_values: parsed flags (absl FLAGS).
+        strategy: an existing `tf.distribute.Strategy` to use instead of building one
+            from the flags.
+
+    Returns:
+        0 on success.
+
+    Raises:
+        FlagError, SquadDataError, ...: bad input (run_cli turns them into one line).
+    """
+    run = SquadRun(flag_values, strategy)
+    results: Dict[str, object] = {}
+    if flag_values.do_train:
+        results.update(run.train())
+    else:
+        results["global_step"] = run.restore_trained_weights()
+    if flag_values.do_predict:
+        figures = run.predict()
+        results.update(figures)
+        results.update(run.param_results)
+        write_eval_results(flag_values.output_dir, results)
+        _print_scores(results, [k for k in figures if not k.startswith("predict_")])
+        print(f"predictions: {os.path.join(flag_values.output_dir, 'predictions.json')}",
+              flush=True)
+    return 0
