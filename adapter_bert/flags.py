@@ -94,6 +94,10 @@ def _define_port_flags():
                       "Which weights train: adapters+LayerNorms+head (adapter), everything "
                       "(full), LayerNorms+head (layernorm), or the top --top_k_layers (top_k).")
     flags.DEFINE_integer("top_k_layers", None, "Layers trained by --tuning_mode=top_k.")
+    flags.DEFINE_enum("train_pooler", "auto", ("auto", "true", "false"),
+                      "Train the pooler in adapter/layernorm modes. The original freezes it; "
+                      "auto trains it only when the checkpoint's pooler was never trained "
+                      "(all-zero bias, as in the embedded MiniLM).")
     flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of each adapter.")
     flags.DEFINE_float("adapter_init_scale", 1e-3,
                        "Stddev of the adapters' truncated-normal initial weights.")
@@ -113,24 +117,35 @@ def _define_port_flags():
                         "predict with, on the frozen backbone.")
 
 
+def _define_shared_groups():
+    """Defines the flag groups both scripts share, skipping groups already defined."""
+    for first_flag, define in (("bert_config_file", _define_model_flags),
+                               ("do_train", _define_training_flags),
+                               ("use_tpu", _define_tpu_flags),
+                               ("tuning_mode", _define_port_flags)):
+        if first_flag not in FLAGS:
+            define()
+
+
 def define_classifier_flags():
-    """Defines the flags of run_classifier.py."""
+    """Defines the flags of run_classifier.py (a second call does nothing)."""
+    if "task_name" in FLAGS:
+        return
     flags.DEFINE_string("data_dir", None,
                         "The input data dir. Should contain the .tsv files (or other data "
                         "files) for the task.")
     flags.DEFINE_string("task_name", None, "The name of the task to train.")
     flags.DEFINE_enum("data_source", "tsv", ("tsv", "tfds"),
                       "Read --data_dir's glue_data TSVs, or tensorflow_datasets glue/<task>.")
-    flags.DEFINE_integer(
-        "max_seq_length", 128,
-        "The maximum total input sequence length after WordPiece tokenization. Sequences "
-        "longer than this will be truncated, and sequences shorter than this will be padded.")
+    if "max_seq_length" not in FLAGS:
+        flags.DEFINE_integer(
+            "max_seq_length", 128,
+            "The maximum total input sequence length after WordPiece tokenization. Sequences "
+            "longer than this will be truncated, and sequences shorter than this will be "
+            "padded.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-    _define_model_flags()
-    _define_training_flags()
-    _define_tpu_flags()
-    _define_port_flags()
+    _define_shared_groups()
 
 
 def was_set(values, name: str) -> bool:
@@ -189,8 +204,8 @@ def define_squad_flags():
     """Defines the flags of run_squad.py (Google's names and defaults, plus the port's).
 
     absl defines a flag once per process. Calling this again does nothing, and groups
-    already defined by run_classifier.py's flags are kept as they are (then
-    --max_seq_length defaults to the classifier's 128 in that process: pass it).
+    already defined by run_classifier.py's flags are kept as they are; the first script
+    imported in a process sets --max_seq_length's default (128 or 384): pass it.
     """
     if "doc_stride" in FLAGS:
         return
@@ -231,12 +246,7 @@ def define_squad_flags():
     flags.DEFINE_float(
         "null_score_diff_threshold", 0.0,
         "If null_score - best_non_null is greater than the threshold predict null.")
-    for first_flag, define in (("bert_config_file", _define_model_flags),
-                               ("do_train", _define_training_flags),
-                               ("use_tpu", _define_tpu_flags),
-                               ("tuning_mode", _define_port_flags)):
-        if first_flag not in FLAGS:
-            define()
+    _define_shared_groups()
 
 
 def validate_squad(values) -> None:

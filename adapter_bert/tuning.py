@@ -68,8 +68,11 @@ def _num_layers(model) -> int:
     return bert.config.num_hidden_layers
 
 
-def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int) -> bool:
+def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int,
+            train_pooler: bool) -> bool:
     if mode == "full":
+        return True
+    if component == "pooler" and train_pooler:
         return True
     if mode == "adapter":
         return component in ("adapters", "layer_norms", "head")
@@ -82,7 +85,7 @@ def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int) 
     return bool(match) and int(match.group(1)) >= num_layers - top_k
 
 
-def apply_tuning(model, mode: str, top_k: Optional[int] = None) -> None:
+def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler: bool = False) -> None:
     """Sets which weights of `model` train, for one of `TUNING_MODES`.
 
     Can be called before or after the model is built, and again to switch modes.
@@ -91,6 +94,10 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None) -> None:
         model: a `BertModel` or a task model of this package.
         mode: "adapter", "full", "layernorm" or "top_k".
         top_k: number of top transformer layers to train (mode "top_k" only).
+        train_pooler: also train the pooler in "adapter" and "layernorm" modes. The
+            original freezes it, which suits BERT checkpoints whose pooler was trained
+            by next-sentence prediction; see `pooler_is_untrained` for backbones
+            (like MiniLM) whose pooler never was.
 
     Raises:
         ValueError: unknown mode, bad `top_k`, or "adapter" on a model without adapters.
@@ -114,7 +121,17 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None) -> None:
         if not _is_leaf(layer):
             layer._trainable = True  # noqa: SLF001 - the setter would recurse into children
     for scope, layer, component in leaves:
-        layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers)
+        layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers, train_pooler)
+
+
+def pooler_is_untrained(model) -> bool:
+    """True when the loaded pooler still has its initial all-zero bias.
+
+    Pretraining with next-sentence prediction trains the pooler (Google's BERT); models
+    distilled or trained without it (all-MiniLM-L6-v2) keep the zero-initialised bias.
+    """
+    bert = model if hasattr(model, "encoder") else model.bert
+    return not np.any(bert.pooler.dense.bias.numpy())
 
 
 def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":

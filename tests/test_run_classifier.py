@@ -48,6 +48,9 @@ def test_outputs_follow_the_original_formats(mrpc_run):
                 "all_params", "trainable_percent"):
         assert key in results
     assert 0.0 <= float(results["eval_accuracy"]) <= 1.0
+    # --train_pooler=auto: the tiny backbone's pooler has a zero bias, so it trains too.
+    adapters, layer_norms, head, pooler = 4 * (2 * 16 * 8 + 8 + 16), 5 * 32, 2 * 16 + 2, 16 * 16 + 16
+    assert results["trainable_params"] == str(adapters + layer_norms + head + pooler)
     rows = [line.split("\t") for line in (mrpc_run / "test_results.tsv").read_text().splitlines()]
     assert len(rows) == 1725 and all(len(r) == 2 for r in rows)
     np.testing.assert_allclose([sum(map(float, r)) for r in rows], 1.0, atol=1e-5)
@@ -69,6 +72,15 @@ def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, sh
     again = read_results(tmp_path / "eval_only" / "eval_results.txt")
     for key in ("eval_accuracy", "eval_f1", "eval_loss"):
         assert float(again[key]) == pytest.approx(float(original[key]), abs=1e-6), key
+
+
+def test_train_pooler_false_freezes_it_as_the_original(backbone, shared_dir, tmp_path):
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--train_pooler=false", *common_flags(backbone, tmp_path / "out")])
+    assert code == 0
+    results = read_results(tmp_path / "out" / "eval_results.txt")
+    assert results["trainable_params"] == str(4 * (2 * 16 * 8 + 8 + 16) + 5 * 32 + 2 * 16 + 2)
 
 
 def test_eval_only_restores_the_output_dir_checkpoint(mrpc_run, backbone, shared_dir, tmp_path):

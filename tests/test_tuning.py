@@ -139,3 +139,27 @@ def test_one_optimizer_step_changes_exactly_the_trainable_variables(tiny_config)
     changed = {v.name for v in model.weights if not np.array_equal(before[v.name], v.numpy())}
     assert changed == trainable
     assert len(trainable) == 4 * 4 + 2 * 5 + 2  # adapter vars, LayerNorm vars, head vars
+
+
+def test_train_pooler_adds_exactly_the_pooler(tiny_config):
+    model = built_classifier(tiny_config)
+    c = closed_form(tiny_config)
+    apply_tuning(model, "adapter", train_pooler=True)
+    assert trainable_count(model) == c["adapters"] + c["layer_norms"] + c["head"] + c["pooler"]
+    apply_tuning(model, "layernorm", train_pooler=True)
+    assert trainable_count(model) == c["layer_norms"] + c["head"] + c["pooler"]
+
+
+def test_untrained_pooler_is_detected_by_its_zero_bias(tiny_config):
+    from adapter_bert.tuning import pooler_is_untrained
+    model = built_classifier(tiny_config)
+    assert pooler_is_untrained(model)  # Keras initialises biases to zero
+    model.bert.pooler.dense.bias.assign(tf.fill([16], 0.01))
+    assert not pooler_is_untrained(model)
+
+
+@pytest.mark.realweights
+def test_minilm_pooler_is_untrained():
+    from adapter_bert.checkpoints import load_pretrained
+    from adapter_bert.tuning import pooler_is_untrained
+    assert pooler_is_untrained(load_pretrained())

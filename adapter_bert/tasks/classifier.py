@@ -88,7 +88,8 @@ class ClassifierRun:
             self.model = common.build_pretrained(
                 BertClassifier(self.backbone.config, 1 if self.is_regression else len(self.labels),
                                common.adapter_config_for_run(flag_values)),
-                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers)
+                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers,
+                flag_values.train_pooler)
         self.param_results = common.report_parameters(self.model)
 
     # ----------------------------------------------------------------- data

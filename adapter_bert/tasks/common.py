@@ -16,7 +16,8 @@ from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
                                        validate_case_matches_checkpoint)
 from adapter_bert.training import TrainingError
-from adapter_bert.tuning import apply_tuning, parameter_report, parameter_summary
+from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summary,
+                                  pooler_is_untrained)
 
 # Errors that describe bad input or a failed run: shown as one line, exit code 1.
 USER_ERRORS = (FlagError, ConfigError, CheckpointError, TokenizerError, AdapterFileError,
@@ -71,13 +72,25 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
                          leave_out=[int(i) for i in flag_values.adapter_leave_out])
 
 
-def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optional[int]):
-    """Builds `model`, loads the pretrained weights and applies the tuning mode."""
+def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optional[int],
+                     train_pooler: str = "false"):
+    """Builds `model`, loads the pretrained weights and applies the tuning mode.
+
+    Args:
+        train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
+            was never trained; see `tuning.pooler_is_untrained`).
+    """
     build_model(model)
     report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
     logging.info(report.summary())
     mode = tuning_mode if (tuning_mode != "adapter" or model.bert.adapter_config) else "full"
-    apply_tuning(model, mode, top_k)
+    pooler = train_pooler == "true"
+    if train_pooler == "auto" and mode in ("adapter", "layernorm") and pooler_is_untrained(model):
+        pooler = True
+        logging.warning("The checkpoint's pooler was never trained (all-zero bias): training it "
+                        "with the %s weights. Pass --train_pooler=false to freeze it as the "
+                        "original adapter-bert does.", mode)
+    apply_tuning(model, mode, top_k, train_pooler=pooler)
     return model
 
 

@@ -192,7 +192,8 @@ class SquadRun:
         with self.strategy.scope():
             self.model = common.build_pretrained(
                 BertSpanModel(self.backbone.config, common.adapter_config_for_run(flag_values)),
-                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers)
+                # The span head reads the sequence output, never the pooler.
+                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers, "false")
         self.param_results = common.report_parameters(self.model)
 
     # ----------------------------------------------------------------- data
