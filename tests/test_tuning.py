@@ -9,7 +9,6 @@ import tf_keras as keras
 
 from adapter_bert.config import AdapterConfig
 from adapter_bert.heads import BertClassifier
-from adapter_bert.modeling import BertModel
 from adapter_bert.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
 from tests.conftest import tiny_inputs
 

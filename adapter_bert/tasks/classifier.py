@@ -15,7 +15,6 @@ from absl import logging
 from adapter_bert.adapter_files import load_adapter, save_adapter
 from adapter_bert.data.features import convert_examples_to_features, pad_to_multiple_of_batch
 from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
-from adapter_bert.distribute import get_strategy, static_shapes_required
 from adapter_bert.flags import FlagError, validate_common, was_set
 from adapter_bert.heads import BertClassifier
 from adapter_bert.io_utils import atomic_write_text
@@ -23,8 +22,7 @@ from adapter_bert.metrics.glue import compute_metrics
 from adapter_bert.optimization import create_optimizer
 from adapter_bert.tasks import common
 from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
-                                   make_dataset, predict_outputs, set_dtype_policy, set_seed,
-                                   steps_per_execution)
+                                   make_dataset, predict_outputs, steps_per_execution)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
@@ -76,21 +74,11 @@ class ClassifierRun:
         self.labels = self.processor.get_labels()
         self.is_regression = self.processor.is_regression
         self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
-        common.prepare_output_dir(flag_values.output_dir)
-        set_seed(flag_values.seed)
-        set_dtype_policy(flag_values.dtype)
-        # A caller that already connected to a TPU (e.g. a notebook) passes its strategy.
-        self.strategy = strategy or get_strategy(
-            flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
-            flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
-        self.static_shapes = static_shapes_required(self.strategy)
-        with self.strategy.scope():
-            self.model = common.build_pretrained(
-                BertClassifier(self.backbone.config, 1 if self.is_regression else len(self.labels),
-                               common.adapter_config_for_run(flag_values)),
-                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers,
-                flag_values.train_pooler)
-        self.param_results = common.report_parameters(self.model)
+        self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
+        model = BertClassifier(self.backbone.config, 1 if self.is_regression else len(self.labels),
+                               common.adapter_config_for_run(flag_values))
+        self.model, self.param_results = common.build_task_model(
+            self.strategy, model, self.backbone, flag_values, flag_values.train_pooler)
 
     # ----------------------------------------------------------------- data
     def examples(self, split: str):

@@ -15,7 +15,8 @@ from adapter_bert.flags import FlagError
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
                                        validate_case_matches_checkpoint)
-from adapter_bert.training import TrainingError
+from adapter_bert.distribute import get_strategy, static_shapes_required
+from adapter_bert.training import TrainingError, set_dtype_policy, set_seed
 from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summary,
                                   pooler_is_untrained)
 
@@ -92,6 +93,39 @@ def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optiona
                         "original adapter-bert does.", mode)
     apply_tuning(model, mode, top_k, train_pooler=pooler)
     return model
+
+
+def prepare_run(flag_values, strategy=None):
+    """Output directory, seed, dtype policy and distribution strategy of a run.
+
+    Args:
+        flag_values: parsed flags.
+        strategy: an existing strategy (a notebook that already connected to a TPU
+            passes its own); None builds one from the flags.
+
+    Returns:
+        (strategy, static_shapes): static_shapes is True where batches must have fixed
+        shapes (TPU).
+    """
+    prepare_output_dir(flag_values.output_dir)
+    set_seed(flag_values.seed)
+    set_dtype_policy(flag_values.dtype)
+    strategy = strategy or get_strategy(
+        flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
+        flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
+    return strategy, static_shapes_required(strategy)
+
+
+def build_task_model(strategy, model, backbone: Backbone, flag_values, train_pooler: str):
+    """Builds `model` under the strategy with pretrained weights and the run's tuning mode.
+
+    Returns:
+        (model, parameter figures for eval_results.txt); the report is printed.
+    """
+    with strategy.scope():
+        build_pretrained(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
+                         train_pooler)
+    return model, report_parameters(model)
 
 
 def report_parameters(model) -> Dict[str, str]:

@@ -29,7 +29,6 @@ from adapter_bert.data.features import pad_to_multiple_of_batch
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
-from adapter_bert.distribute import get_strategy, static_shapes_required
 from adapter_bert.flags import FlagError, validate_squad, was_set
 from adapter_bert.heads import BertSpanModel
 from adapter_bert.io_utils import atomic_write_text
@@ -37,7 +36,7 @@ from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
 from adapter_bert.optimization import create_optimizer
 from adapter_bert.tasks import common
 from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
-                                   make_dataset, predict_outputs, set_dtype_policy, set_seed,
+                                   make_dataset, predict_outputs,
                                    steps_per_execution)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -181,20 +180,12 @@ class SquadRun:
             if flag_values.do_predict else None
         self.scoreable = bool(self.predict_examples) and \
             has_gold_answers(self.predict_examples, self.version_2)
-        common.prepare_output_dir(flag_values.output_dir)
-        set_seed(flag_values.seed)
-        set_dtype_policy(flag_values.dtype)
-        # A caller that already connected to a TPU (e.g. a notebook) passes its strategy.
-        self.strategy = strategy or get_strategy(
-            flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
-            flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
-        self.static_shapes = static_shapes_required(self.strategy)
-        with self.strategy.scope():
-            self.model = common.build_pretrained(
-                BertSpanModel(self.backbone.config, common.adapter_config_for_run(flag_values)),
-                # The span head reads the sequence output, never the pooler.
-                self.backbone, flag_values.tuning_mode, flag_values.top_k_layers, "false")
-        self.param_results = common.report_parameters(self.model)
+        self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
+        # The span head reads the sequence output, never the pooler: it is not trained.
+        self.model, self.param_results = common.build_task_model(
+            self.strategy, BertSpanModel(self.backbone.config,
+                                         common.adapter_config_for_run(flag_values)),
+            self.backbone, flag_values, train_pooler="false")
 
     # ----------------------------------------------------------------- data
     def _read(self, path: str, is_training: bool) -> SquadExampleList:
