@@ -58,6 +58,22 @@ def run_mode(mode, args):
             "trainable_percent": float(results["trainable_percent"])}
 
 
+def merge_rows(path, settings, new_rows):
+    """Rows of an earlier run with the same settings, with the modes just run replaced.
+
+    Re-running one mode (e.g. after a change that only affects it) keeps the others.
+    """
+    old = []
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            previous = json.load(f)
+        if previous.get("settings") == settings:
+            old = previous["runs"]
+    done = {row["mode"] for row in new_rows}
+    kept = [row for row in old if row["mode"] not in done]
+    return sorted(kept + new_rows, key=lambda row: list(MODES).index(row["mode"]))
+
+
 def markdown(rows):
     lines = ["| mode | learning rate | dev acc | dev F1 | trainable / total | trainable% | wall time |",
              "|---|---|---|---|---|---|---|"]
@@ -80,10 +96,11 @@ def main():
     parser.add_argument("--modes", default="adapter,full")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
     args = parser.parse_args()
-    rows = [run_mode(mode, args) for mode in args.modes.split(",")]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     stem = os.path.join(HERE, "results", "mrpc_adapter_vs_full")
     settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed")}
+    new_rows = [run_mode(mode, args) for mode in args.modes.split(",")]
+    rows = merge_rows(stem + ".json", settings, new_rows)
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump({"settings": settings, "runs": rows}, f, indent=2)
     table = markdown(rows)
