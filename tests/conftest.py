@@ -12,6 +12,8 @@ import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+# A real uncased BERT vocabulary (Google's BERT-Mini), for tokenizer-level tests.
+BERT_VOCAB = SHARED / "models" / "google-bert-mini-index" / "vocab.txt"
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +22,15 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"shared data folder not found at {SHARED}")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def uncased_tokenizer():
+    """transformers' fast BERT tokenizer on the real uncased vocabulary (skips if absent)."""
+    if not BERT_VOCAB.is_file():
+        pytest.skip(f"vocab not found at {BERT_VOCAB}")
+    from transformers import BertTokenizerFast
+    return BertTokenizerFast(vocab_file=str(BERT_VOCAB), do_lower_case=True)
 
 
 @pytest.fixture

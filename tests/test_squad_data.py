@@ -2,7 +2,6 @@
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +10,9 @@ from adapter_bert.data import squad as sq
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2, exact_match_score, metric_max_over_ground_truths
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from tests.conftest import SHARED
+
 SQUAD_DIR = SHARED / "data" / "squad"
-VOCAB = SHARED / "models" / "google-bert-mini-index" / "vocab.txt"
 
 
 def _path(name):
@@ -24,11 +23,8 @@ def _path(name):
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    if not VOCAB.exists():
-        pytest.skip(f"{VOCAB} not available")
-    transformers = pytest.importorskip("transformers")
-    return transformers.BertTokenizerFast(vocab_file=str(VOCAB), do_lower_case=True)
+def tokenizer(uncased_tokenizer):
+    return uncased_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,13 @@
 """Tests for adapter_bert.metrics.squad on hand-checked cases and real dev sets."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from adapter_bert.metrics import squad as m
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from tests.conftest import SHARED
+
 SQUAD_DIR = SHARED / "data" / "squad"
 
 

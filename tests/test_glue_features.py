@@ -1,0 +1,135 @@
+"""Tests for adapter_bert.data.features: BERT layout, truncation as google-research/bert, padding."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from adapter_bert.data import glue
+from adapter_bert.data.features import truncate_seq_pair
+from tests.test_glue_data import _task_dir
+
+# ---------------------------------------------------------------------------
+# Features.
+
+@pytest.fixture(scope="module")
+def tokenizer(uncased_tokenizer):
+    return uncased_tokenizer
+
+
+def test_features_mrpc_layout(tokenizer, caplog):
+    examples = glue.MrpcProcessor().get_dev_examples(_task_dir("MRPC"))[:2]
+    max_len = 64
+    with caplog.at_level(logging.INFO, logger="absl"):
+        features = glue.convert_examples_to_features(
+            examples, ["0", "1"], max_len, tokenizer)
+    assert "guid: dev-0" in caplog.text and "guid: dev-1" in caplog.text
+    assert sorted(features) == ["input_ids", "input_mask", "is_real_example",
+                                "label_ids", "segment_ids"]
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        assert features[key].shape == (2, max_len)
+        assert features[key].dtype == np.int32
+    assert features["label_ids"].dtype == np.int32
+    assert features["label_ids"].tolist() == [1, 0]
+    assert features["is_real_example"].tolist() == [1, 1]
+    for i, example in enumerate(examples):
+        tokens_a = tokenizer.tokenize(example.text_a)
+        tokens_b = tokenizer.tokenize(example.text_b)
+        assert len(tokens_a) + len(tokens_b) + 3 <= max_len  # no truncation
+        expected = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+        n = len(expected)
+        ids = features["input_ids"][i]
+        assert tokenizer.convert_ids_to_tokens(ids[:n].tolist()) == expected
+        assert ids[n:].tolist() == [0] * (max_len - n)
+        assert features["input_mask"][i].tolist() == [1] * n + [0] * (max_len - n)
+        assert features["segment_ids"][i].tolist() == (
+            [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+            + [0] * (max_len - n))
+    assert tokenizer.convert_ids_to_tokens(
+        features["input_ids"][0, :4].tolist()) == ["[CLS]", "he", "said", "the"]
+
+
+def test_features_pair_truncation(tokenizer):
+    example = glue.MrpcProcessor().get_dev_examples(_task_dir("MRPC"))[0]
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b)
+    assert (len(tokens_a), len(tokens_b)) == (23, 18)
+    features = glue.convert_examples_to_features([example], ["0", "1"], 20,
+                                                 tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(features["input_ids"][0].tolist())
+    # Budget 17: drop from a until 18/18, then alternately b, a: 9 + 8.
+    assert tokens == (["[CLS]"] + tokens_a[:9] + ["[SEP]"] + tokens_b[:8]
+                      + ["[SEP]"])
+    assert features["input_mask"][0].tolist() == [1] * 20
+    assert features["segment_ids"][0].tolist() == [0] * 11 + [1] * 9
+
+
+def test_truncation_matches_bert_not_hf_on_ties(tokenizer):
+    # Two sequences of 2 word pieces each; max_seq_length 6 leaves 3 tokens.
+    example = glue.InputExample("t", "hello world", "good morning", "0")
+    features = glue.convert_examples_to_features([example], ["0"], 6, tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(features["input_ids"][0].tolist())
+    # BERT's _truncate_seq_pair pops from b on a tie: keeps 2 + 1.
+    assert tokens == ["[CLS]", "hello", "world", "[SEP]", "good", "[SEP]"]
+    a, b = ["hello", "world"], ["good", "morning"]
+    truncate_seq_pair(a, b, 3)
+    assert (a, b) == (["hello", "world"], ["good"])
+    # Hugging Face's longest_first (tokenizers 0.22) keeps 1 + 2 instead, which
+    # is why features.py truncates by itself. If this changes, update the
+    # module docstring of adapter_bert/data/features.py.
+    hf = tokenizer("hello world", "good morning", truncation="longest_first",
+                   max_length=6)
+    assert tokenizer.convert_ids_to_tokens(hf["input_ids"]) == [
+        "[CLS]", "hello", "[SEP]", "good", "morning", "[SEP]"]
+
+
+def test_features_single_regression_and_unlabeled(tokenizer):
+    examples = [glue.InputExample("a", "one two three four five six", None, 2.5),
+                glue.InputExample("b", "short", None, None)]
+    features = glue.convert_examples_to_features(examples, [], 5, tokenizer,
+                                                 is_regression=True)
+    assert features["label_ids"].dtype == np.float32
+    assert features["label_ids"].tolist() == [2.5, 0.0]
+    assert tokenizer.convert_ids_to_tokens(features["input_ids"][0].tolist()) == [
+        "[CLS]", "one", "two", "three", "[SEP]"]
+    assert tokenizer.convert_ids_to_tokens(
+        features["input_ids"][1, :3].tolist()) == ["[CLS]", "short", "[SEP]"]
+    assert features["input_ids"][1, 3:].tolist() == [0, 0]
+    assert features["segment_ids"].tolist() == [[0] * 5, [0] * 5]
+    assert features["input_mask"][1].tolist() == [1, 1, 1, 0, 0]
+
+
+def test_features_errors(tokenizer):
+    with pytest.raises(ValueError, match=r"example x: label 'maybe' is not in"):
+        glue.convert_examples_to_features(
+            [glue.InputExample("x", "a", None, "maybe")], ["0", "1"], 8,
+            tokenizer)
+    with pytest.raises(ValueError, match=r"max_seq_length=2"):
+        glue.convert_examples_to_features(
+            [glue.InputExample("x", "a", "b", "0")], ["0"], 2, tokenizer)
+
+
+def test_pad_to_multiple_of_batch():
+    features = {
+        "input_ids": np.arange(15, dtype=np.int32).reshape(5, 3) + 1,
+        "input_mask": np.ones((5, 3), dtype=np.int32),
+        "segment_ids": np.ones((5, 3), dtype=np.int32),
+        "label_ids": np.array([0.5, 1, 2, 3, 4], dtype=np.float32),
+        "is_real_example": np.ones(5, dtype=np.int32),
+    }
+    padded = glue.pad_to_multiple_of_batch(features, 4)
+    assert sorted(padded) == sorted(features)
+    for key, value in padded.items():
+        assert len(value) == 8
+        assert value.dtype == features[key].dtype
+        np.testing.assert_array_equal(value[:5], features[key])
+        assert not value[5:].any()
+    assert padded["is_real_example"].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    same = glue.pad_to_multiple_of_batch(features, 5)
+    assert all(len(v) == 5 for v in same.values())
+    assert len(glue.pad_to_multiple_of_batch(features, 1)["input_ids"]) == 5
+    with pytest.raises(ValueError, match="batch_size"):
+        glue.pad_to_multiple_of_batch(features, 0)
+    with pytest.raises(ValueError, match="different lengths"):
+        glue.pad_to_multiple_of_batch(
+            dict(features, label_ids=np.zeros(4)), 4)
