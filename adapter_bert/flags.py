@@ -17,6 +17,10 @@ from adapter_bert.tuning import TUNING_MODES
 FLAGS = flags.FLAGS
 
 DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora", "resadapter")
+RESADAPTER_VARIANTS = ("pipeline", "resnet", "resnext")
+RESADAPTER_CELLS = ("feedforward", "attention")
+PADDING_MODES = ("dynamic", "max_seq_length")
 
 
 class FlagError(ValueError):
@@ -115,6 +119,36 @@ def _define_port_flags():
     flags.DEFINE_string("load_adapter", None,
                         "Adapter directory (written by a training run) to evaluate or "
                         "predict with, on the frozen backbone.")
+    flags.DEFINE_enum("adapter_type", "houlsby", ADAPTER_TYPES,
+                      "Adapter family with --tuning_mode=adapter: Houlsby bottlenecks (two per "
+                      "layer), Pfeiffer (feed-forward only), parallel adapters, LoRA on "
+                      "query/value (rank --adapter_size), or ResAdapter cells beside the frozen "
+                      "encoder (see --resadapter_variant).")
+    flags.DEFINE_enum("resadapter_variant", "pipeline", RESADAPTER_VARIANTS,
+                      "ResAdapter wiring: a plain pipeline of cells, ResNet (residual path "
+                      "around every stage of 3 cells) or ResNeXt (groups of layers, each its "
+                      "own pipeline, summed).")
+    flags.DEFINE_enum("resadapter_cell", "feedforward", RESADAPTER_CELLS,
+                      "ResAdapter cell middle: a non-linearity (feedforward) or a "
+                      "self-attention layer (attention).")
+    flags.DEFINE_float("lora_alpha", None,
+                       "LoRA scaling numerator (scale = alpha / rank); default: the rank, "
+                       "i.e. scale 1.")
+    flags.DEFINE_bool("deterministic", False,
+                      "Enable TensorFlow op determinism: the same seed and flags give "
+                      "bit-identical results on the same machine (slower).")
+    flags.DEFINE_enum("padding", "dynamic", PADDING_MODES,
+                      "Batch shapes on CPU/GPU: pad each batch to its longest example, with "
+                      "training batches bucketed by length (dynamic), or pad everything to "
+                      "--max_seq_length as the original (max_seq_length). TPUs always use "
+                      "fixed shapes.")
+    flags.DEFINE_string("feature_cache_dir", None,
+                        "Where tokenised features are cached (keyed by data file, tokenizer "
+                        "and flags) so a re-run does not re-tokenise. Default: "
+                        "<output_dir>/feature_cache. 'none' disables the cache.")
+    flags.DEFINE_enum("jit_compile", "auto", ("auto", "true", "false"),
+                      "XLA-compile the training and eval steps; auto picks the measured "
+                      "faster setting for the device.")
 
 
 def _define_shared_groups():
