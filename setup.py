@@ -32,7 +32,9 @@ setup(
         "tensorboard>=2.16",
     ],
     extras_require={
-        "test": ["pytest>=8"],
+        # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too.
+        "test": ["pytest>=8", "matplotlib>=3.7"],
+        "plots": ["matplotlib>=3.7"],
         # Cloud TPU VMs ship their own TensorFlow build; this only pins the client lib.
         "tpu": ["cloud-tpu-client>=0.10"],
     },
