@@ -1,28 +1,52 @@
 """Adapter files: the weights that a task trained, small and self-describing.
 
 A directory holding
-- `adapter_config.json`: format version, adapter config, the backbone's BertConfig,
-  tuning mode, task name, labels, head kind, and the weight names;
+- `adapter_config.json`: format version, adapter config (or ResAdapter config), the
+  backbone's BertConfig, tuning mode, task name, labels, head kind, and the weight names;
 - `adapter_model.safetensors`: the trained weights by TF1 name (adapters, LayerNorms
   and head in adapter mode).
 
 Loading checks that the backbone has the shape the adapter was trained on, so an
-adapter never lands silently on the wrong network.
+adapter never lands silently on the wrong network. A file also records a fingerprint
+of the frozen backbone weights (`backbone_fingerprint`); loading onto a backbone of the
+same shape but other weights (another checkpoint) logs a warning naming both.
+
+Format versions: 2 adds `backbone_fingerprint` and the adapter family
+(`adapter_config.adapter_type`); version-1 files (Houlsby adapters, no fingerprint)
+still load.
 """
 
+import hashlib
 import json
+import logging
 import os
-from typing import Optional, Sequence
+import re
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
 from adapter_bert.config import AdapterConfig, BertConfig
 from adapter_bert.io_utils import atomic_write_text, atomic_write_with
 from adapter_bert.naming import tf1_variables
+from adapter_bert.tuning import trained_weights
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions this code reads: 1 had no fingerprint and Houlsby adapters only.
+READABLE_VERSIONS = (1, 2)
+
+log = logging.getLogger(__name__)
+
+# The frozen backbone weights the fingerprint covers: embedding tables and the dense
+# projections of every layer. LayerNorms and the pooler are left out because adapter
+# tuning may train them; adapters and heads are what the file itself holds.
+_FINGERPRINTED = re.compile(
+    r"^bert/embeddings/(word|position|token_type)_embeddings$"
+    r"|^bert/encoder/layer_\d+/(attention/self/(query|key|value)|attention/output/dense"
+    r"|intermediate/dense|output/dense)/(kernel|bias)$")
+# Values sampled per weight for the fingerprint (evenly spaced over the flat array).
+_FINGERPRINT_SAMPLES = 4096
 
 # Fields of BertConfig that fix the shapes of the weights an adapter file depends on.
 _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -37,9 +61,59 @@ def _backbone(model):
     return model if hasattr(model, "encoder") else model.bert
 
 
+def backbone_fingerprint(model) -> str:
+    """A short, stable hash of the frozen backbone weights of `model`.
+
+    Covers every embedding table and dense kernel/bias of the encoder (by TF1 name, in
+    sorted order): the name, the shape and up to 4,096 evenly spaced values as
+    little-endian float32 bytes. It costs one read of each weight, is identical for
+    bit-identical weights on any machine, and differs for another checkpoint of the
+    same shape.
+
+    Args:
+        model: a built `BertModel` or task model.
+
+    Returns:
+        "sha256:" followed by 16 hex digits.
+    """
+    digest = hashlib.sha256()
+    variables = tf1_variables(_backbone(model))
+    for name in sorted(n for n in variables if _FINGERPRINTED.match(n)):
+        values = np.asarray(variables[name].numpy(), dtype="<f4").ravel()
+        picks = np.linspace(0, values.size - 1, min(values.size, _FINGERPRINT_SAMPLES))
+        digest.update(name.encode("utf-8"))
+        digest.update(repr(tuple(variables[name].shape)).encode("ascii"))
+        digest.update(values[picks.astype(np.int64)].tobytes())
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], description: dict) -> str:
+    """Writes `adapter_model.safetensors` and `adapter_config.json` atomically.
+
+    Args:
+        directory: created if needed.
+        weights: arrays by (single-adapter) TF1 name.
+        description: the JSON fields; `format_version` and `weights` are filled in.
+
+    Returns:
+        The path of the weights file.
+    """
+    from safetensors.numpy import save_file
+    description = dict(description, format_version=FORMAT_VERSION, weights=sorted(weights))
+    os.makedirs(directory, exist_ok=True)
+    weights_path = os.path.join(directory, WEIGHTS_NAME)
+    atomic_write_with(weights_path, lambda tmp: save_file(
+        {k: np.ascontiguousarray(v) for k, v in weights.items()}, tmp))
+    atomic_write_text(os.path.join(directory, CONFIG_NAME), json.dumps(description, indent=2) + "\n")
+    return weights_path
+
+
 def save_adapter(model, directory: str, task: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None, tuning_mode: str = "adapter") -> str:
-    """Writes the model's trainable weights and a JSON description to `directory`.
+    """Writes the model's trained weights and a JSON description to `directory`.
+
+    Trained weights are the trainable ones plus the state training updates (the
+    moving statistics of a ResAdapter's BatchNorms), so inference reproduces the run.
 
     Args:
         model: a built task model (or `BertModel`) with its tuning mode applied.
@@ -51,34 +125,32 @@ def save_adapter(model, directory: str, task: Optional[str] = None,
     Returns:
         The path of the weights file.
     """
-    from safetensors.numpy import save_file
     bert = _backbone(model)
-    trainable = {id(v) for v in model.trainable_weights}
-    weights = {name: v.numpy() for name, v in tf1_variables(model).items() if id(v) in trainable}
+    # Trainable weights plus the state training updates (BatchNorm moving statistics).
+    trained = {id(v) for v in trained_weights(model)}
+    weights = {name: v.numpy() for name, v in tf1_variables(model).items() if id(v) in trained}
     head = type(getattr(model, "head", None)).__name__ if hasattr(model, "head") else None
     description = {
-        "format_version": FORMAT_VERSION,
         "task": task,
         "labels": list(labels) if labels is not None else None,
         "head": head,
         "tuning_mode": tuning_mode,
         "adapter_config": bert.adapter_config.to_dict() if bert.adapter_config else None,
+        # A ResAdapter side network's config (None for adapters inside the backbone).
+        "resadapter": (model.resadapter_config.to_dict()
+                       if getattr(model, "resadapter_config", None) else None),
         "backbone": bert.config.to_dict(),
-        "weights": sorted(weights),
+        "backbone_fingerprint": backbone_fingerprint(bert),
     }
-    os.makedirs(directory, exist_ok=True)
-    weights_path = os.path.join(directory, WEIGHTS_NAME)
-    atomic_write_with(weights_path, lambda tmp: save_file(
-        {k: np.ascontiguousarray(v) for k, v in weights.items()}, tmp))
-    atomic_write_text(os.path.join(directory, CONFIG_NAME), json.dumps(description, indent=2) + "\n")
-    return weights_path
+    return write_adapter_files(directory, weights, description)
 
 
 def read_adapter_config(directory: str) -> dict:
     """Reads and validates `adapter_config.json`.
 
     Raises:
-        AdapterFileError: missing file, bad JSON, or an unknown format version.
+        AdapterFileError: missing file, bad JSON, or a format version this code does not
+            read (a newer one: upgrade adapter_bert).
     """
     path = os.path.join(directory, CONFIG_NAME)
     if not os.path.isfile(path):
@@ -88,10 +160,52 @@ def read_adapter_config(directory: str) -> dict:
             description = json.load(f)
     except (ValueError, UnicodeDecodeError) as e:
         raise AdapterFileError(f"{path}: not valid JSON ({e})") from None
-    if description.get("format_version") != FORMAT_VERSION:
-        raise AdapterFileError(f"{path}: format_version {description.get('format_version')!r} "
-                               f"is not supported (expected {FORMAT_VERSION})")
+    version = description.get("format_version")
+    if version not in READABLE_VERSIONS:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        raise AdapterFileError(
+            f"{path}: format_version {version!r} is not supported (this adapter_bert reads "
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}"
+            + ("; the file was written by a newer adapter_bert: upgrade it)" if newer else ")"))
     return description
+
+
+def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
+    """Reads `adapter_model.safetensors` of an adapter directory.
+
+    Raises:
+        AdapterFileError: missing or unreadable file.
+    """
+    from safetensors.numpy import load_file
+    weights_path = os.path.join(directory, WEIGHTS_NAME)
+    try:
+        return load_file(weights_path)
+    except Exception as e:  # safetensors raises its own error types
+        raise AdapterFileError(f"{weights_path}: cannot read ({e})") from None
+
+
+def check_fingerprint(description: dict, model, source: str) -> Optional[str]:
+    """Warns when the file was trained on other backbone weights than the model's.
+
+    Args:
+        description: the file's `adapter_config.json` fields.
+        model: the built model the file is loaded into.
+        source: the file's directory, for the message.
+
+    Returns:
+        The model's fingerprint (None when the file records none: format 1).
+    """
+    stored = description.get("backbone_fingerprint")
+    if stored is None:
+        log.info("%s records no backbone fingerprint (format %s): the backbone's weights are "
+                 "not checked", source, description.get("format_version"))
+        return None
+    current = backbone_fingerprint(model)
+    if current != stored:
+        log.warning("%s was trained on a backbone with fingerprint %s, but the model's backbone "
+                    "has fingerprint %s: same shape, different weights (another checkpoint?). "
+                    "Its outputs will not match the training run.", source, stored, current)
+    return current
 
 
 def adapter_config_of(directory: str) -> Optional[AdapterConfig]:
@@ -123,16 +237,14 @@ def load_adapter(model, directory: str) -> dict:
 
     Raises:
         AdapterFileError: file missing or malformed, another backbone shape, or a
-            weight the model lacks or has with another shape.
+            weight the model lacks or has with another shape. Another backbone of the
+            same shape (a fingerprint mismatch) only logs a warning.
     """
-    from safetensors.numpy import load_file
     description = read_adapter_config(directory)
     check_backbone(description, _backbone(model).config, directory)
+    weights = read_adapter_weights(directory)
     weights_path = os.path.join(directory, WEIGHTS_NAME)
-    try:
-        weights = load_file(weights_path)
-    except Exception as e:  # safetensors raises its own error types
-        raise AdapterFileError(f"{weights_path}: cannot read ({e})") from None
+    check_fingerprint(description, model, directory)
     variables = tf1_variables(model)
     for name, value in weights.items():
         if name not in variables:

@@ -156,45 +156,106 @@ class BertConfig:
 
 ADAPTER_POSITIONS = ("both", "attention", "ffn")
 
+# Adapter families this package builds into the encoder (see adapters.py).
+ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora")
+
+# Where each family goes when `positions` is not given, and where it may go.
+_DEFAULT_POSITIONS = {"houlsby": "both", "pfeiffer": "ffn", "parallel": "ffn",
+                      "lora": "attention"}
+_ALLOWED_POSITIONS = {"houlsby": ADAPTER_POSITIONS, "pfeiffer": ("ffn",),
+                      "parallel": ADAPTER_POSITIONS, "lora": ("attention",)}
+
 
 @dataclasses.dataclass
 class AdapterConfig:
-    """Houlsby bottleneck adapters: where they go and how they start.
+    """Adapters of one family: where they go and how they start.
+
+    Families (`adapter_type`):
+    - "houlsby" (Houlsby et al., 2019): a bottleneck with its own skip after the
+      attention and feed-forward output projections, before `LayerNorm(x + residual)`.
+    - "pfeiffer" (Pfeiffer et al., 2021; AdapterHub's `PfeifferConfig`/`SeqBnConfig`):
+      one bottleneck per layer at the feed-forward output, reading the post-LayerNorm
+      state: `LN(h + up(act(down(LN(h + r)))) + r)`, the same LayerNorm twice.
+    - "parallel" (He et al., 2022): a bottleneck beside the sub-layer, reading its input
+      and added scaled by `parallel_scaling`: `LN(h + s * up(act(down(r))) + r)`; the up
+      projection starts at zero, so the model starts exactly as the backbone.
+    - "lora" (Hu et al., 2022): low-rank updates `scale * x A B` of the query and value
+      projections, rank `size`, `scale = lora_alpha / size`; B starts at zero.
 
     Attributes:
-        size: bottleneck width m (the paper's adapter size).
+        size: bottleneck width m (the paper's adapter size), or the LoRA rank r.
         activation: non-linearity between the projections; "gelu" is the tanh
-            approximation used by the original adapter-bert code.
-        init_scale: stddev of the truncated-normal initialiser of both projections
-            (biases start at zero), so every adapter starts close to the identity.
+            approximation used by the original adapter-bert code (unused by LoRA).
+        init_scale: stddev of the truncated-normal initialiser of the Houlsby and
+            Pfeiffer projections (biases start at zero), so they start close to the
+            identity. Parallel adapters and LoRA follow their reference code instead
+            (down projection / A uniform in +-1/sqrt(d), up projection / B zero) and start
+            exactly at it.
         positions: "both" (after the attention output and the feed-forward output, as the
-            paper), "attention" or "ffn" only.
+            paper), "attention" or "ffn" only. None picks the family's place: "both"
+            for houlsby, "ffn" for pfeiffer and parallel, "attention" for lora.
         leave_out: indices of transformer layers that get no adapters.
+        adapter_type: one of `ADAPTER_TYPES`.
+        lora_alpha: LoRA scaling numerator; None means the rank (scale 1).
+        parallel_scaling: the fixed scale s of parallel adapters (He et al. use 4).
+
+    Raises:
+        ConfigError: a value out of range or a position the family does not support.
 
     Examples:
         >>> AdapterConfig(size=8, leave_out=[0]).layer_positions(1)
         ('attention', 'ffn')
+        >>> AdapterConfig(size=8, adapter_type="pfeiffer").layer_positions(0)
+        ('ffn',)
     """
 
     size: int = 64
     activation: str = "gelu"
     init_scale: float = 1e-3
-    positions: str = "both"
+    positions: Optional[str] = None
     leave_out: Tuple[int, ...] = ()
+    adapter_type: str = "houlsby"
+    lora_alpha: Optional[float] = None
+    parallel_scaling: float = 4.0
 
     def __post_init__(self):
+        if self.adapter_type not in ADAPTER_TYPES:
+            raise ConfigError(f"adapter_type must be one of {ADAPTER_TYPES}, "
+                              f"got {self.adapter_type!r}")
         if int(self.size) <= 0:
             raise ConfigError(f"adapter size must be a positive integer, got {self.size}")
         if not float(self.init_scale) >= 0:
             raise ConfigError(f"adapter init_scale must be >= 0, got {self.init_scale}")
+        if self.positions is None:
+            self.positions = _DEFAULT_POSITIONS[self.adapter_type]
         if self.positions not in ADAPTER_POSITIONS:
             raise ConfigError(f"adapter positions must be one of {ADAPTER_POSITIONS}, "
                               f"got {self.positions!r}")
+        if self.positions not in _ALLOWED_POSITIONS[self.adapter_type]:
+            raise ConfigError(f"{self.adapter_type} adapters go at positions "
+                              f"{_ALLOWED_POSITIONS[self.adapter_type]}, got {self.positions!r}")
+        if self.lora_alpha is not None:
+            if self.adapter_type != "lora":
+                raise ConfigError(f"lora_alpha applies to adapter_type 'lora', "
+                                  f"not {self.adapter_type!r}")
+            if not float(self.lora_alpha) > 0:
+                raise ConfigError(f"lora_alpha must be > 0, got {self.lora_alpha}")
+            self.lora_alpha = float(self.lora_alpha)
+        self.parallel_scaling = float(self.parallel_scaling)
         canonical_activation(self.activation)  # validates the name
         self.leave_out = tuple(sorted(int(i) for i in self.leave_out))
 
+    @property
+    def lora_scale(self) -> float:
+        """LoRA's `alpha / r` (1 when `lora_alpha` is None)."""
+        alpha = self.size if self.lora_alpha is None else self.lora_alpha
+        return float(alpha) / int(self.size)
+
     def layer_positions(self, layer_index: int) -> Tuple[str, ...]:
-        """The adapter slots ("attention", "ffn") filled in transformer layer `layer_index`."""
+        """The adapter slots ("attention", "ffn") filled in transformer layer `layer_index`.
+
+        For LoRA, "attention" means the query/value projections of self-attention.
+        """
         if layer_index in self.leave_out:
             return ()
         return {"both": ("attention", "ffn"), "attention": ("attention",),
@@ -215,7 +276,11 @@ class AdapterConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "AdapterConfig":
-        """Builds a config from `to_dict()` output; unknown keys are an error."""
+        """Builds a config from `to_dict()` output; unknown keys are an error.
+
+        Dicts written before adapter types existed (no `adapter_type`) describe Houlsby
+        adapters and load as such.
+        """
         unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise ConfigError(f"unknown adapter config field(s): {unknown}")

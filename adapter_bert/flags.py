@@ -134,6 +134,11 @@ def _define_port_flags():
     flags.DEFINE_float("lora_alpha", None,
                        "LoRA scaling numerator (scale = alpha / rank); default: the rank, "
                        "i.e. scale 1.")
+    flags.DEFINE_bool("adam_bias_correction", False,
+                      "Bias-correct Adam's moment estimates as Keras/PyTorch AdamW do. Google's "
+                      "optimizer does not (the default): its updates are then up to ~6x larger "
+                      "than --learning_rate over the first hundred steps (2x at step 300), which "
+                      "matters at adapter learning rates.")
     flags.DEFINE_bool("deterministic", False,
                       "Enable TensorFlow op determinism: the same seed and flags give "
                       "bit-identical results on the same machine (slower).")

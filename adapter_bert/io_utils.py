@@ -5,8 +5,12 @@ renamed over the target (`os.replace` is atomic on POSIX and Windows).
 """
 
 import os
+import re
 import tempfile
-from typing import Callable
+from typing import Callable, List
+
+# Names of the temporary files `atomic_write_with` creates: ".<target>.<random>.tmp".
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
 
 def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
@@ -33,3 +37,29 @@ def atomic_write_text(path: str, text: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
     atomic_write_with(path, write)
+
+
+def remove_stale_temporaries(directory: str) -> List[str]:
+    """Deletes the temporary files that writes killed mid-way left under `directory`.
+
+    A process killed (e.g. `kill -9`) inside `atomic_write_with` never renames its
+    temporary file, so the target keeps its previous content and the temporary stays
+    behind. A run calls this on its output directory before writing anything.
+
+    Args:
+        directory: searched recursively; need not exist.
+
+    Returns:
+        The paths removed.
+    """
+    removed = []
+    for root, _, names in os.walk(directory):
+        for name in names:
+            if _TEMPORARY.match(name):
+                path = os.path.join(root, name)
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    continue
+                removed.append(path)
+    return sorted(removed)

@@ -8,6 +8,15 @@ Data flow of one transformer layer (post-LayerNorm BERT, adapters as in Houlsby 
 
     a = LayerNorm(x + Adapter(Dropout(Dense(SelfAttention(x)))))
     y = LayerNorm(a + Adapter(Dropout(Dense(act(Dense(a))))))
+
+The other families use the same slots (see adapters.py): Pfeiffer and parallel adapters
+in the output blocks, LoRA in self-attention.
+
+Named adapters: besides its own adapters and LayerNorms (the single-adapter path), every
+block can hold one `TaskBranch` per named adapter, with that task's adapter, LayerNorm
+(and pooler, fusion) under the TF1 scope `<block>/<task>`. `BertModel(...,
+adapter_name="mrpc")` runs the frozen backbone with task "mrpc"'s branches; see
+named_adapters.py and multitask.py.
 """
 
 import math
@@ -17,7 +26,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.activations import get_activation
-from adapter_bert.adapters import HoulsbyAdapter
+from adapter_bert.adapters import attention_adapter, output_adapter
 from adapter_bert.config import AdapterConfig, BertConfig
 
 # Added to attention scores of padding positions, as Google's BERT does.
@@ -45,6 +54,39 @@ class _ConfiguredLayer(keras.layers.Layer):
         base = super().get_config()
         base["config"] = self.config.to_dict()
         return base
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class TaskBranch(keras.layers.Layer):
+    """What one named adapter owns inside one backbone block (TF1 scope `<block>/<task>`).
+
+    Each part is optional: `layer_norm` (the task's copy of the block's LayerNorm),
+    `adapter` (its adapter in this slot), `dense` (its pooler projection) and `fusion`
+    with `fused` (an `AdapterFusion` over the adapters of the named tasks). The
+    embeddings' branch also records the task's `adapter_config` and `train_pooler`.
+
+    Args:
+        name: the adapter's name; it becomes the TF1 scope segment.
+    """
+
+    def __init__(self, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.layer_norm = None
+        self.adapter = None
+        self.dense = None
+        self.fusion = None
+        self.fused = []
+        self.adapter_config = None
+        self.train_pooler = False
+
+
+def _branch(layer, adapter_name):
+    """The `TaskBranch` of `adapter_name` in `layer` (KeyError with a clear message)."""
+    try:
+        return layer.task_branches[adapter_name]
+    except KeyError:
+        raise KeyError(f"no adapter named {adapter_name!r} in {layer.name} (named adapters: "
+                       f"{sorted(layer.task_branches)})") from None
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -94,24 +136,31 @@ class BertEmbeddings(_ConfiguredLayer):
             name="position_embeddings")
         self.layer_norm = _layer_norm(cfg)
         self.dropout = keras.layers.Dropout(cfg.hidden_dropout_prob)
+        self.task_branches = {}
 
     def build(self, input_shape):
         # The position table is sliced, never called, so it is built explicitly.
         self.position_embeddings.build(None)
         super().build(input_shape)
 
-    def call(self, input_ids, segment_ids, training=None):
+    def call(self, input_ids, segment_ids, training=None, adapter_name=None):
         seq_length = tf.shape(input_ids)[1]
         embeddings = (self.word_embeddings(input_ids)
                       + self.token_type_embeddings(segment_ids)
                       + self.position_embeddings.table[tf.newaxis, :seq_length])
-        embeddings = self.layer_norm(embeddings)
+        layer_norm = (self.layer_norm if adapter_name is None
+                      else _branch(self, adapter_name).layer_norm)
+        embeddings = layer_norm(embeddings)
         return tf.cast(self.dropout(embeddings, training=training), self.compute_dtype)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class BertSelfAttention(_ConfiguredLayer):
-    """Multi-head scaled dot-product self-attention (the query/key/value projections)."""
+    """Multi-head scaled dot-product self-attention (the query/key/value projections).
+
+    `adapter` is the LoRA slot (None without LoRA): its low-rank updates are added to
+    the frozen query and value projections.
+    """
 
     def __init__(self, config, name="self", **kwargs):
         super().__init__(config, name=name, **kwargs)
@@ -123,16 +172,31 @@ class BertSelfAttention(_ConfiguredLayer):
         self.value = keras.layers.Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
                                         name="value")
         self.dropout = keras.layers.Dropout(cfg.attention_probs_dropout_prob)
+        self.adapter = None
+        self.task_branches = {}
+
+    def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
+        """Fills (or, with None, empties) the LoRA slot; builds it if this layer is built."""
+        self.adapter = adapter
+        if adapter is not None and self.built and not adapter.built:
+            adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
 
     def _split_heads(self, x):
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         return tf.reshape(x, [batch, length, self.config.num_attention_heads, self.config.head_size])
 
-    def call(self, hidden, attention_adder, training=None):
+    def call(self, hidden, attention_adder, training=None, adapter_name=None):
         """Args: hidden [B, T, H]; attention_adder [B, 1, 1, T] float32 (0 or -10000)."""
-        query = self._split_heads(self.query(hidden))
-        key = self._split_heads(self.key(hidden))
-        value = self._split_heads(self.value(hidden))
+        query, key, value = self.query(hidden), self.key(hidden), self.value(hidden)
+        lora = self.adapter
+        if adapter_name is not None:
+            branch = self.task_branches.get(adapter_name)
+            lora = branch.adapter if branch is not None else None
+        if lora is not None:
+            updates = lora(hidden)
+            query = query + tf.cast(updates["query"], query.dtype)
+            value = value + tf.cast(updates["value"], value.dtype)
+        query, key, value = (self._split_heads(t) for t in (query, key, value))
         scores = tf.einsum("btnd,bsnd->bnts", query, key)
         # Softmax in float32 whatever the compute dtype: mixed precision safety.
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.config.head_size))
@@ -149,7 +213,9 @@ class BertResidualOutput(_ConfiguredLayer):
 
     Used twice per transformer layer: after self-attention (scope `attention/output`)
     and after the feed-forward network (scope `output`). `adapter` is the adapter
-    slot; it is empty (None) for a plain BERT.
+    slot; it is empty (None) for a plain BERT. An adapter is called as
+    `adapter(hidden, residual, layer_norm)` (see adapters.py), so Houlsby, Pfeiffer and
+    parallel adapters share the slot.
     """
 
     def __init__(self, config, name="output", **kwargs):
@@ -160,6 +226,7 @@ class BertResidualOutput(_ConfiguredLayer):
         self.layer_norm = _layer_norm(self.config)
         self.adapter = None
         self.adapter_enabled = True
+        self.task_branches = {}
 
     def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
         """Fills (or, with None, empties) the adapter slot; builds it if this block is built."""
@@ -167,11 +234,23 @@ class BertResidualOutput(_ConfiguredLayer):
         if adapter is not None and self.built and not adapter.built:
             adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
 
-    def call(self, hidden, residual, training=None):
+    def call(self, hidden, residual, training=None, adapter_name=None):
         hidden = self.dropout(self.dense(hidden), training=training)
-        if self.adapter is not None and self.adapter_enabled:
-            hidden = self.adapter(hidden)
-        return self.layer_norm(hidden + tf.cast(residual, hidden.dtype))
+        residual = tf.cast(residual, hidden.dtype)
+        if adapter_name is None:
+            layer_norm = self.layer_norm
+            adapter = self.adapter if self.adapter_enabled else None
+            fusion = None
+        else:
+            branch = _branch(self, adapter_name)
+            layer_norm, adapter, fusion = branch.layer_norm, branch.adapter, branch.fusion
+        if fusion is not None:
+            outputs = [_branch(self, name).adapter(hidden, residual, layer_norm)
+                       for name in branch.fused]
+            hidden = fusion(hidden, outputs)
+        elif adapter is not None:
+            hidden = adapter(hidden, residual, layer_norm)
+        return layer_norm(hidden + residual)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -183,9 +262,10 @@ class BertAttention(_ConfiguredLayer):
         self.self_attention = BertSelfAttention(self.config, name="self")
         self.output_block = BertResidualOutput(self.config, name="output")
 
-    def call(self, hidden, attention_adder, training=None):
-        context = self.self_attention(hidden, attention_adder, training=training)
-        return self.output_block(context, hidden, training=training)
+    def call(self, hidden, attention_adder, training=None, adapter_name=None):
+        context = self.self_attention(hidden, attention_adder, training=training,
+                                      adapter_name=adapter_name)
+        return self.output_block(context, hidden, training=training, adapter_name=adapter_name)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -225,10 +305,11 @@ class BertTransformerLayer(_ConfiguredLayer):
     def ffn_output_block(self) -> BertResidualOutput:
         return self.output_block
 
-    def call(self, hidden, attention_adder, training=None):
-        attention_output = self.attention(hidden, attention_adder, training=training)
+    def call(self, hidden, attention_adder, training=None, adapter_name=None):
+        attention_output = self.attention(hidden, attention_adder, training=training,
+                                          adapter_name=adapter_name)
         return self.output_block(self.intermediate(attention_output), attention_output,
-                                 training=training)
+                                 training=training, adapter_name=adapter_name)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -240,25 +321,46 @@ class BertEncoder(_ConfiguredLayer):
         self.transformer_layers = [BertTransformerLayer(self.config, name=f"layer_{i}")
                        for i in range(self.config.num_hidden_layers)]
 
-    def call(self, hidden, attention_adder, training=None, return_all_layers=False):
+    def call(self, hidden, attention_adder, training=None, return_all_layers=False,
+             adapter_name=None):
         outputs = []
         for layer in self.transformer_layers:
-            hidden = layer(hidden, attention_adder, training=training)
+            hidden = layer(hidden, attention_adder, training=training, adapter_name=adapter_name)
             outputs.append(hidden)
         return outputs if return_all_layers else hidden
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class BertPooler(_ConfiguredLayer):
-    """Dense + tanh on the first ([CLS]) token (scope `pooler`)."""
+    """Dense + tanh on the first ([CLS]) token (scope `pooler`).
+
+    A named adapter that trains the pooler has its own `dense` in its `TaskBranch`;
+    the others use the shared one.
+    """
 
     def __init__(self, config, name="pooler", **kwargs):
         super().__init__(config, name=name, **kwargs)
         self.dense = keras.layers.Dense(self.config.hidden_size, activation="tanh",
                                         kernel_initializer=_initializer(self.config), name="dense")
+        self.task_branches = {}
 
-    def call(self, sequence_output):
-        return self.dense(sequence_output[:, 0])
+    def call(self, sequence_output, adapter_name=None):
+        dense = self.dense
+        if adapter_name is not None and adapter_name in self.task_branches:
+            dense = self.task_branches[adapter_name].dense
+        return dense(sequence_output[:, 0])
+
+
+def adapter_slots(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
+    """The layers of transformer layer `index` that get an adapter of this config.
+
+    LoRA: the self-attention; the bottleneck families: the selected output blocks.
+    """
+    positions = adapter_config.layer_positions(index)
+    if adapter_config.adapter_type == "lora":
+        return [layer.attention.self_attention] if positions else []
+    return [layer.attention_output_block if position == "attention" else layer.ffn_output_block
+            for position in positions]
 
 
 def attention_adder_from_mask(input_mask) -> tf.Tensor:
@@ -276,9 +378,13 @@ class BertModel(keras.Model):
     It returns a dict with `sequence_output` [B, T, H] and `pooled_output` [B, H]
     (plus `all_layer_outputs` when called with `return_all_layers=True`).
 
+    Called with `adapter_name="mrpc"` it runs with the named adapter "mrpc" (its
+    adapters, LayerNorms and, if it has one, pooler) instead of its own; see
+    `named_adapters.add_named_adapter`.
+
     Args:
         config: the `BertConfig`.
-        adapter_config: an `AdapterConfig` to insert Houlsby adapters, or None.
+        adapter_config: an `AdapterConfig` to insert adapters (of any family), or None.
 
     Examples:
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
@@ -300,27 +406,41 @@ class BertModel(keras.Model):
             self.add_adapters(adapter_config)
 
     def add_adapters(self, adapter_config) -> None:
-        """Puts a fresh Houlsby adapter in every slot the `AdapterConfig` selects.
+        """Puts a fresh adapter in every slot the `AdapterConfig` selects.
 
-        Works before or after the model is built; existing adapters are replaced.
+        Houlsby, Pfeiffer and parallel adapters go into output blocks, LoRA into
+        self-attention. Works before or after the model is built; existing adapters
+        are replaced.
+
+        Args:
+            adapter_config: an `AdapterConfig` or its dict.
+
+        Raises:
+            ConfigError: `leave_out` names layers the backbone lacks.
         """
         if isinstance(adapter_config, dict):
             adapter_config = AdapterConfig.from_dict(adapter_config)
         adapter_config.validate_for(self.config)
         self.remove_adapters()
         for index, layer in enumerate(self.encoder.transformer_layers):
-            for position in adapter_config.layer_positions(index):
-                block = (layer.attention_output_block if position == "attention"
-                         else layer.ffn_output_block)
-                block.set_adapter(HoulsbyAdapter(
-                    adapter_config.size, adapter_config.activation, adapter_config.init_scale))
+            for slot in adapter_slots(layer, adapter_config, index):
+                slot.set_adapter(attention_adapter(adapter_config)
+                                 if isinstance(slot, BertSelfAttention)
+                                 else output_adapter(adapter_config))
         self.adapter_config = adapter_config
 
     def remove_adapters(self) -> None:
         """Empties every adapter slot: the model becomes a plain BERT again."""
         for block in self.output_blocks():
             block.set_adapter(None)
+        for layer in self.encoder.transformer_layers:
+            layer.attention.self_attention.set_adapter(None)
         self.adapter_config = None
+
+    @property
+    def named_adapters(self):
+        """Names of the named adapters this backbone holds, in the order they were added."""
+        return list(self.embeddings.task_branches)
 
     def output_blocks(self):
         """All adapter-bearing blocks, in order: (layer 0 attention, layer 0 ffn, ...)."""
@@ -328,7 +448,7 @@ class BertModel(keras.Model):
             yield layer.attention_output_block
             yield layer.ffn_output_block
 
-    def call(self, inputs, training=None, return_all_layers=False):
+    def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         if input_mask is None:
@@ -336,10 +456,12 @@ class BertModel(keras.Model):
         segment_ids = inputs.get("segment_ids")
         if segment_ids is None:
             segment_ids = tf.zeros_like(input_ids)
-        hidden = self.embeddings(input_ids, segment_ids, training=training)
+        hidden = self.embeddings(input_ids, segment_ids, training=training,
+                                 adapter_name=adapter_name)
         layers = self.encoder(hidden, attention_adder_from_mask(input_mask), training=training,
-                              return_all_layers=True)
-        outputs = {"sequence_output": layers[-1], "pooled_output": self.pooler(layers[-1])}
+                              return_all_layers=True, adapter_name=adapter_name)
+        outputs = {"sequence_output": layers[-1],
+                   "pooled_output": self.pooler(layers[-1], adapter_name=adapter_name)}
         if return_all_layers:
             outputs["all_layer_outputs"] = layers
         return outputs

@@ -21,6 +21,11 @@ def direct_weights(layer: keras.layers.Layer):
     return list(layer._trainable_weights) + list(layer._non_trainable_weights)  # noqa: SLF001
 
 
+def state_weights(layer: keras.layers.Layer):
+    """The weights a layer created as non-trainable state (BatchNorm moving statistics)."""
+    return list(layer._non_trainable_weights)  # noqa: SLF001
+
+
 def _children(layer: keras.layers.Layer):
     # Keras' own traversal of directly tracked sub-layers (lists included).
     return list(layer._flatten_layers(include_self=False, recursive=False))  # noqa: SLF001

@@ -16,13 +16,22 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
     """Builds a fast BERT tokenizer from a `vocab.txt` (offsets are exact for SQuAD).
 
     Raises:
-        TokenizerError: the file is missing or empty.
+        TokenizerError: the file is missing, empty or not UTF-8 (naming the line).
     """
     from transformers import BertTokenizerFast
     if not vocab_file or not os.path.isfile(vocab_file):
         raise TokenizerError(f"{vocab_file}: vocabulary file not found (pass --vocab_file)")
-    if os.path.getsize(vocab_file) == 0:
+    with open(vocab_file, "rb") as f:
+        data = f.read()
+    if not data:
         raise TokenizerError(f"{vocab_file}: vocabulary file is empty")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
+                             f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
+                             f"a line") from None
     return BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
 
 

@@ -1,11 +1,10 @@
 """Training and inference plumbing shared by the GLUE and SQuAD runners.
 
-- `make_dataset`: numpy features -> tf.data (shuffled and repeated for training, with
-  `drop_remainder` where shapes must be static, e.g. on TPU);
 - `fit_with_resume`: Keras `fit` for a fixed number of steps, saving a checkpoint every
   `save_checkpoints_steps` and resuming from the latest one when run again, with
-  TensorBoard logs and a clear stop on a NaN loss;
-- `predict_outputs`: model outputs for every real example, in order.
+  TensorBoard logs and a clear stop on a NaN loss.
+
+Batching (which examples form a batch, dynamic padding) lives in `batching`.
 """
 
 import dataclasses
@@ -18,6 +17,7 @@ import tf_keras as keras
 from absl import logging
 
 from adapter_bert.naming import tf1_variables
+from adapter_bert.tuning import trained_weights
 
 
 class TrainingError(RuntimeError):
@@ -25,50 +25,31 @@ class TrainingError(RuntimeError):
 
 
 def set_seed(seed: int) -> None:
-    """Seeds Python, NumPy and TensorFlow (initialisers, shuffling, dropout)."""
+    """Seeds Python, NumPy and TensorFlow (initialisers, shuffling, dropout).
+
+    Dropout then draws from `tf.random.Generator`s (Keras' "tf random generator"),
+    whose states are variables: `TrainingCheckpoints` saves them, so a resumed run
+    draws the same masks as an uninterrupted one. Call it before building the model.
+    """
+    keras.backend.experimental.enable_tf_random_generator()
     keras.utils.set_random_seed(int(seed))
+
+
+def _random_generators(model):
+    """The tf.random.Generators of the model's dropout layers, in a stable order."""
+    generators = []
+    for layer in model.submodules:
+        # Keras keeps a layer's generator in this private slot; it is created when the
+        # layer is built with the tf random generator enabled (see `set_seed`).
+        generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
+        if isinstance(generator, tf.random.Generator):
+            generators.append(generator)
+    return generators
 
 
 def set_dtype_policy(dtype: str) -> None:
     """Sets the global Keras dtype policy ("float32", "mixed_float16", "mixed_bfloat16")."""
     keras.mixed_precision.set_global_policy(dtype)
-
-
-def make_dataset(features: Dict[str, np.ndarray], input_keys: Sequence[str],
-                 label_keys: Sequence[str] = (), weight_key: Optional[str] = None,
-                 batch_size: int = 32, training: bool = False, drop_remainder: bool = False,
-                 seed: int = 0, shuffle_buffer: int = 10000) -> tf.data.Dataset:
-    """Builds a batched `tf.data.Dataset` of `(inputs, labels[, weights])` from arrays.
-
-    Args:
-        features: equally long arrays by name.
-        input_keys: names fed to the model as its input dict.
-        label_keys: one name (labels as a tensor) or several (labels as a dict).
-        weight_key: name of per-example weights (e.g. `is_real_example`), or None.
-        batch_size: global batch size (split across replicas by the strategy).
-        training: shuffle (seeded, reshuffled every epoch) and repeat forever.
-        drop_remainder: static batch shapes (TPU).
-        seed: shuffling seed; with the same seed the stream of batches is identical,
-            which lets a resumed run skip exactly the batches already trained on.
-
-    Returns:
-        The dataset.
-    """
-    inputs = {k: features[k] for k in input_keys}
-    elements = [inputs]
-    if label_keys:
-        labels = ({k: features[k] for k in label_keys} if len(label_keys) > 1
-                  else features[label_keys[0]])
-        elements.append(labels)
-        if weight_key:
-            elements.append(features[weight_key].astype("float32"))
-    dataset = tf.data.Dataset.from_tensor_slices(tuple(elements) if len(elements) > 1 else inputs)
-    if training:
-        size = len(features[input_keys[0]])
-        dataset = dataset.shuffle(min(size, shuffle_buffer), seed=seed,
-                                  reshuffle_each_iteration=True).repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 @dataclasses.dataclass
@@ -98,11 +79,14 @@ class TrainingCheckpoints:
     def __init__(self, model, optimizer, output_dir: str, max_to_keep: int = 5):
         """`optimizer` may be None to read only the weights (evaluation)."""
         names = tf1_variables(model)
-        trainable = {id(v) for v in model.trainable_weights}
+        # Trainable weights plus the state they train with (BatchNorm moving statistics).
+        trainable = {id(v) for v in trained_weights(model)}
         # tf.train.Checkpoint keys may not contain "/", so TF1 names are escaped.
         tracked = {name.replace("/", "."): v for name, v in names.items() if id(v) in trainable}
         if optimizer is not None:
             tracked["optimizer"] = optimizer
+            for index, generator in enumerate(_random_generators(model)):
+                tracked[f"dropout_rng_{index}"] = generator
         self.checkpoint = tf.train.Checkpoint(**tracked)
         self.directory = os.path.join(output_dir, "checkpoints")
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep)
@@ -206,14 +190,3 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     checkpoints.save(step)
     logs["global_step"] = step
     return logs
-
-
-def predict_outputs(model, dataset: tf.data.Dataset, num_real: int, verbose: int = 0):
-    """Runs the model over `dataset` and keeps the first `num_real` rows of each output.
-
-    Padding examples (added so every batch is full on TPU) come last and are dropped.
-    """
-    outputs = model.predict(dataset, verbose=verbose)
-    if isinstance(outputs, dict):
-        return {k: np.asarray(v)[:num_real] for k, v in outputs.items()}
-    return np.asarray(outputs)[:num_real]

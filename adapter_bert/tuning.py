@@ -8,6 +8,10 @@ Modes:
 - `top_k`: the top k transformer layers, the pooler and the head (the paper's
   variable fine-tuning baseline).
 
+Models whose `frozen_backbone` attribute is True (ResAdapter side networks, see
+`resadapter`) read the backbone as a fixed feature extractor: only mode `adapter`
+applies, and it trains the side network and the head, never a backbone weight.
+
 Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
 container hides its children's weights, so containers always stay trainable. The
 decision depends only on each layer's role and TF1 scope, never on build order.
@@ -20,8 +24,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tf_keras as keras
 
-from adapter_bert.adapters import HoulsbyAdapter
-from adapter_bert.naming import direct_weights, walk_layers
+from adapter_bert.adapters import AdapterLayer
+from adapter_bert.naming import direct_weights, state_weights, walk_layers
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
 
@@ -30,9 +34,12 @@ COMPONENTS = ("adapters", "layer_norms", "head", "pooler", "embeddings", "transf
 
 _LAYER_INDEX = re.compile(r"/layer_(\d+)(/|$)")
 
+# Scopes of side networks that live beside the backbone and count as adapters.
+_SIDE_NETWORK_SCOPES = ("resadapter",)
+
 
 def _component(scope: str, layer) -> str:
-    if isinstance(layer, HoulsbyAdapter):
+    if isinstance(layer, AdapterLayer) or scope.split("/", 1)[0] in _SIDE_NETWORK_SCOPES:
         return "adapters"
     if isinstance(layer, keras.layers.LayerNormalization):
         return "layer_norms"
@@ -60,7 +67,7 @@ def _is_leaf(layer) -> bool:
     from adapter_bert.heads import _LinearHead
     from adapter_bert.modeling import EmbeddingTable
     return isinstance(layer, (keras.layers.Dense, keras.layers.LayerNormalization,
-                              HoulsbyAdapter, EmbeddingTable, _LinearHead))
+                              AdapterLayer, EmbeddingTable, _LinearHead))
 
 
 def _num_layers(model) -> int:
@@ -112,6 +119,11 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler: bo
         top_k = int(top_k)
     elif top_k is not None:
         raise ValueError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
+    frozen_backbone = bool(getattr(model, "frozen_backbone", False))
+    if frozen_backbone and (mode != "adapter" or train_pooler):
+        raise ValueError(f"{type(model).__name__} keeps its whole backbone frozen: only tuning "
+                         f"mode 'adapter' without the pooler applies, not {mode!r}"
+                         + (" with train_pooler" if train_pooler else ""))
     leaves = list(_leaf_layers(model))
     if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
         raise ValueError("tuning mode 'adapter' needs a model with adapters "
@@ -121,7 +133,32 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler: bo
         if not _is_leaf(layer):
             layer._trainable = True  # noqa: SLF001 - the setter would recurse into children
     for scope, layer, component in leaves:
-        layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers, train_pooler)
+        if frozen_backbone:
+            layer.trainable = component in ("adapters", "head")
+        else:
+            layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers,
+                                      train_pooler)
+
+
+def trained_weights(model) -> list:
+    """What training changes: the trainable weights plus the state of the layers they train.
+
+    BatchNormalization's moving mean and variance get no gradient, so they are not
+    trainable, but training updates them and inference reads them: checkpoints and
+    adapter files must hold them with the trainable weights.
+
+    Args:
+        model: a built model of this package with its tuning mode applied.
+
+    Returns:
+        The variables, trainable ones first (in `model.trainable_weights` order).
+    """
+    weights = list(model.trainable_weights)
+    trainable_ids = {id(v) for v in weights}
+    for _, layer in walk_layers(model):
+        if any(id(v) in trainable_ids for v in layer._trainable_weights):  # noqa: SLF001
+            weights.extend(v for v in state_weights(layer) if id(v) not in trainable_ids)
+    return weights
 
 
 def pooler_is_untrained(model) -> bool:
@@ -135,11 +172,16 @@ def pooler_is_untrained(model) -> bool:
 
 
 def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":
-    """Counts weights per component of a built model: component -> (trainable, total)."""
+    """Counts weights per component of a built model: component -> (trainable, total).
+
+    State that is not a parameter (BatchNorm moving statistics) is not counted, as
+    PyTorch/PEFT count parameters only.
+    """
     counts: Dict[str, list] = OrderedDict((c, [0, 0]) for c in COMPONENTS)
     trainable_ids = {id(v) for v in model.trainable_weights}
     for scope, layer, component in _leaf_layers(model):
-        for variable in direct_weights(layer):
+        state = {id(v) for v in state_weights(layer)}
+        for variable in (v for v in direct_weights(layer) if id(v) not in state):
             size = int(np.prod(variable.shape))
             counts[component][1] += size
             if id(variable) in trainable_ids:

@@ -212,25 +212,3 @@ def test_span_loss_is_the_mean_of_start_and_end_cross_entropy(tiny_config):
     expected = (cross_entropy(outputs["start_logits"], starts)
                 + cross_entropy(outputs["end_logits"], ends)) / 2
     assert loss == pytest.approx(expected, rel=1e-5)
-
-
-def test_static_shapes_pad_to_full_batches_and_drop_the_padding(tiny_config):
-    import types
-
-    from adapter_bert.data.squad import SquadFeature
-    from adapter_bert.heads import BertSpanModel
-    from adapter_bert.tasks.squad import SquadRun
-    from tests.conftest import tiny_inputs
-    inputs = tiny_inputs(batch=5, seq=8)
-    features = [SquadFeature(i, i, 0, inputs["input_ids"][i], inputs["input_mask"][i],
-                             inputs["segment_ids"][i], np.full((8, 2), -1), np.zeros(8, bool))
-                for i in range(5)]
-    model = BertSpanModel(tiny_config)
-    logits = {}
-    for static in (False, True):
-        run = types.SimpleNamespace(flags=types.SimpleNamespace(predict_batch_size=4),
-                                    model=model, static_shapes=static)
-        logits[static] = SquadRun.span_logits(run, features)
-    for key in ("start_logits", "end_logits"):
-        assert logits[True][key].shape == (5, 8)
-        np.testing.assert_allclose(logits[True][key], logits[False][key], atol=1e-6)

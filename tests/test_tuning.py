@@ -140,6 +140,23 @@ def test_one_optimizer_step_changes_exactly_the_trainable_variables(tiny_config)
     assert len(trainable) == 4 * 4 + 2 * 5 + 2  # adapter vars, LayerNorm vars, head vars
 
 
+@pytest.mark.parametrize("mode", ["adapter", "layernorm", "full"])
+def test_optimizer_keeps_slots_only_for_trainable_variables(tiny_config, mode):
+    from adapter_bert.optimization import create_optimizer
+    model = built_classifier(tiny_config)
+    apply_tuning(model, mode)
+    optimizer = create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1)
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(tiny_inputs(), np.array([0, 2]), epochs=1, verbose=0)
+    trainable = model.trainable_weights
+    slots = [v for v in optimizer.variables if v is not optimizer.iterations]
+    # Adam keeps a first and a second moment per trained variable, and nothing for
+    # frozen ones: adapter tuning pays no optimizer memory for the backbone.
+    assert len(slots) == 2 * len(trainable)
+    assert sum(int(np.prod(v.shape)) for v in slots) == 2 * trainable_count(model)
+
+
 def test_train_pooler_adds_exactly_the_pooler(tiny_config):
     model = built_classifier(tiny_config)
     c = closed_form(tiny_config)

@@ -22,6 +22,7 @@ GLUE text contains unbalanced `"` characters.
 
 import csv
 import dataclasses
+import math
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -84,7 +85,7 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
 
     Raises:
       GlueDataFileNotFoundError: If `path` does not exist.
-      GlueDataError: If the file is empty or is not valid UTF-8.
+      GlueDataError: If the file is empty, unreadable or not valid UTF-8.
     """
     try:
         with open(path, "rb") as f:
@@ -92,6 +93,9 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
     except FileNotFoundError as e:
         raise GlueDataFileNotFoundError(
             f"{task}: data file not found: {path}") from e
+    except OSError as e:  # A directory in its place, no permission, an I/O error.
+        raise GlueDataError(
+            f"{task} {path}: cannot read the data file ({e.strerror or e})") from e
     if not data.strip():
         raise GlueDataError(f"{task} {path}: file is empty")
     try:
@@ -197,10 +201,14 @@ class DataProcessor:
     def _parse_label(self, value: str, where: str):
         if self.is_regression:
             try:
-                return float(value)
+                score = float(value)
             except ValueError:
                 raise GlueDataError(
                     f"{where}: label {value!r} is not a number") from None
+            if not math.isfinite(score):  # "nan" would make every loss NaN
+                raise GlueDataError(
+                    f"{where}: label {value!r} is not a finite number")
+            return score
         if value not in self.labels:
             raise GlueDataError(
                 f"{where}: unknown label {value!r}; allowed labels: "

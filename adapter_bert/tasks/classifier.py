@@ -4,6 +4,7 @@ Flow: flags -> examples -> features -> tf.data -> model -> fit -> predictions ->
 metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory).
 """
 
+import functools
 import os
 from typing import Dict, List, Tuple
 
@@ -13,16 +14,18 @@ import tf_keras as keras
 from absl import logging
 
 from adapter_bert.adapter_files import load_adapter, save_adapter
-from adapter_bert.data.features import convert_examples_to_features, pad_to_multiple_of_batch
+from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
 from adapter_bert.flags import FlagError, validate_common, was_set
-from adapter_bert.heads import BertClassifier
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
 from adapter_bert.optimization import create_optimizer
+from adapter_bert.feature_cache import records_digest
+from adapter_bert.task_models import build_task_model_for_flags
 from adapter_bert.tasks import common
+from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
-                                   make_dataset, predict_outputs, steps_per_execution)
+                                   steps_per_execution)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
@@ -74,24 +77,48 @@ class ClassifierRun:
         self.labels = self.processor.get_labels()
         self.is_regression = self.processor.is_regression
         self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+        # Every split the run needs is read now, so a bad dev or test file fails before
+        # training rather than after it.
+        self._examples = {split: self._read_examples(split) for split in self._splits()}
         self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
-        model = BertClassifier(self.backbone.config, 1 if self.is_regression else len(self.labels),
-                               common.adapter_config_for_run(flag_values))
-        self.model, self.param_results = common.build_task_model(
-            self.strategy, model, self.backbone, flag_values, flag_values.train_pooler)
+        self.model, self.param_results = build_task_model_for_flags(
+            self.strategy, self.backbone, flag_values, "classifier",
+            num_labels=1 if self.is_regression else len(self.labels),
+            train_pooler=flag_values.train_pooler)
 
     # ----------------------------------------------------------------- data
-    def examples(self, split: str):
-        if self.flags.data_source == "tfds":
-            return load_tfds_examples(self.task, split)
-        return self.processor.get_examples(self.flags.data_dir, split)
+    @functools.cached_property
+    def pipeline(self) -> InputPipeline:
+        return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
+                                     self.strategy)
 
-    def features(self, split: str) -> Tuple[Dict[str, np.ndarray], int]:
-        examples = self.examples(split)
+    def _splits(self) -> List[str]:
+        """The data splits the requested actions read."""
+        splits = ["train"] if self.flags.do_train else []
+        if self.flags.do_eval:
+            splits += [split for split, _ in _eval_splits(self.task)]
+        if self.flags.do_predict:
+            splits += [split for split, _ in _test_splits(self.task)]
+        return splits
+
+    def _read_examples(self, split: str):
+        if self.flags.data_source == "tfds":
+            examples = load_tfds_examples(self.task, split)
+        else:
+            examples = self.processor.get_examples(self.flags.data_dir, split)
         if not examples:
             raise FlagError(f"the {split} split of {self.task} has no examples")
-        features = convert_examples_to_features(examples, self.labels, self.flags.max_seq_length,
-                                                self.backbone.tokenizer, self.is_regression)
+        return examples
+
+    def features(self, split: str) -> Tuple[Dict[str, np.ndarray], int]:
+        examples = self._examples[split]
+        key = {"task": self.task, "split": split, "examples": records_digest(examples),
+               "labels": list(self.labels), "max_seq_length": self.flags.max_seq_length}
+        features = self.pipeline.cached_features(
+            f"{self.task}-{split}", key,
+            lambda: convert_examples_to_features(examples, self.labels,
+                                                 self.flags.max_seq_length,
+                                                 self.backbone.tokenizer, self.is_regression))
         if self.is_regression:
             features["label_ids"] = features["label_ids"].reshape(-1, 1)
         return features, len(examples)
@@ -111,15 +138,13 @@ class ClassifierRun:
                                   self.static_shapes, flag_values.save_checkpoints_steps)
         with self.strategy.scope():
             optimizer = create_optimizer(flag_values.learning_rate, schedule.num_train_steps,
-                                         schedule.num_warmup_steps)
-            self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe)
-
-        def dataset():
-            # Google trains on full batches only (drop_remainder=True) on every device.
-            return make_dataset(features, INPUT_KEYS, ["label_ids"],
-                                batch_size=flag_values.train_batch_size, training=True,
-                                drop_remainder=True, seed=flag_values.seed)
-
+                                         schedule.num_warmup_steps,
+                                         bias_correction=flag_values.adam_bias_correction)
+            self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe,
+                               jit_compile=self.pipeline.jit_compile)
+        dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],
+                                              flag_values.train_batch_size,
+                                              schedule.num_train_steps, flag_values.seed)
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                flag_values.output_dir, flag_values.save_checkpoints_steps)
         save_adapter(self.model, os.path.join(flag_values.output_dir, ADAPTER_DIR), self.task,
@@ -151,11 +176,7 @@ class ClassifierRun:
 
     # ----------------------------------------------------------- inference
     def logits(self, features, count: int, batch_size: int) -> np.ndarray:
-        if self.static_shapes:
-            features = pad_to_multiple_of_batch(features, batch_size)
-        dataset = make_dataset(features, INPUT_KEYS, batch_size=batch_size,
-                               drop_remainder=self.static_shapes)
-        return predict_outputs(self.model, dataset, count)
+        return self.pipeline.predict(self.model, features, INPUT_KEYS, batch_size)[:count]
 
     def evaluate(self, global_step: int) -> Dict[str, object]:
         results: Dict[str, object] = {"global_step": global_step}

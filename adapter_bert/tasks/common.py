@@ -5,14 +5,15 @@ import os
 import sys
 from typing import Callable, Dict, Optional
 
+import tensorflow as tf
 from absl import logging
 
 from adapter_bert.adapter_files import AdapterFileError, adapter_config_of
 from adapter_bert.checkpoints import (BackboneFiles, CheckpointError, build_model, load_weights,
                                       read_weights, resolve_backbone)
 from adapter_bert.config import AdapterConfig, BertConfig, ConfigError
-from adapter_bert.flags import FlagError
-from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.flags import FlagError, was_set
+from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
 from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
                                        validate_case_matches_checkpoint)
 from adapter_bert.distribute import get_strategy, static_shapes_required
@@ -21,8 +22,10 @@ from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summa
                                   pooler_is_untrained)
 
 # Errors that describe bad input or a failed run: shown as one line, exit code 1.
+# OSError covers the file system's own refusals (a directory where a file was expected, a
+# full disk, no permission): its message names the path.
 USER_ERRORS = (FlagError, ConfigError, CheckpointError, TokenizerError, AdapterFileError,
-               TrainingError, FileNotFoundError, ValueError)
+               TrainingError, OSError, ValueError)
 
 
 @dataclasses.dataclass
@@ -62,15 +65,23 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
     """The adapters the run's model gets: from --load_adapter's file, or from the flags.
 
     Only `--tuning_mode=adapter` inserts adapters; the baselines run on plain BERT.
+    `--adapter_type` picks the family (houlsby, pfeiffer, parallel, lora; a ResAdapter
+    is a side network, not adapters inside the backbone: None). `--adapter_positions`
+    applies when given explicitly; otherwise each family goes to its own place.
     """
     if flag_values.load_adapter:
         return adapter_config_of(flag_values.load_adapter)
-    if flag_values.tuning_mode != "adapter":
+    adapter_type = getattr(flag_values, "adapter_type", "houlsby")
+    if flag_values.tuning_mode != "adapter" or adapter_type == "resadapter":
         return None
+    positions = flag_values.adapter_positions
+    if adapter_type != "houlsby" and not was_set(flag_values, "adapter_positions"):
+        positions = None
     return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
-                         init_scale=flag_values.adapter_init_scale,
-                         positions=flag_values.adapter_positions,
-                         leave_out=[int(i) for i in flag_values.adapter_leave_out])
+                         init_scale=flag_values.adapter_init_scale, positions=positions,
+                         leave_out=[int(i) for i in flag_values.adapter_leave_out],
+                         adapter_type=adapter_type,
+                         lora_alpha=getattr(flag_values, "lora_alpha", None))
 
 
 def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optional[int],
@@ -84,9 +95,13 @@ def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optiona
     build_model(model)
     report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
     logging.info(report.summary())
-    mode = tuning_mode if (tuning_mode != "adapter" or model.bert.adapter_config) else "full"
+    # A side network (ResAdapter) reads a wholly frozen backbone that has no pooler to train.
+    frozen_backbone = bool(getattr(model, "frozen_backbone", False))
+    has_adapters = bool(model.bert.adapter_config) or frozen_backbone
+    mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
     pooler = train_pooler == "true"
-    if train_pooler == "auto" and mode in ("adapter", "layernorm") and pooler_is_untrained(model):
+    if train_pooler == "auto" and mode in ("adapter", "layernorm") and not frozen_backbone \
+            and pooler_is_untrained(model):
         pooler = True
         logging.warning("The checkpoint's pooler was never trained (all-zero bias): training it "
                         "with the %s weights. Pass --train_pooler=false to freeze it as the "
@@ -96,7 +111,12 @@ def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optiona
 
 
 def prepare_run(flag_values, strategy=None):
-    """Output directory, seed, dtype policy and distribution strategy of a run.
+    """Output directory, seed, determinism, dtype policy and distribution strategy of a run.
+
+    Temporary files of an atomic write that a killed run left behind are removed.
+    `--deterministic` turns on TensorFlow's op determinism (process-wide, it stays on):
+    together with `--seed`, two runs with the same flags on the same machine and
+    software give bit-identical weights and metrics.
 
     Args:
         flag_values: parsed flags.
@@ -108,7 +128,13 @@ def prepare_run(flag_values, strategy=None):
         shapes (TPU).
     """
     prepare_output_dir(flag_values.output_dir)
+    for stale in remove_stale_temporaries(flag_values.output_dir):
+        logging.info("Removed %s, left by a run killed while writing it", stale)
     set_seed(flag_values.seed)
+    if getattr(flag_values, "deterministic", False):
+        # With the seed above: same flags, same machine -> bit-identical results.
+        tf.config.experimental.enable_op_determinism()
+        logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
     set_dtype_policy(flag_values.dtype)
     strategy = strategy or get_strategy(
         flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
@@ -162,6 +188,7 @@ def run_cli(program: str, main: Callable[[], int]) -> int:
         return main() or 0
     except USER_ERRORS as e:
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        # The traceback is for debugging this package, not for the user: --verbosity=1.
+        logging.debug("Traceback of the error below:", exc_info=True)
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
-        logging.info("Traceback of the error above:", exc_info=True)
         return 1

@@ -16,6 +16,7 @@ Behaviour worth knowing:
   test file without answers only the prediction files are written.
 """
 
+import functools
 import json
 import os
 from typing import Dict, List, Optional, Sequence
@@ -25,18 +26,18 @@ import tf_keras as keras
 from absl import logging
 
 from adapter_bert.adapter_files import load_adapter, read_adapter_config, save_adapter
-from adapter_bert.data.features import pad_to_multiple_of_batch
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
 from adapter_bert.flags import FlagError, validate_squad, was_set
-from adapter_bert.heads import BertSpanModel
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
 from adapter_bert.optimization import create_optimizer
+from adapter_bert.feature_cache import records_digest
+from adapter_bert.task_models import build_task_model_for_flags
 from adapter_bert.tasks import common
+from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
-                                   make_dataset, predict_outputs,
                                    steps_per_execution)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -76,18 +77,20 @@ def _labels_by_output_name(inputs, labels):
     return inputs, {out: labels[lab] for out, lab in zip(OUTPUT_KEYS, LABEL_KEYS)}
 
 
-def compile_span_model(model, optimizer, steps: int) -> None:
+def compile_span_model(model, optimizer, steps: int, jit_compile: bool = False) -> None:
     """Compiles the span model with Google's loss: (start CE + end CE) / 2.
 
     Args:
         model: a `BertSpanModel` (outputs "start_logits" and "end_logits").
         optimizer: the optimizer to train with.
         steps: Keras `steps_per_execution`.
+        jit_compile: XLA-compile the train step.
     """
     losses = {key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
               for key in OUTPUT_KEYS}
     model.compile(optimizer=optimizer, loss=losses,
-                  loss_weights={key: 0.5 for key in OUTPUT_KEYS}, steps_per_execution=steps)
+                  loss_weights={key: 0.5 for key in OUTPUT_KEYS}, steps_per_execution=steps,
+                  jit_compile=jit_compile)
 
 
 def has_gold_answers(examples: SquadExampleList, version_2: bool) -> bool:
@@ -182,10 +185,8 @@ class SquadRun:
             has_gold_answers(self.predict_examples, self.version_2)
         self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
         # The span head reads the sequence output, never the pooler: it is not trained.
-        self.model, self.param_results = common.build_task_model(
-            self.strategy, BertSpanModel(self.backbone.config,
-                                         common.adapter_config_for_run(flag_values)),
-            self.backbone, flag_values, train_pooler="false")
+        self.model, self.param_results = build_task_model_for_flags(
+            self.strategy, self.backbone, flag_values, "span", train_pooler="false")
 
     # ----------------------------------------------------------------- data
     def _read(self, path: str, is_training: bool) -> SquadExampleList:
@@ -195,11 +196,21 @@ class SquadRun:
             raise FlagError(f"--{flag}={path}: no usable questions")
         return examples
 
+    @functools.cached_property
+    def pipeline(self) -> InputPipeline:
+        return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
+                                     self.strategy)
+
     def _features(self, examples, is_training: bool):
         values = self.flags
-        features = convert_examples_to_features(
-            examples, self.backbone.tokenizer, values.max_seq_length, values.doc_stride,
-            values.max_query_length, is_training)
+        key = {"examples": records_digest(examples), "is_training": is_training,
+               "max_seq_length": values.max_seq_length, "doc_stride": values.doc_stride,
+               "max_query_length": values.max_query_length}
+        features = self.pipeline.cached_features(
+            "squad-train" if is_training else "squad-predict", key,
+            lambda: convert_examples_to_features(
+                examples, self.backbone.tokenizer, values.max_seq_length, values.doc_stride,
+                values.max_query_length, is_training))
         if not features:
             raise FlagError(f"{examples.path}: no question could be turned into a window")
         _log_features(examples, features, self.backbone.tokenizer,
@@ -223,15 +234,15 @@ class SquadRun:
                                   self.static_shapes, values.save_checkpoints_steps)
         with self.strategy.scope():
             optimizer = create_optimizer(values.learning_rate, schedule.num_train_steps,
-                                         schedule.num_warmup_steps)
-            compile_span_model(self.model, optimizer, spe)
+                                         schedule.num_warmup_steps,
+                                         bias_correction=values.adam_bias_correction)
+            compile_span_model(self.model, optimizer, spe, self.pipeline.jit_compile)
+        batches = self.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS,
+                                              values.train_batch_size,
+                                              schedule.num_train_steps, values.seed)
 
         def dataset():
-            # Full batches only, as Google trains (drop_remainder=True) on every device.
-            return make_dataset(arrays, INPUT_KEYS, LABEL_KEYS,
-                                batch_size=values.train_batch_size, training=True,
-                                drop_remainder=True, seed=values.seed
-                                ).map(_labels_by_output_name)
+            return batches().map(_labels_by_output_name)
 
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                values.output_dir, values.save_checkpoints_steps)
@@ -280,14 +291,9 @@ class SquadRun:
     # ----------------------------------------------------------- inference
     def span_logits(self, features) -> Dict[str, np.ndarray]:
         """Start/end logits [num_windows, T] for every window, in order."""
-        batch_size = self.flags.predict_batch_size
-        arrays = feature_arrays(features, with_labels=False)
-        if self.static_shapes:
-            # TPUs need full batches: pad, then predict_outputs drops the padding rows.
-            arrays = pad_to_multiple_of_batch(arrays, batch_size)
-        dataset = make_dataset(arrays, INPUT_KEYS, batch_size=batch_size,
-                               drop_remainder=self.static_shapes)
-        return predict_outputs(self.model, dataset, len(features))
+        return self.pipeline.predict(self.model, feature_arrays(features, with_labels=False),
+                                     INPUT_KEYS, self.flags.predict_batch_size,
+                                     per_token_outputs=OUTPUT_KEYS)
 
     def predict(self) -> Dict[str, object]:
         """Predicts --predict_file, writes the prediction files, scores them if possible."""

@@ -1,0 +1,32 @@
+"""Adapter ablation (Houlsby et al., 2019, Fig. 6): remove the adapters of every span of
+layers i..j from a trained GLUE adapter model and re-evaluate on dev.
+
+Takes run_classifier.py's flags (task, data, backbone, sequence length, batch sizes, ...)
+plus --ablation_metric, and writes into --output_dir: ablation_matrix.csv,
+ablation_results.csv, ablation.json and ablation_heatmap.png.
+
+Example (after `run_classifier.py --task_name=MRPC --do_train ... --output_dir=/tmp/mrpc`):
+
+    python ablate_adapters.py --task_name=MRPC --data_dir=../shared/data/glue/MRPC \
+        --load_adapter=/tmp/mrpc/adapter --output_dir=/tmp/mrpc_ablation \
+        --eval_batch_size=64
+"""
+
+import sys
+
+from absl import app, flags
+
+from adapter_bert import ablation
+
+ablation.define_flags()
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv  # unused: everything comes from flags
+    from adapter_bert.tasks import common
+    return common.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(FLAGS))
+
+
+if __name__ == "__main__":
+    sys.exit(app.run(main))

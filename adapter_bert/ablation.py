@@ -1,0 +1,397 @@
+"""Adapter ablation over contiguous layer spans (Houlsby et al., 2019, Fig. 6).
+
+A trained adapter model is re-evaluated with the adapters of transformer layers
+`first..last` (inclusive) switched off, for every span `first <= last`. Switching off
+uses each adapter block's `adapter_enabled` flag, so the trained weights stay in place
+and the LayerNorms, head and pooler keep their trained values: the question asked is
+"how much does the network still need the adapters of these layers?".
+
+The result is an upper-triangular L x L matrix: rows are the first ablated layer,
+columns the last one. The diagonal removes one layer's adapters; the top-right cell
+`(0, L-1)` removes all of them.
+
+Examples:
+    >>> spans = layer_spans(3)
+    >>> spans
+    [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+"""
+
+import contextlib
+import csv
+import dataclasses
+import json
+import math
+import os
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# The metric shown by default for each GLUE task (the first leaderboard figure).
+DEFAULT_METRICS = {"cola": "eval_mcc", "ax": "eval_mcc", "sts-b": "eval_pearson"}
+
+
+def default_metric(task: str) -> str:
+    """The dev metric an ablation reports for a canonical GLUE task name."""
+    return DEFAULT_METRICS.get(task, "eval_accuracy")
+
+
+def _backbone(model):
+    """The `BertModel` of a task model (or the model itself)."""
+    return model if hasattr(model, "encoder") else model.bert
+
+
+def adapter_blocks_by_layer(model) -> List[list]:
+    """Per transformer layer, the output blocks of that layer that hold an adapter.
+
+    Args:
+        model: a `BertModel` or a task model with a `.bert` backbone.
+
+    Returns:
+        A list with one entry per transformer layer (possibly empty where the layer has no
+        adapter, e.g. `leave_out`); each entry lists `BertResidualOutput` blocks.
+    """
+    layers = _backbone(model).encoder.transformer_layers
+    return [[block for block in (layer.attention_output_block, layer.ffn_output_block)
+             if block.adapter is not None] for layer in layers]
+
+
+def _reset_keras_functions(model) -> None:
+    """Drops Keras' traced predict/test/train functions so the next call re-traces.
+
+    `adapter_enabled` is a Python attribute read while tracing: a function traced with
+    the adapters on would keep them on.
+    """
+    for name in ("predict_function", "test_function", "train_function"):
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)
+
+
+@contextlib.contextmanager
+def adapters_disabled(model, layers: Iterable[int]) -> Iterator[None]:
+    """Switches off the adapters of the given transformer layers for the `with` body.
+
+    Every adapter switch is restored on exit (to the value it had, even after an error),
+    and Keras' cached predict/test functions are reset on entry and exit so
+    `model.predict` / `model.evaluate` see the change.
+
+    Args:
+        model: a `BertModel` or a task model with a `.bert` backbone.
+        layers: transformer layer indices (0-based).
+
+    Raises:
+        ValueError: a layer index outside the model.
+
+    Examples:
+        with adapters_disabled(classifier, range(2, 4)):
+            logits = classifier.predict(dataset)  # adapters of layers 2 and 3 bypassed
+    """
+    blocks_by_layer = adapter_blocks_by_layer(model)
+    layers = sorted(set(int(i) for i in layers))
+    bad = [i for i in layers if not 0 <= i < len(blocks_by_layer)]
+    if bad:
+        raise ValueError(f"layers {bad} do not exist: the model has layers "
+                         f"0..{len(blocks_by_layer) - 1}")
+    blocks = [block for i in layers for block in blocks_by_layer[i]]
+    saved = [block.adapter_enabled for block in blocks]
+    _reset_keras_functions(model)
+    try:
+        for block in blocks:
+            block.adapter_enabled = False
+        yield
+    finally:
+        for block, enabled in zip(blocks, saved):
+            block.adapter_enabled = enabled
+        _reset_keras_functions(model)
+
+
+def layer_spans(num_layers: int) -> List[Tuple[int, int]]:
+    """Every contiguous span (first, last) of `num_layers` layers, first <= last.
+
+    There are L (L + 1) / 2 of them, ordered by first layer then last layer.
+    """
+    if num_layers <= 0:
+        raise ValueError(f"num_layers must be positive, got {num_layers}")
+    return [(first, last) for first in range(num_layers) for last in range(first, num_layers)]
+
+
+@dataclasses.dataclass
+class AblationResult:
+    """Metrics of the unablated model and of every ablated span.
+
+    Attributes:
+        num_layers: transformer layers L.
+        baseline: metrics with every adapter on.
+        cells: (first, last) -> metrics with the adapters of layers first..last off.
+    """
+
+    num_layers: int
+    baseline: Dict[str, float]
+    cells: Dict[Tuple[int, int], Dict[str, float]]
+
+    def metric_names(self) -> List[str]:
+        """Numeric metrics present in the baseline, sorted."""
+        return sorted(k for k, v in self.baseline.items() if _is_number(v))
+
+    def matrix(self, metric: str) -> np.ndarray:
+        """[L, L] array of `metric`: row = first ablated layer, column = last; NaN below
+        the diagonal (empty spans) and for spans not evaluated."""
+        out = np.full((self.num_layers, self.num_layers), np.nan)
+        for (first, last), values in self.cells.items():
+            out[first, last] = float(values[metric])
+        return out
+
+    def delta(self, metric: str) -> np.ndarray:
+        """`matrix(metric)` minus the unablated value (negative = ablation hurts)."""
+        return self.matrix(metric) - float(self.baseline[metric])
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (cells as a list of {first, last, metrics})."""
+        return {"num_layers": self.num_layers, "baseline": _numbers(self.baseline),
+                "cells": [{"first": first, "last": last, **_numbers(values)}
+                          for (first, last), values in sorted(self.cells.items())]}
+
+    @classmethod
+    def from_json(cls, values: dict) -> "AblationResult":
+        """Inverse of `to_json`."""
+        cells = {}
+        for cell in values["cells"]:
+            cell = dict(cell)
+            key = (int(cell.pop("first")), int(cell.pop("last")))
+            cells[key] = cell
+        return cls(int(values["num_layers"]), dict(values["baseline"]), cells)
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _numbers(values: Dict[str, object]) -> Dict[str, float]:
+    return {k: float(v) for k, v in values.items() if _is_number(v)}
+
+
+def run_ablation(model, evaluate: Callable[[], Dict[str, float]],
+                 spans: Optional[Sequence[Tuple[int, int]]] = None,
+                 progress: Optional[Callable[[Tuple[int, int], Dict[str, float]], None]] = None
+                 ) -> AblationResult:
+    """Evaluates the model unablated, then with the adapters of each span switched off.
+
+    Args:
+        model: a trained model with adapters (`BertModel` or a task model).
+        evaluate: called with no arguments under each ablation; returns metrics
+            (e.g. `ClassifierRun.evaluate`'s dict). It must run the model afresh each time.
+        spans: the (first, last) spans to evaluate; default: all of `layer_spans(L)`.
+        progress: called after each span with (span, metrics), e.g. to log.
+
+    Returns:
+        The `AblationResult`.
+
+    Raises:
+        ValueError: the model has no adapters, or a span is empty or outside the model.
+    """
+    blocks_by_layer = adapter_blocks_by_layer(model)
+    num_layers = len(blocks_by_layer)
+    if not any(blocks_by_layer):
+        raise ValueError("the model has no adapters to ablate in its output blocks (LoRA "
+                         "adapters, which sit in self-attention, have no on/off switch)")
+    spans = layer_spans(num_layers) if spans is None else [tuple(s) for s in spans]
+    for first, last in spans:
+        if not 0 <= first <= last < num_layers:
+            raise ValueError(f"span ({first}, {last}) is not 0 <= first <= last < {num_layers}")
+    baseline = dict(evaluate())
+    cells = {}
+    for first, last in spans:
+        with adapters_disabled(model, range(first, last + 1)):
+            cells[(first, last)] = dict(evaluate())
+        if progress is not None:
+            progress((first, last), cells[(first, last)])
+    return AblationResult(num_layers, baseline, cells)
+
+
+def write_matrix_csv(result: AblationResult, path: str, metric: str) -> None:
+    """Writes `metric` as an L x L CSV: a header row `first\\last,0,1,...`, then one row
+    per first ablated layer; cells below the diagonal are empty."""
+    matrix = result.matrix(metric)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow([f"first\\last ({metric})"] + list(range(result.num_layers)))
+        for first in range(result.num_layers):
+            writer.writerow([first] + ["" if math.isnan(v) else f"{v:.6f}"
+                                       for v in matrix[first]])
+
+
+def write_cells_csv(result: AblationResult, path: str) -> None:
+    """Writes one row per evaluation: first, last (empty for the unablated model), then
+    every numeric metric."""
+    names = result.metric_names()
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["first", "last", "layers_ablated"] + names)
+        writer.writerow(["", "", 0] + [result.baseline[n] for n in names])
+        for (first, last), values in sorted(result.cells.items()):
+            writer.writerow([first, last, last - first + 1] + [values.get(n, "") for n in names])
+
+
+def plot_heatmap(result: AblationResult, path: str, metric: str,
+                 title: Optional[str] = None, percent: bool = True) -> None:
+    """Draws the span matrix as a heatmap PNG, in the layout of the paper's Fig. 6.
+
+    Colour: change of `metric` against the unablated model (red = worse); each cell is
+    annotated with the metric itself. Rows: first ablated layer; columns: last ablated
+    layer; the diagonal (single layers) is outlined.
+
+    Args:
+        percent: show values x100 (accuracy / F1 as percentages).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    scale = 100.0 if percent else 1.0
+    values = result.matrix(metric) * scale
+    delta = result.delta(metric) * scale
+    size = result.num_layers
+    limit = float(np.nanmax(np.abs(delta))) if np.any(~np.isnan(delta)) else 1.0
+    limit = limit or 1.0
+    fig, ax = plt.subplots(figsize=(1.0 + 0.85 * size, 0.6 + 0.8 * size))
+    image = ax.imshow(np.ma.masked_invalid(delta), cmap="RdBu", vmin=-limit, vmax=limit)
+    for first in range(size):
+        for last in range(first, size):
+            if not math.isnan(values[first, last]):
+                dark = abs(delta[first, last]) > 0.6 * limit
+                ax.text(last, first, f"{values[first, last]:.1f}" if percent
+                        else f"{values[first, last]:.3f}", ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black")
+        ax.add_patch(Rectangle((first - 0.5, first - 0.5), 1, 1, fill=False, edgecolor="green",
+                               linewidth=1.5))
+    ax.set_xticks(range(size))
+    ax.set_yticks(range(size))
+    ax.set_xlabel("last layer with adapters removed")
+    ax.set_ylabel("first layer with adapters removed")
+    unit = " (points)" if percent else ""
+    short = metric[5:] if metric.startswith("eval_") else metric
+    fig.colorbar(image, ax=ax, label=f"change in {short}{unit}")
+    base = float(result.baseline[metric]) * scale
+    default_title = f"{metric}, all adapters on: " + (f"{base:.1f}" if percent else f"{base:.3f}")
+    ax.set_title(title or default_title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(result: AblationResult, output_dir: str, metric: str,
+                  title: Optional[str] = None, percent: bool = True) -> Dict[str, str]:
+    """Writes the ablation files to `output_dir`.
+
+    Files: `ablation_matrix.csv` (the L x L matrix of `metric`), `ablation_results.csv`
+    (every metric of every evaluation), `ablation.json` and `ablation_heatmap.png`.
+
+    Returns:
+        {kind: path} of the files written.
+
+    Raises:
+        KeyError: `metric` is not among the evaluated metrics.
+    """
+    if metric not in result.baseline:
+        raise KeyError(f"metric {metric!r} was not evaluated; available: "
+                       f"{', '.join(result.metric_names())}")
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {"matrix": os.path.join(output_dir, "ablation_matrix.csv"),
+             "cells": os.path.join(output_dir, "ablation_results.csv"),
+             "json": os.path.join(output_dir, "ablation.json"),
+             "heatmap": os.path.join(output_dir, "ablation_heatmap.png")}
+    write_matrix_csv(result, paths["matrix"], metric)
+    write_cells_csv(result, paths["cells"])
+    with open(paths["json"], "w", encoding="utf-8") as f:
+        json.dump({"metric": metric, **result.to_json()}, f, indent=2)
+    plot_heatmap(result, paths["heatmap"], metric, title, percent)
+    return paths
+
+
+def summarize(result: AblationResult, metric: str) -> str:
+    """A few lines for logs: unablated value, each single layer, all removed, worst span."""
+    base = float(result.baseline[metric])
+    lines = [f"{metric} with all adapters: {base:.4f}"]
+    for layer in range(result.num_layers):
+        if (layer, layer) in result.cells:
+            value = float(result.cells[(layer, layer)][metric])
+            lines.append(f"  layer {layer} removed: {value:.4f} ({value - base:+.4f})")
+    full = (0, result.num_layers - 1)
+    if full in result.cells:
+        value = float(result.cells[full][metric])
+        lines.append(f"  all layers removed: {value:.4f} ({value - base:+.4f})")
+    if result.cells:
+        worst = min(result.cells, key=lambda span: float(result.cells[span][metric]))
+        value = float(result.cells[worst][metric])
+        lines.append(f"  lowest: layers {worst[0]}..{worst[1]} removed: {value:.4f} "
+                     f"({value - base:+.4f})")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ command line
+def define_flags() -> None:
+    """Defines ablate_adapters.py's flags: run_classifier.py's plus the ablation's own."""
+    from absl import flags
+
+    from adapter_bert import flags as adapter_flags
+    adapter_flags.define_classifier_flags()
+    if "ablation_metric" in flags.FLAGS:
+        return
+    flags.DEFINE_string("ablation_metric", None,
+                        "Dev metric shown in the matrix and heatmap, as named in "
+                        "eval_results.txt (eval_accuracy, eval_f1, eval_mcc, ...). Default: "
+                        "eval_mcc for CoLA, eval_pearson for STS-B, else eval_accuracy.")
+    flags.DEFINE_string("ablation_title", None, "Heatmap title (default: metric and baseline).")
+
+
+def classifier_main(flag_values) -> int:
+    """ablate_adapters.py: the span ablation of a trained GLUE adapter model.
+
+    Builds the model exactly as `run_classifier.py --do_eval` does (same flags, same
+    `ClassifierRun`), loads the trained weights (`--load_adapter`, else the latest
+    checkpoint in `--output_dir`), evaluates on dev with all adapters, then once per span
+    of layers with that span's adapters switched off, and writes the matrix, heatmap and
+    results into `--output_dir`.
+
+    Raises:
+        FlagError: --do_train/--do_predict given, or no trained weights to ablate.
+    """
+    from absl import logging
+
+    from adapter_bert.flags import FlagError
+    from adapter_bert.tasks.classifier import ClassifierRun
+
+    if flag_values.do_train or flag_values.do_predict:
+        raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "
+                        "--do_predict and pass --load_adapter=<run output_dir>/adapter")
+    flag_values.do_eval = True
+    run = ClassifierRun(flag_values)
+    if not any(adapter_blocks_by_layer(run.model)):
+        raise FlagError("the model has no adapters: pass --load_adapter with an adapter-tuned "
+                        "run's adapter directory")
+    step = run.restore_trained_weights()
+    if not flag_values.load_adapter and step == 0:
+        raise FlagError(f"no trained weights: no --load_adapter and no checkpoint in "
+                        f"--output_dir={flag_values.output_dir}")
+    metric = flag_values.ablation_metric or default_metric(run.task)
+
+    def progress(span, values):
+        logging.info("layers %d..%d removed: %s = %s", span[0], span[1], metric,
+                     values.get(metric))
+        print(f"layers {span[0]}..{span[1]} removed: {metric} = {values.get(metric):.4f}",
+              flush=True)
+
+    result = run_ablation(run.model, lambda: run.evaluate(step), progress=progress)
+    percent = not metric.endswith(("loss", "pearson", "spearmanr", "corr"))
+    paths = write_outputs(result, flag_values.output_dir, metric, flag_values.ablation_title,
+                          percent=percent)
+    print(summarize(result, metric), flush=True)
+    for kind, path in paths.items():
+        print(f"{kind}: {path}", flush=True)
+    return 0

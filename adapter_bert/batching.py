@@ -1,0 +1,228 @@
+"""Batches of features: which examples share a batch, and how wide each batch is.
+
+Two layouts:
+
+- **Fixed shapes** (TPU, or `--padding=max_seq_length`): every batch is padded to
+  `max_seq_length`, training batches are drawn from a seeded shuffle of the whole set,
+  as Google's scripts do.
+- **Dynamic padding** (the CPU/GPU default): each batch is cut to its longest example,
+  rounded up to a multiple of `PAD_MULTIPLE`. Training batches come from pools of
+  `POOL_BATCHES` batches of shuffled examples, sorted by length inside the pool, and the
+  batches of a pool are shuffled again; so a batch holds examples of similar length,
+  every example is still seen once per epoch and batch order stays random. Inference
+  sorts the examples by length and puts the outputs back in the original order.
+
+Padding positions are masked out of attention, so cutting a batch to its longest
+example leaves every real token's output unchanged (up to float rounding).
+
+A training run is a fixed plan of `num_steps` batches of example indices, drawn from
+the seed alone, so a resumed run skips exactly the batches it already trained on.
+"""
+
+import math
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from adapter_bert.data.features import pad_to_multiple_of_batch
+
+# Batch widths are rounded up to a multiple of this, which bounds the number of distinct
+# shapes (and so retracing / XLA compilations) and keeps matmul sizes friendly.
+PAD_MULTIPLE = 8
+# Training batches are bucketed by length within pools of this many batches.
+POOL_BATCHES = 50
+# Fill value of positions of variable-width outputs (e.g. span logits) that lie
+# beyond a batch's width: far below any real logit, so post-processing never picks it.
+OUTPUT_FILL = -1e4
+
+
+def example_lengths(features: Dict[str, np.ndarray]) -> np.ndarray:
+    """Number of real tokens (input_mask ones) of every example."""
+    return features["input_mask"].sum(axis=1).astype(np.int32)
+
+
+def padded_widths(lengths: np.ndarray, max_seq_length: int) -> np.ndarray:
+    """Lengths rounded up to a multiple of PAD_MULTIPLE, capped at max_seq_length."""
+    widths = -(-np.maximum(lengths, 1) // PAD_MULTIPLE) * PAD_MULTIPLE
+    return np.minimum(widths, max_seq_length).astype(np.int32)
+
+
+def training_batch_plan(num_examples: int, batch_size: int, num_steps: int, seed: int,
+                        lengths: Optional[np.ndarray] = None,
+                        pool_batches: int = POOL_BATCHES) -> np.ndarray:
+    """Example indices of every training batch, `[num_steps, batch_size]`.
+
+    Epochs are consecutive seeded permutations of the examples. Without `lengths` the
+    stream is cut into batches in order (Google's shuffle-and-repeat). With `lengths`,
+    each pool of `pool_batches` batches is sorted by length before it is cut, and the
+    pool's batches are then shuffled, so batches are length-homogeneous.
+
+    Args:
+        num_examples: size of the training set.
+        batch_size: examples per batch (global, across replicas).
+        num_steps: number of batches to plan.
+        seed: the run's seed; the plan depends on nothing else.
+        lengths: per-example token counts, or None for no bucketing.
+        pool_batches: batches per bucketing pool.
+
+    Returns:
+        An int64 array of example indices.
+    """
+    if num_examples < 1 or batch_size < 1 or num_steps < 1:
+        raise ValueError(f"cannot plan {num_steps} batches of {batch_size} from "
+                         f"{num_examples} examples")
+    rng = np.random.default_rng(seed)
+    needed = num_steps * batch_size
+    pool = batch_size * max(1, pool_batches)
+    # One extra epoch so the last (possibly partial) pool still yields full batches.
+    epochs = math.ceil(needed / num_examples) + 1
+    stream = np.concatenate([rng.permutation(num_examples) for _ in range(epochs)])
+    if lengths is None:
+        return stream[:needed].reshape(num_steps, batch_size)
+    batches = []
+    for start in range(0, len(stream), pool):
+        chunk = stream[start:start + pool]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        full = len(chunk) // batch_size * batch_size
+        pool_batches_ = chunk[:full].reshape(-1, batch_size)
+        batches.extend(pool_batches_[rng.permutation(len(pool_batches_))])
+        if len(batches) >= num_steps:
+            break
+    return np.stack(batches[:num_steps])
+
+
+def _sequence_keys(features: Dict[str, np.ndarray], input_keys: Sequence[str]):
+    return [k for k in input_keys if features[k].ndim == 2]
+
+
+def _trimmer(sequence_keys: Sequence[str]):
+    """A tf.data map function cutting the sequence inputs to the batch's `width`."""
+
+    def trim(element, width):
+        inputs = dict(element[0]) if isinstance(element, tuple) else dict(element)
+        for key in sequence_keys:
+            inputs[key] = inputs[key][:, :width]
+        return (inputs, *element[1:]) if isinstance(element, tuple) else inputs
+
+    return trim
+
+
+def _split_element(columns, input_keys, label_keys):
+    inputs = {k: columns[k] for k in input_keys}
+    labels = ({k: columns[k] for k in label_keys} if len(label_keys) > 1
+              else columns[label_keys[0]])
+    return inputs, labels
+
+
+def training_dataset(features: Dict[str, np.ndarray], plan: np.ndarray,
+                     input_keys: Sequence[str], label_keys: Sequence[str],
+                     dynamic: bool) -> tf.data.Dataset:
+    """The batches of a training plan as `(inputs, labels)`.
+
+    Args:
+        features: equally long arrays by name; sequence inputs are `[N, max_seq_length]`.
+        plan: `[steps, batch]` example indices from `training_batch_plan`.
+        input_keys: names fed to the model as its input dict.
+        label_keys: one name (labels as a tensor) or several (labels as a dict).
+        dynamic: cut each batch to its widest example (else shapes stay static).
+
+    Returns:
+        A dataset of exactly `len(plan)` batches; `.skip(n)` resumes after n steps.
+    """
+    keys = list(dict.fromkeys([*input_keys, *label_keys]))
+    columns = {k: tf.constant(features[k]) for k in keys}
+    max_len = features[input_keys[0]].shape[1]
+    widths = tf.constant(padded_widths(example_lengths(features), max_len))
+    trim = _trimmer(_sequence_keys(features, input_keys))
+
+    def gather(indices):
+        element = _split_element({k: tf.gather(v, indices) for k, v in columns.items()},
+                                 input_keys, label_keys)
+        if not dynamic:
+            return element
+        return trim(element, tf.reduce_max(tf.gather(widths, indices)))
+
+    dataset = tf.data.Dataset.from_tensor_slices(plan)
+    return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+
+def inference_order(features: Dict[str, np.ndarray], dynamic: bool) -> np.ndarray:
+    """The order examples are run in: by length when padding is dynamic, else as given."""
+    count = len(features["input_mask"])
+    if not dynamic:
+        return np.arange(count)
+    return np.argsort(example_lengths(features), kind="stable")
+
+
+def inference_dataset(features: Dict[str, np.ndarray], input_keys: Sequence[str],
+                      batch_size: int, order: np.ndarray, dynamic: bool,
+                      drop_remainder: bool = False) -> tf.data.Dataset:
+    """Batches of model inputs in `order`, each cut to its widest example if dynamic."""
+    inputs = {k: features[k][order] for k in input_keys}
+    max_len = inputs[input_keys[0]].shape[1]
+    widths = padded_widths(example_lengths({"input_mask": features["input_mask"][order]}),
+                           max_len)
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, widths))
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    trim = _trimmer(_sequence_keys(features, input_keys))
+    if dynamic:
+        dataset = dataset.map(lambda x, w: trim(x, tf.reduce_max(w)))
+    else:
+        dataset = dataset.map(lambda x, w: x)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _to_numpy(output, width: int, per_token: bool) -> np.ndarray:
+    """Keras predict output -> array; per-token outputs padded back to `width`."""
+    if isinstance(output, tf.RaggedTensor):
+        # Batches of different widths: pad every row back to the full width.
+        shape = [None, width] + output.shape[2:].as_list()
+        return output.to_tensor(default_value=OUTPUT_FILL, shape=shape).numpy()
+    output = np.asarray(output)
+    if per_token and output.shape[1] < width:
+        pad = [(0, 0), (0, width - output.shape[1])] + [(0, 0)] * (output.ndim - 2)
+        output = np.pad(output, pad, constant_values=OUTPUT_FILL)
+    return output
+
+
+def predict_features(model, features: Dict[str, np.ndarray], input_keys: Sequence[str],
+                     batch_size: int, dynamic: bool, static_shapes: bool,
+                     per_token_outputs: Sequence[str] = (), verbose: int = 0):
+    """Model outputs for every example of `features`, in the features' order.
+
+    Args:
+        model: a Keras model taking the `input_keys` dict.
+        features: arrays by name, including `input_mask`.
+        batch_size: examples per batch.
+        dynamic: run examples sorted by length, each batch cut to its widest example;
+            outputs that span the sequence are padded back with `OUTPUT_FILL`.
+        static_shapes: TPU: pad the set with fake examples (`is_real_example` 0) to full
+            batches; they are dropped from the outputs. Implies fixed widths.
+        per_token_outputs: names of dict outputs with one value per token (e.g. span
+            logits), padded back to max_seq_length.
+        verbose: Keras progress bar.
+
+    Returns:
+        An array (or a dict of arrays) with one row per example.
+    """
+    count = len(features["input_mask"])
+    dynamic = dynamic and not static_shapes
+    if static_shapes:
+        # TPUs need full batches: fake examples (is_real_example=0) fill the last one
+        # and are dropped from the outputs, as Google's PaddingInputExample.
+        features = pad_to_multiple_of_batch(features, batch_size)
+    order = inference_order(features, dynamic)
+    dataset = inference_dataset(features, input_keys, batch_size, order, dynamic,
+                                drop_remainder=static_shapes)
+    outputs = model.predict(dataset, verbose=verbose)
+    width = features["input_mask"].shape[1]
+    inverse = np.argsort(order, kind="stable")[:count]
+
+    def restore(output, per_token=False):
+        return _to_numpy(output, width, per_token)[inverse]
+
+    if isinstance(outputs, dict):
+        return {k: restore(v, k in per_token_outputs) for k, v in outputs.items()}
+    return restore(outputs)

@@ -1,0 +1,371 @@
+"""Houlsby adapters for `transformers`' TF BERT models (`TFBertModel`, `TFBertFor...`).
+
+`add_adapters(model)` equips an existing transformers TF BERT with this package's
+`HoulsbyAdapter` layers, in place, exactly where the paper (and `adapter_bert.modeling`)
+puts them: in both output blocks of every transformer layer (`TFBertSelfOutput` after
+self-attention, `TFBertOutput` after the feed-forward network), after the output
+projection and its dropout, before `LayerNorm(x + residual)`:
+
+    LayerNorm(input + Adapter(Dropout(Dense(hidden))))
+
+Both transformers blocks compute `LayerNorm(dropout(dense(h)) + input)`; their dropout
+sub-layer is replaced by `DropoutThenAdapter` (the same dropout, then the adapter), so no
+transformers class or method is changed and the pretrained weights, their names and their
+values stay as they were. `remove_adapters(model)` puts the original dropouts back.
+
+With `freeze=True` (the default) everything is frozen except the adapters, every
+LayerNorm (the embedding one included), optionally the pooler, and the task head (the
+layers outside the `bert` main layer, e.g. `TFBertForSequenceClassification.classifier`).
+
+Examples:
+    >>> from transformers import BertConfig, TFBertForSequenceClassification
+    >>> model = TFBertForSequenceClassification(BertConfig(...))       # doctest: +SKIP
+    >>> # ... load pretrained weights ...
+    >>> add_adapters(model, AdapterConfig(size=64))                    # doctest: +SKIP
+    >>> print(parameter_line_of(model))                                # doctest: +SKIP
+    trainable params: ... || all params: ... || trainable%: ...
+    >>> model.compile(...); model.fit(...)                             # doctest: +SKIP
+"""
+
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.adapters import HoulsbyAdapter
+from adapter_bert.config import AdapterConfig
+from adapter_bert.tuning import parameter_line
+
+POSITIONS = ("attention", "ffn")
+
+# Attribute under which frozen weights of layers that also own trainable children are kept.
+_FROZEN = "_adapter_bert_frozen_weights"
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class DropoutThenAdapter(keras.layers.Layer):
+    """The output block's dropout followed by a Houlsby adapter.
+
+    Replaces the `dropout` sub-layer of a transformers `TFBertSelfOutput` / `TFBertOutput`,
+    whose call is `LayerNorm(dropout(dense(h)) + input)`: the adapter then sits after the
+    dropout and before the residual LayerNorm, as in Houlsby et al. With `enabled` False
+    the adapter is bypassed (for ablations); the trained weights stay in place.
+
+    Args:
+        dropout: the block's original `Dropout` layer.
+        adapter: the `HoulsbyAdapter`.
+    """
+
+    def __init__(self, dropout, adapter, enabled=True, name="dropout_then_adapter", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if isinstance(dropout, dict):
+            dropout = keras.layers.deserialize(dropout)
+        if isinstance(adapter, dict):
+            adapter = keras.layers.deserialize(adapter)
+        self.dropout = dropout
+        self.adapter = adapter
+        self.enabled = bool(enabled)
+
+    def call(self, inputs, training=None):
+        hidden = self.dropout(inputs, training=training)
+        if self.enabled:
+            hidden = self.adapter(hidden)
+        return hidden
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(dropout=keras.layers.serialize(self.dropout),
+                      adapter=keras.layers.serialize(self.adapter), enabled=self.enabled)
+        return config
+
+
+def main_layer(model):
+    """The `TFBertMainLayer` of a transformers TF BERT model (or the layer itself).
+
+    Raises:
+        TypeError: the model is not a transformers TF BERT.
+    """
+    candidate = getattr(model, "bert", model)
+    encoder = getattr(candidate, "encoder", None)
+    if encoder is None or not hasattr(encoder, "layer") or not hasattr(candidate, "embeddings"):
+        raise TypeError(f"{type(model).__name__} is not a transformers TF BERT model "
+                        f"(expected a TFBertModel, TFBertFor... or TFBertMainLayer)")
+    return candidate
+
+
+def output_blocks(model) -> Iterator[Tuple[int, str, keras.layers.Layer]]:
+    """(layer index, position, block) for both output blocks of every transformer layer.
+
+    `position` is "attention" (`TFBertSelfOutput`) or "ffn" (`TFBertOutput`).
+    """
+    for index, layer in enumerate(main_layer(model).encoder.layer):
+        yield index, "attention", layer.attention.dense_output
+        yield index, "ffn", layer.bert_output
+
+
+def _ensure_built(model) -> None:
+    """Creates the weights of an unbuilt transformers model (with its own name scopes)."""
+    if model.built:
+        return
+    if hasattr(model, "build_in_name_scope"):
+        model.build_in_name_scope()
+    else:
+        model(model.dummy_inputs, training=False)
+
+
+def _weight_scope(block) -> str:
+    """The variable-name scope of a built block, e.g.
+    `tf_bert_model/bert/encoder/layer_._0/attention/output`."""
+    name = block.dense.kernel.name
+    return name[:name.rindex("/dense/")]
+
+
+def _config_from(adapter_config, overrides) -> AdapterConfig:
+    if adapter_config is None:
+        adapter_config = AdapterConfig(**overrides)
+    elif overrides:
+        raise TypeError("pass either an AdapterConfig or keyword fields, not both")
+    elif isinstance(adapter_config, dict):
+        adapter_config = AdapterConfig.from_dict(adapter_config)
+    kind = getattr(adapter_config, "adapter_type", "houlsby")
+    if kind != "houlsby":
+        raise ValueError(f"add_adapters inserts Houlsby adapters; adapter_type={kind!r} is "
+                         f"not supported for transformers models")
+    return adapter_config
+
+
+def add_adapters(model, adapter_config: Optional[AdapterConfig] = None, freeze: bool = True,
+                 train_pooler: bool = False, train_head: bool = True,
+                 **adapter_fields) -> List[HoulsbyAdapter]:
+    """Inserts Houlsby adapters into a transformers TF BERT model, in place.
+
+    Builds the model first if needed. Existing adapters (from an earlier call) are
+    replaced. The adapter weights are named after the block they sit in, e.g.
+    `tf_bert_model/bert/encoder/layer_._3/attention/output/adapters/weights1:0`.
+
+    Args:
+        model: `TFBertModel`, a `TFBertFor...` task model or a `TFBertMainLayer`.
+        adapter_config: size, activation, init scale, positions ("both", "attention",
+            "ffn") and `leave_out` layers; or pass these as keyword fields
+            (`add_adapters(model, size=64, init_scale=1e-3)`).
+        freeze: apply `freeze_for_adapter_tuning` afterwards.
+        train_pooler: with `freeze`, train the pooler too.
+        train_head: with `freeze`, train the layers outside the BERT main layer.
+
+    Returns:
+        The adapters inserted, in order (layer 0 attention, layer 0 ffn, ...).
+
+    Raises:
+        TypeError: not a transformers TF BERT model.
+        ValueError / ConfigError: a bad adapter config or `leave_out` layer.
+    """
+    config = _config_from(adapter_config, adapter_fields)
+    bert = main_layer(model)
+    num_layers = len(bert.encoder.layer)
+    bad = [i for i in config.leave_out if not 0 <= i < num_layers]
+    if bad:
+        raise ValueError(f"adapter leave_out names layers {bad}, but the model has layers "
+                         f"0..{num_layers - 1}")
+    _ensure_built(model)
+    remove_adapters(model, unfreeze_weights=False)
+    hidden = int(bert.config.hidden_size)
+    adapters = []
+    for index, position, block in output_blocks(model):
+        if position not in config.layer_positions(index):
+            continue
+        adapter = HoulsbyAdapter(config.size, config.activation, config.init_scale,
+                                 name="adapters")
+        with tf.name_scope(_weight_scope(block) + "/adapters/"):
+            adapter.build(tf.TensorShape([None, None, hidden]))
+        block.dropout = DropoutThenAdapter(block.dropout, adapter)
+        adapters.append(adapter)
+    object.__setattr__(model, "_adapter_bert_config", config)  # read by adapter_config_of
+    if freeze:
+        freeze_for_adapter_tuning(model, train_pooler=train_pooler, train_head=train_head)
+    _reset_keras_functions(model)
+    return adapters
+
+
+def remove_adapters(model, unfreeze_weights: bool = True) -> int:
+    """Takes every adapter out again: the blocks get their original dropout back.
+
+    Args:
+        unfreeze_weights: also make every weight trainable again (`unfreeze`).
+
+    Returns:
+        The number of adapters removed.
+    """
+    removed = 0
+    for _, _, block in output_blocks(model):
+        if isinstance(block.dropout, DropoutThenAdapter):
+            block.dropout = block.dropout.dropout
+            removed += 1
+    object.__setattr__(model, "_adapter_bert_config", None)
+    if unfreeze_weights:
+        unfreeze(model)
+    _reset_keras_functions(model)
+    return removed
+
+
+def adapter_config_of(model) -> Optional[AdapterConfig]:
+    """The `AdapterConfig` of the adapters `add_adapters` inserted (None if none)."""
+    return getattr(model, "_adapter_bert_config", None)
+
+
+def adapters_by_position(model) -> Dict[Tuple[int, str], HoulsbyAdapter]:
+    """{(layer index, "attention" | "ffn"): adapter} for every inserted adapter."""
+    return {(index, position): block.dropout.adapter
+            for index, position, block in output_blocks(model)
+            if isinstance(block.dropout, DropoutThenAdapter)}
+
+
+def set_adapters_enabled(model, enabled: bool, layers=None) -> None:
+    """Switches the adapters of `layers` (default: all) on or off without removing them."""
+    wanted = None if layers is None else {int(i) for i in layers}
+    for index, _, block in output_blocks(model):
+        if isinstance(block.dropout, DropoutThenAdapter) and (wanted is None or index in wanted):
+            block.dropout.enabled = bool(enabled)
+    _reset_keras_functions(model)
+
+
+def _reset_keras_functions(model) -> None:
+    """Drops Keras' traced functions: they captured the old layer structure."""
+    for name in ("predict_function", "test_function", "train_function"):
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)
+
+
+# ------------------------------------------------------------------ freezing
+def _all_layers(model) -> List[keras.layers.Layer]:
+    return list(model._flatten_layers(include_self=True, recursive=True))  # noqa: SLF001
+
+
+def _has_children(layer) -> bool:
+    return any(True for _ in layer._flatten_layers(include_self=False, recursive=False))  # noqa: SLF001
+
+
+def _own_weights(layer) -> list:
+    return list(layer._trainable_weights) + list(getattr(layer, _FROZEN, []))  # noqa: SLF001
+
+
+def _set_own_weights_trainable(layer, trainable: bool) -> None:
+    """Freezes or unfreezes the weights a layer owns itself, leaving its children alone.
+
+    Keras 2 hides every child's weights when a container is frozen, so a layer that owns
+    weights and has children to train (transformers' `TFBertEmbeddings` owns the tables
+    and has the embedding LayerNorm as a child) stays trainable and its own weights are
+    moved to its non-trainable list instead. Leaf layers use Keras' `trainable` flag.
+    """
+    if not _has_children(layer):
+        layer.trainable = trainable
+        return
+    layer._trainable = True  # noqa: SLF001 - the public setter would recurse into children
+    frozen = list(getattr(layer, _FROZEN, []))
+    if trainable:
+        for variable in frozen:
+            layer._non_trainable_weights.remove(variable)  # noqa: SLF001
+            layer._trainable_weights.append(variable)  # noqa: SLF001
+        object.__setattr__(layer, _FROZEN, [])
+    else:
+        for variable in list(layer._trainable_weights):  # noqa: SLF001
+            layer._trainable_weights.remove(variable)  # noqa: SLF001
+            layer._non_trainable_weights.append(variable)  # noqa: SLF001
+            frozen.append(variable)
+        # Plain attribute: Keras would track a list of variables set the usual way as
+        # the layer's own (trainable) weights.
+        object.__setattr__(layer, _FROZEN, frozen)
+
+
+def freeze_for_adapter_tuning(model, train_pooler: bool = False, train_head: bool = True) -> None:
+    """Makes only the adapters, every LayerNorm, and optionally pooler and head trainable.
+
+    Args:
+        model: a transformers TF BERT model (built).
+        train_pooler: train `bert.pooler` (useful when the checkpoint's pooler was never
+            trained, as in all-MiniLM-L6-v2).
+        train_head: train the layers outside the BERT main layer (the task head).
+    """
+    bert = main_layer(model)
+    in_bert = {id(layer) for layer in _all_layers(bert)}
+    in_pooler = ({id(layer) for layer in _all_layers(bert.pooler)}
+                 if getattr(bert, "pooler", None) is not None else set())
+    for layer in _all_layers(model):
+        if not _own_weights(layer):
+            layer._trainable = True  # noqa: SLF001 - containers stay open
+            continue
+        if isinstance(layer, (HoulsbyAdapter, keras.layers.LayerNormalization)):
+            train = True
+        elif id(layer) in in_pooler:
+            train = train_pooler
+        elif id(layer) not in in_bert:
+            train = train_head
+        else:
+            train = False
+        _set_own_weights_trainable(layer, train)
+    _reset_keras_functions(model)
+
+
+def unfreeze(model) -> None:
+    """Makes every weight of the model trainable again (undoes the freezing)."""
+    for layer in _all_layers(model):
+        if _own_weights(layer):
+            _set_own_weights_trainable(layer, True)
+        else:
+            layer._trainable = True  # noqa: SLF001
+    _reset_keras_functions(model)
+
+
+def parameter_counts(model) -> Tuple[int, int]:
+    """(trainable, total) weight counts of the model."""
+    count = lambda variables: int(sum(np.prod(v.shape) for v in variables))  # noqa: E731
+    return count(model.trainable_weights), count(model.weights)
+
+
+def parameter_line_of(model) -> str:
+    """The package's greppable parameter line for a transformers model."""
+    return parameter_line(*parameter_counts(model))
+
+
+# ------------------------------------------------------------ weight transfer
+def copy_adapter_weights(source, model) -> int:
+    """Copies the adapter weights of an `adapter_bert` model into a transformers model.
+
+    Lets an adapter trained with this package (`BertModel`, `BertClassifier`, ...) run in
+    a transformers TF BERT equipped by `add_adapters` with the same layout.
+
+    Args:
+        source: an `adapter_bert` model with Houlsby adapters.
+        model: a transformers TF BERT model after `add_adapters`.
+
+    Returns:
+        The number of adapters copied.
+
+    Raises:
+        ValueError: the two models do not have adapters in the same places, or of
+            different shapes.
+    """
+    bert = source if hasattr(source, "encoder") else source.bert
+    theirs = {}
+    for index, layer in enumerate(bert.encoder.transformer_layers):
+        for position, block in (("attention", layer.attention_output_block),
+                                ("ffn", layer.ffn_output_block)):
+            if block.adapter is not None:
+                theirs[(index, position)] = block.adapter
+    ours = adapters_by_position(model)
+    if set(theirs) != set(ours):
+        raise ValueError(f"adapter layouts differ: source has {sorted(theirs)}, the "
+                         f"transformers model has {sorted(ours)}")
+    for key, target in ours.items():
+        source_adapter = theirs[key]
+        if type(source_adapter) is not HoulsbyAdapter:  # noqa: E721 - subclasses compute otherwise
+            raise ValueError(f"adapter {key} of the source is a {type(source_adapter).__name__}; "
+                             f"add_adapters inserts Houlsby adapters")
+        for name in ("weights1", "biases1", "weights2", "biases2"):
+            value = getattr(source_adapter, name)
+            variable = getattr(target, name)
+            if tuple(value.shape) != tuple(variable.shape):
+                raise ValueError(f"adapter {key} {name}: shape {value.shape.as_list()} vs "
+                                 f"{variable.shape.as_list()}")
+            variable.assign(value)
+    return len(ours)

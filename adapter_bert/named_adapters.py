@@ -1,0 +1,223 @@
+"""Named adapters on one frozen backbone: create, delete and address a task's parameters.
+
+A named adapter ("mrpc") owns, in every block of the backbone, a `TaskBranch` under the
+TF1 scope `<block>/mrpc`: its adapter for that slot (if the config puts one there), its
+own copy of the block's LayerNorm (Houlsby-style adapter tuning trains the LayerNorms
+per task), optionally its own pooler projection, or, for a fusion task, an
+`AdapterFusion` over other named adapters. The backbone's frozen weights are shared by
+every task and never copied.
+
+`named_adapter_variables` maps a task's variables to the names the same weights have
+in a single-adapter model (`bert/encoder/layer_0/output/mrpc/adapters/weights1` ->
+`bert/encoder/layer_0/output/adapters/weights1`), so a named adapter reads and writes
+the adapter files of run_classifier.py / run_squad.py.
+"""
+
+import re
+from typing import Dict, List, Optional, Sequence
+
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.adapters import attention_adapter, output_adapter
+from adapter_bert.config import AdapterConfig
+from adapter_bert.fusion import AdapterFusion
+from adapter_bert.modeling import BertModel, BertSelfAttention, TaskBranch, adapter_slots
+from adapter_bert.naming import direct_weights, walk_layers
+
+_VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+# Scope names already used inside the backbone and at the top level of task models:
+# an adapter of that name would make TF1 names ambiguous.
+RESERVED_NAMES = frozenset({
+    "bert", "cls", "embeddings", "encoder", "pooler", "attention", "self", "output",
+    "intermediate", "dense", "LayerNorm", "adapters", "adapter_fusion", "query", "key",
+    "value", "word_embeddings", "position_embeddings", "token_type_embeddings",
+    "output_weights", "output_bias", "resadapter",
+})
+
+
+def validate_name(name: str) -> str:
+    """Checks that `name` can be an adapter name (a TF1 scope segment); returns it.
+
+    Raises:
+        ValueError: empty, with characters other than letters, digits, `_`, `.`, `-`,
+            or a reserved scope name.
+    """
+    if not isinstance(name, str) or not _VALID_NAME.match(name):
+        raise ValueError(f"adapter name {name!r} must start with a letter or digit and use only "
+                         f"letters, digits, '_', '.' and '-'")
+    if name in RESERVED_NAMES:
+        raise ValueError(f"adapter name {name!r} is reserved (a scope name of the model)")
+    return name
+
+
+def _width_shape(bert: BertModel) -> tf.TensorShape:
+    return tf.TensorShape([None, None, bert.config.hidden_size])
+
+
+def _layer_norm_copy(bert: BertModel, source: keras.layers.LayerNormalization):
+    """A new LayerNorm holding the current gamma/beta of `source` (the task's start)."""
+    layer = keras.layers.LayerNormalization(epsilon=bert.config.layer_norm_eps, name="LayerNorm")
+    layer.build(_width_shape(bert))
+    layer.gamma.assign(source.gamma)
+    layer.beta.assign(source.beta)
+    return layer
+
+
+def _pooler_copy(bert: BertModel) -> keras.layers.Dense:
+    source = bert.pooler.dense
+    dense = keras.layers.Dense(bert.config.hidden_size, activation="tanh", name="dense")
+    dense.build(tf.TensorShape([None, bert.config.hidden_size]))
+    dense.kernel.assign(source.kernel)
+    dense.bias.assign(source.bias)
+    return dense
+
+
+def _branch_holders(bert: BertModel):
+    """Every layer of the backbone that can hold task branches."""
+    yield bert.embeddings
+    for layer in bert.encoder.transformer_layers:
+        yield layer.attention.self_attention
+        yield layer.attention_output_block
+        yield layer.ffn_output_block
+    yield bert.pooler
+
+
+def named_adapter_info(bert: BertModel, name: str) -> TaskBranch:
+    """The embeddings branch of `name`, which records the task's `adapter_config`,
+    `fused` names and `train_pooler`.
+
+    Raises:
+        KeyError: no named adapter `name`.
+    """
+    if name not in bert.embeddings.task_branches:
+        raise KeyError(f"no adapter named {name!r}; named adapters: {bert.named_adapters}")
+    return bert.embeddings.task_branches[name]
+
+
+def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[AdapterConfig] = None,
+                      train_pooler: bool = False, fuse: Optional[Sequence[str]] = None) -> None:
+    """Adds the named adapter `name` to a built backbone (adapters or a fusion).
+
+    The task's LayerNorms (and pooler, with `train_pooler`) start as copies of the
+    backbone's current ones, so add named adapters after loading pretrained weights.
+    Under a `tf.distribute` strategy, call this inside its scope.
+
+    Args:
+        bert: a built `BertModel`.
+        name: the adapter's name (see `validate_name`).
+        adapter_config: the adapters of a plain task; None with `fuse`.
+        train_pooler: give the task its own pooler projection.
+        fuse: names of existing bottleneck adapters to fuse (an AdapterFusion task).
+
+    Raises:
+        ValueError: bad or taken name, both or neither of `adapter_config` and `fuse`,
+            or adapters that cannot be fused.
+        ConfigError: the config does not fit the backbone.
+    """
+    validate_name(name)
+    if not bert.built:
+        raise ValueError("build the backbone (and load its weights) before adding named adapters")
+    if name in bert.embeddings.task_branches:
+        raise ValueError(f"an adapter named {name!r} already exists")
+    if (adapter_config is None) == (fuse is None):
+        raise ValueError("give either adapter_config (an adapter task) or fuse (a fusion task)")
+    if isinstance(adapter_config, dict):
+        adapter_config = AdapterConfig.from_dict(adapter_config)
+    if adapter_config is not None:
+        adapter_config.validate_for(bert.config)
+    fused = _check_fusable(bert, fuse) if fuse is not None else []
+    branches = {holder: TaskBranch(name) for holder in _branch_holders(bert)}
+    for holder, branch in branches.items():
+        if holder is bert.pooler or isinstance(holder, BertSelfAttention):
+            continue
+        branch.layer_norm = _layer_norm_copy(bert, holder.layer_norm)
+    if train_pooler:
+        branches[bert.pooler].dense = _pooler_copy(bert)
+    for index, layer in enumerate(bert.encoder.transformer_layers):
+        if adapter_config is not None:
+            for slot in adapter_slots(layer, adapter_config, index):
+                adapter = (attention_adapter(adapter_config) if isinstance(slot, BertSelfAttention)
+                           else output_adapter(adapter_config))
+                adapter.build(_width_shape(bert))
+                branches[slot].adapter = adapter
+        for block in (layer.attention_output_block, layer.ffn_output_block):
+            if fused and block.task_branches[fused[0]].adapter is not None:
+                fusion = AdapterFusion(initializer_range=bert.config.initializer_range)
+                fusion.build(_width_shape(bert))
+                branches[block].fusion = fusion
+                branches[block].fused = list(fused)
+    info = branches[bert.embeddings]
+    info.adapter_config = adapter_config
+    info.fused = list(fused)
+    info.train_pooler = bool(train_pooler)
+    for holder, branch in branches.items():
+        if (holder is bert.pooler and branch.dense is None) or (
+                isinstance(holder, BertSelfAttention) and branch.adapter is None):
+            continue  # these holders fall back to the shared layer
+        holder.task_branches[name] = branch
+
+
+def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
+    names = list(names)
+    if not names:
+        raise ValueError("fuse needs at least one adapter name")
+    if len(set(names)) != len(names):
+        raise ValueError(f"fuse names an adapter twice: {names}")
+    layouts = []
+    for fused_name in names:
+        config = named_adapter_info(bert, fused_name).adapter_config
+        if config is None:
+            raise ValueError(f"{fused_name!r} is a fusion, not an adapter; fuse adapters only")
+        if config.adapter_type == "lora":
+            raise ValueError(f"{fused_name!r} is a LoRA adapter; fusion attends over bottleneck "
+                             f"adapters (houlsby, pfeiffer, parallel)")
+        layouts.append([[block.task_branches[fused_name].adapter is not None
+                         for block in (layer.attention_output_block, layer.ffn_output_block)]
+                        for layer in bert.encoder.transformer_layers])
+    if any(layout != layouts[0] for layout in layouts):
+        raise ValueError(f"adapters {names} sit in different slots; fusion needs the same "
+                         f"adapter positions and leave_out for all of them")
+    return names
+
+
+def delete_named_adapter(bert: BertModel, name: str) -> None:
+    """Removes the named adapter `name` and all its weights from the backbone.
+
+    Raises:
+        KeyError: no such adapter.
+        ValueError: a fusion task still fuses it.
+    """
+    named_adapter_info(bert, name)
+    users = [other for other in bert.named_adapters
+             if name in named_adapter_info(bert, other).fused]
+    if users:
+        raise ValueError(f"adapter {name!r} is fused by {users}; delete those first")
+    for holder in _branch_holders(bert):
+        if name in holder.task_branches:
+            # A fresh dict (rather than `del`) keeps Keras' tracking and checkpoints sound.
+            holder.task_branches = {k: v for k, v in holder.task_branches.items() if k != name}
+
+
+def named_adapter_variables(bert: BertModel, name: str) -> Dict[str, tf.Variable]:
+    """The backbone variables of the named adapter `name`, by single-adapter TF1 name.
+
+    `bert/encoder/layer_0/output/<name>/adapters/weights1` is returned as
+    `bert/encoder/layer_0/output/adapters/weights1`, the name the same weight has in a
+    model built with `BertModel(config, adapter_config)`.
+
+    Raises:
+        KeyError: no such adapter.
+    """
+    named_adapter_info(bert, name)
+    variables: Dict[str, tf.Variable] = {}
+    for scope, layer in walk_layers(bert):
+        if not (isinstance(layer, TaskBranch) and layer.name == name):
+            continue
+        parent = scope.rsplit("/", 1)[0]
+        for sub_scope, sub in walk_layers(layer, parent):
+            for variable in direct_weights(sub):
+                short = variable.name.split("/")[-1].split(":")[0]
+                variables[f"{sub_scope}/{short}"] = variable
+    return variables

@@ -1,0 +1,388 @@
+"""ResAdapters: a residual network of adapter cells beside a frozen BERT (Hsu & Wu).
+
+Instead of inserting adapters inside the transformer layers, a ResAdapter model reads
+BERT's hidden states as fixed features and trains a separate chain of small cells:
+
+    h_k   = BERT's hidden state after transformer layer k (BERT frozen, inference mode)
+    x_k   = h_k + c_{k-1}                  (c_{-1} = 0: the first cell sees h_0 alone)
+    c_k   = Cell_k(x_k)
+    Cell  = LayerNorm(Up(Dropout(Mid(BatchNorm(Down(x))))))
+
+where `Mid` is a non-linearity (the "feedforward" cell) or a multi-head self-attention
+layer over the bottleneck (the "attention" cell). Variants wire the cells differently:
+
+- `pipeline`: the chain above; the output is the last cell's c_{L-1};
+- `resnet`: the chain cut into stages of `stage_size` (3) cells, each stage's output
+  plus the input of its first cell (a residual path around every stage);
+- `resnext`: the layers split into at most `max_groups` (4) groups of consecutive layers
+  (see `resnext_groups`), each group its own pipeline starting from zero; the output is
+  h_0 + the sum of every group's last cell.
+
+Design decisions:
+- The two inputs of a cell are summed before the down-projection: no extra weights,
+  and the cell's output (LayerNorm) has the scale of BERT's own LayerNorm outputs.
+- BatchNorm statistics are computed over real tokens only (the padding mask is passed
+  to Keras' BatchNormalization), so the same sentence gives the same statistics however
+  much padding its batch has. `synchronized=True` makes the statistics those of the
+  global batch under MirroredStrategy/TPUStrategy (identical to one device); on one
+  device it costs nothing. Training uses batch statistics and updates the moving ones
+  (momentum 0.9, PyTorch's 0.1); inference uses the moving ones.
+- No bias in the down-projection (BatchNorm's beta replaces it) nor in the attention
+  cell's projections (a key bias cancels in the softmax, value and output biases are
+  constants that the up-projection's bias absorbs): every weight gets a gradient.
+- The backbone runs in inference mode (no dropout) behind `tf.stop_gradient`: it is a
+  fixed feature extractor, so no gradient is ever computed through it.
+- Every cell belongs to one transformer layer and is named after it (`cell_<k>`) in
+  every variant, so weight names are `resadapter/cell_3/down/kernel`, ...
+"""
+
+import dataclasses
+import math
+from typing import List, Optional
+
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.activations import canonical_activation, get_activation
+from adapter_bert.config import BertConfig, ConfigError
+from adapter_bert.heads import ClassifierHead, SpanHead
+from adapter_bert.modeling import BertModel
+
+VARIANTS = ("pipeline", "resnet", "resnext")
+CELLS = ("feedforward", "attention")
+SCOPE = "resadapter"
+
+
+@dataclasses.dataclass
+class ResAdapterConfig:
+    """Shape and wiring of a ResAdapter side network.
+
+    Attributes:
+        size: bottleneck width of every cell (`--adapter_size`).
+        variant: "pipeline", "resnet" or "resnext".
+        cell: "feedforward" (non-linearity in the bottleneck) or "attention"
+            (self-attention in the bottleneck).
+        activation: the feedforward cell's non-linearity ("gelu" = tanh approximation).
+        dropout_rate: dropout after the cell's middle stage.
+        num_heads: attention heads of the attention cell; must divide `size`.
+        stage_size: cells per residual stage (resnet).
+        max_groups: most layer groups (resnext).
+        batch_norm_momentum: Keras momentum of the BatchNorm moving statistics.
+
+    Examples:
+        >>> ResAdapterConfig(size=8, variant="resnext").variant
+        'resnext'
+    """
+
+    size: int = 64
+    variant: str = "pipeline"
+    cell: str = "feedforward"
+    activation: str = "gelu"
+    dropout_rate: float = 0.1
+    num_heads: int = 4
+    stage_size: int = 3
+    max_groups: int = 4
+    batch_norm_momentum: float = 0.9
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"resadapter variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.cell not in CELLS:
+            raise ConfigError(f"resadapter cell must be one of {CELLS}, got {self.cell!r}")
+        for name in ("size", "num_heads", "stage_size", "max_groups"):
+            if int(getattr(self, name)) <= 0:
+                raise ConfigError(f"resadapter {name} must be a positive integer, "
+                                  f"got {getattr(self, name)}")
+        if self.cell == "attention" and self.size % self.num_heads:
+            raise ConfigError(f"the attention cell splits the bottleneck ({self.size}) into "
+                              f"{self.num_heads} heads: the size must be a multiple of it")
+        if not 0.0 <= float(self.dropout_rate) < 1.0:
+            raise ConfigError(f"resadapter dropout_rate must be in [0, 1), got {self.dropout_rate}")
+        if not 0.0 < float(self.batch_norm_momentum) < 1.0:
+            raise ConfigError("resadapter batch_norm_momentum must be in (0, 1), "
+                              f"got {self.batch_norm_momentum}")
+        self.activation = canonical_activation(self.activation)
+
+    def to_dict(self) -> dict:
+        """Returns the fields as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ResAdapterConfig":
+        """Builds a config from `to_dict()` output; unknown keys are an error."""
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"unknown resadapter config field(s): {unknown}")
+        return cls(**values)
+
+
+def resnext_groups(num_layers: int, max_groups: int = 4) -> List[List[int]]:
+    """Splits layers 0..num_layers-1 into groups of consecutive layers for ResNeXt.
+
+    As many groups as possible up to `max_groups`, with the fewest layers per group that
+    allows (ceil(num_layers / max_groups)), sizes differing by at most one, larger first:
+    12 layers -> 4 groups of 3; 6 (MiniLM) -> 3 groups of 2; 4 -> 4 of 1; 2 -> 2 of 1.
+
+    Args:
+        num_layers: transformer layers of the backbone.
+        max_groups: upper bound on the number of groups.
+
+    Returns:
+        The groups, each a list of layer indices, in layer order.
+
+    Raises:
+        ValueError: a non-positive argument.
+    """
+    if num_layers <= 0 or max_groups <= 0:
+        raise ValueError(f"need positive num_layers and max_groups, got {num_layers}, {max_groups}")
+    per_group = math.ceil(num_layers / max_groups)
+    count = math.ceil(num_layers / per_group)
+    base, extra = divmod(num_layers, count)
+    groups, start = [], 0
+    for index in range(count):
+        size = base + (1 if index < extra else 0)
+        groups.append(list(range(start, start + size)))
+        start += size
+    return groups
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class ResAdapterCell(keras.layers.Layer):
+    """One cell: Down -> masked BatchNorm -> non-linearity or self-attention -> Dropout -> Up
+    -> LayerNorm.
+
+    Args:
+        width: hidden size of the backbone (input and output width).
+        size: bottleneck width.
+        cell: "feedforward" or "attention".
+        activation: non-linearity of the feedforward cell.
+        dropout_rate: dropout after the middle stage.
+        num_heads: heads of the attention cell.
+        batch_norm_momentum: momentum of the BatchNorm moving statistics.
+        layer_norm_eps: epsilon of the output LayerNorm (the backbone's).
+
+    Examples:
+        >>> cell = ResAdapterCell(width=16, size=4)
+        >>> cell(tf.ones([2, 3, 16]), tf.ones([2, 3])).shape
+        TensorShape([2, 3, 16])
+    """
+
+    def __init__(self, width, size, cell="feedforward", activation="gelu", dropout_rate=0.1,
+                 num_heads=4, batch_norm_momentum=0.9, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.width, self.size, self.cell = int(width), int(size), cell
+        self.activation = canonical_activation(activation)
+        self.dropout_rate, self.num_heads = float(dropout_rate), int(num_heads)
+        self.batch_norm_momentum = float(batch_norm_momentum)
+        self.layer_norm_eps = float(layer_norm_eps)
+        # No bias where it would be redundant (and get no gradient): BatchNorm's beta
+        # replaces the down-projection's; in attention a key bias cancels in the softmax
+        # and value/output biases are constants the up-projection's bias absorbs (Keras
+        # has one use_bias switch, so the query bias goes too; BatchNorm's beta still
+        # shifts the queries).
+        self.down = keras.layers.Dense(self.size, use_bias=False, name="down")
+        # fused=False: the fused kernel ignores the mask; synchronized: global-batch moments.
+        self.batch_norm = keras.layers.BatchNormalization(
+            momentum=self.batch_norm_momentum, epsilon=1e-5, synchronized=True, fused=False,
+            name="batch_norm")
+        if cell == "attention":
+            self.attention = keras.layers.MultiHeadAttention(
+                self.num_heads, self.size // self.num_heads, use_bias=False, name="attention")
+        else:
+            self.attention = None
+        self._act = get_activation(self.activation)
+        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.up = keras.layers.Dense(self.width, name="up")
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_eps,
+                                                          name="LayerNorm")
+
+    def call(self, hidden, input_mask, training=None):
+        """Args: hidden [B, T, width]; input_mask [B, T] (1 real token, 0 padding).
+
+        Returns: [B, T, width].
+        """
+        mask = tf.cast(input_mask, tf.bool)
+        bottleneck = self.batch_norm(self.down(hidden), training=training, mask=mask)
+        if self.attention is not None:
+            # Real tokens attend to real tokens only ([B, T, T]); padding rows are unused.
+            pairs = tf.logical_and(mask[:, :, tf.newaxis], mask[:, tf.newaxis, :])
+            bottleneck = self.attention(bottleneck, bottleneck, attention_mask=pairs,
+                                        training=training)
+        else:
+            bottleneck = self._act(bottleneck)
+        bottleneck = self.dropout(bottleneck, training=training)
+        return self.layer_norm(self.up(bottleneck))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(width=self.width, size=self.size, cell=self.cell,
+                      activation=self.activation, dropout_rate=self.dropout_rate,
+                      num_heads=self.num_heads, batch_norm_momentum=self.batch_norm_momentum,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class ResAdapterNetwork(keras.layers.Layer):
+    """The cells of one ResAdapter, wired as its variant says (scope `resadapter`).
+
+    Args:
+        bert_config: the backbone's `BertConfig` (width, depth, LayerNorm epsilon).
+        resadapter_config: the `ResAdapterConfig`.
+
+    Examples:
+        >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+        ...                  num_attention_heads=2, intermediate_size=32)
+        >>> net = ResAdapterNetwork(cfg, ResAdapterConfig(size=4, variant="resnet"))
+        >>> net([tf.ones([2, 3, 16])] * 2, tf.ones([2, 3])).shape
+        TensorShape([2, 3, 16])
+    """
+
+    def __init__(self, bert_config, resadapter_config, name=SCOPE, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert_config = (bert_config if isinstance(bert_config, BertConfig)
+                            else BertConfig.from_dict(bert_config))
+        self.resadapter_config = (resadapter_config
+                                  if isinstance(resadapter_config, ResAdapterConfig)
+                                  else ResAdapterConfig.from_dict(resadapter_config))
+        cfg, bert = self.resadapter_config, self.bert_config
+        self.cells = [ResAdapterCell(bert.hidden_size, cfg.size, cfg.cell, cfg.activation,
+                                     cfg.dropout_rate, cfg.num_heads, cfg.batch_norm_momentum,
+                                     bert.layer_norm_eps, name=f"cell_{k}")
+                      for k in range(bert.num_hidden_layers)]
+        if cfg.variant == "resnext":
+            self.branches = resnext_groups(bert.num_hidden_layers, cfg.max_groups)
+        else:
+            self.branches = [list(range(bert.num_hidden_layers))]
+
+    def _run_branch(self, layers, layer_outputs, input_mask, training):
+        stage = self.resadapter_config.stage_size
+        residual = self.resadapter_config.variant == "resnet"
+        state, stage_input = None, None
+        for position, k in enumerate(layers):
+            hidden = layer_outputs[k] if state is None else layer_outputs[k] + state
+            if residual and position % stage == 0:
+                stage_input = hidden
+            state = self.cells[k](hidden, input_mask, training=training)
+            if residual and (position % stage == stage - 1 or position == len(layers) - 1):
+                state = state + stage_input
+        return state
+
+    def call(self, layer_outputs, input_mask, training=None):
+        """Args: layer_outputs, one [B, T, H] per transformer layer; input_mask [B, T].
+
+        Returns: the side network's output [B, T, H].
+        """
+        if len(layer_outputs) != len(self.cells):
+            raise ValueError(f"expected {len(self.cells)} layer outputs, got {len(layer_outputs)}")
+        outputs = [self._run_branch(layers, layer_outputs, input_mask, training)
+                   for layers in self.branches]
+        if self.resadapter_config.variant == "resnext":
+            return tf.add_n([layer_outputs[0]] + outputs)
+        return outputs[0]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(bert_config=self.bert_config.to_dict(),
+                      resadapter_config=self.resadapter_config.to_dict())
+        return config
+
+
+class _ResAdapterTaskModel(keras.Model):
+    """A frozen `BertModel` (`bert`), a `ResAdapterNetwork` (`resadapter`) and a `head`.
+
+    `frozen_backbone` tells `tuning.apply_tuning` that no backbone weight ever trains
+    here (LayerNorms and pooler included): the backbone is a fixed feature extractor.
+    """
+
+    frozen_backbone = True
+
+    def __init__(self, config, resadapter_config, **kwargs):
+        super().__init__(**kwargs)
+        self.bert = config if isinstance(config, BertModel) else BertModel(config)
+        if isinstance(resadapter_config, dict):
+            resadapter_config = ResAdapterConfig.from_dict(resadapter_config)
+        self.resadapter_config = resadapter_config
+        self.resadapter = ResAdapterNetwork(self.bert.config, resadapter_config)
+
+    def side_output(self, inputs, training=None):
+        """The side network's output [B, T, H] for an input dict (Google's feature names)."""
+        layers = self.bert(inputs, training=False, return_all_layers=True)["all_layer_outputs"]
+        layers = [tf.stop_gradient(layer) for layer in layers]
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = tf.ones_like(inputs["input_ids"])
+        return self.resadapter(layers, input_mask, training=training)
+
+    def _base_config(self):
+        return {"name": self.name, "config": self.bert.config.to_dict(),
+                "resadapter_config": self.resadapter_config.to_dict()}
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class ResAdapterClassifier(_ResAdapterTaskModel):
+    """ResAdapter + `ClassifierHead` on the side output's first ([CLS]) token.
+
+    Same inputs and outputs as `BertClassifier`: float32 logits [B, num_labels].
+
+    Args:
+        config: a `BertConfig`, or an existing `BertModel` to share.
+        num_labels: number of classes; 1 for regression (STS-B).
+        resadapter_config: the `ResAdapterConfig`.
+
+    Examples:
+        >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+        ...                  num_attention_heads=2, intermediate_size=32)
+        >>> model = ResAdapterClassifier(cfg, 3, ResAdapterConfig(size=4))
+        >>> model({"input_ids": tf.ones([2, 5], tf.int32)}).shape
+        TensorShape([2, 3])
+    """
+
+    def __init__(self, config, num_labels, resadapter_config: Optional[ResAdapterConfig] = None,
+                 name="resadapter_classifier", **kwargs):
+        super().__init__(config, resadapter_config or ResAdapterConfig(), name=name, **kwargs)
+        self.num_labels = int(num_labels)
+        self.head = ClassifierHead(num_labels, dropout_rate=self.bert.config.hidden_dropout_prob,
+                                   initializer_range=self.bert.config.initializer_range)
+
+    def call(self, inputs, training=None):
+        return self.head(self.side_output(inputs, training)[:, 0], training=training)
+
+    def get_config(self):
+        return dict(self._base_config(), num_labels=self.num_labels)
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), config.pop("num_labels"),
+                   ResAdapterConfig.from_dict(config.pop("resadapter_config")), **config)
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class ResAdapterSpanModel(_ResAdapterTaskModel):
+    """ResAdapter + `SpanHead` over the side output, for SQuAD.
+
+    Same inputs and outputs as `BertSpanModel`: {"start_logits", "end_logits"} [B, T].
+
+    Args:
+        config: a `BertConfig`, or an existing `BertModel` to share.
+        resadapter_config: the `ResAdapterConfig`.
+    """
+
+    def __init__(self, config, resadapter_config: Optional[ResAdapterConfig] = None,
+                 name="resadapter_span", **kwargs):
+        super().__init__(config, resadapter_config or ResAdapterConfig(), name=name, **kwargs)
+        self.head = SpanHead(initializer_range=self.bert.config.initializer_range)
+
+    def call(self, inputs, training=None):
+        start_logits, end_logits = self.head(self.side_output(inputs, training), training=training)
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+    def get_config(self):
+        return self._base_config()
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")),
+                   ResAdapterConfig.from_dict(config.pop("resadapter_config")), **config)

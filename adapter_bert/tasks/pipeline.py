@@ -1,0 +1,96 @@
+"""The input pipeline both runners share: feature cache, batch layout, XLA choice.
+
+`InputPipeline.for_run` reads `--padding`, `--feature_cache_dir` and `--jit_compile`
+once; the runners then ask it for cached features, the training dataset and
+predictions, so GLUE and SQuAD batch the same way.
+"""
+
+import dataclasses
+import functools
+from typing import Callable, Dict, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from adapter_bert.batching import (example_lengths, predict_features, training_batch_plan,
+                                   training_dataset)
+from adapter_bert.feature_cache import FeatureCache, file_digest
+
+
+def resolve_jit_compile(flag: str, strategy) -> bool:
+    """Whether to XLA-compile the train and predict steps.
+
+    "auto" keeps XLA off on CPUs and GPUs: on the 2-core CPU it measured slower than
+    plain TensorFlow (bench/speed.py), and with dynamic padding every new batch width
+    costs an XLA compilation. TPUs compile with XLA whatever the flag says.
+    """
+    if flag == "auto":
+        return False
+    return flag == "true"
+
+
+@dataclasses.dataclass
+class InputPipeline:
+    """How a run batches its features.
+
+    Attributes:
+        dynamic: pad each batch to its widest example (CPU/GPU with --padding=dynamic);
+            False on TPU or with --padding=max_seq_length.
+        static_shapes: the device needs fixed shapes (TPU): full batches only.
+        cache: the feature cache.
+        vocab_file: the tokenizer's vocabulary (part of every cache key).
+        do_lower_case: part of every cache key.
+        jit_compile: XLA for the Keras train/predict steps.
+    """
+
+    dynamic: bool
+    static_shapes: bool
+    cache: FeatureCache
+    vocab_file: str
+    do_lower_case: bool
+    jit_compile: bool = False
+
+    @classmethod
+    def for_run(cls, flag_values, backbone, static_shapes: bool, strategy) -> "InputPipeline":
+        """Builds the pipeline from parsed flags, the backbone and the device."""
+        dynamic = flag_values.padding == "dynamic" and not static_shapes
+        if flag_values.padding == "dynamic" and static_shapes:
+            logging.info("Fixed batch shapes on this device: --padding=dynamic does not apply")
+        return cls(dynamic=dynamic, static_shapes=static_shapes,
+                   cache=FeatureCache.for_run(flag_values.feature_cache_dir,
+                                              flag_values.output_dir),
+                   vocab_file=backbone.files.vocab_file,
+                   do_lower_case=bool(flag_values.do_lower_case),
+                   jit_compile=resolve_jit_compile(flag_values.jit_compile, strategy))
+
+    @functools.cached_property
+    def vocab_digest(self) -> str:
+        return file_digest(self.vocab_file)
+
+    def cached_features(self, name: str, parts: dict, build: Callable):
+        """Features for `name` from the cache, else `build()` (then stored)."""
+        key = {"vocab": self.vocab_digest, "do_lower_case": self.do_lower_case, **parts}
+        return self.cache.get_or_build(name, key, build)
+
+    def training_data(self, features: Dict[str, np.ndarray], input_keys: Sequence[str],
+                      label_keys: Sequence[str], batch_size: int, num_steps: int,
+                      seed: int) -> Callable[[], tf.data.Dataset]:
+        """A factory of the run's training batches (the same stream on every call).
+
+        Google trains on full batches only (drop_remainder=True), on every device.
+        """
+        count = len(features[input_keys[0]])
+        lengths = example_lengths(features) if self.dynamic else None
+        plan = training_batch_plan(count, batch_size, num_steps, seed, lengths)
+        if self.dynamic:
+            widths = features["input_mask"][plan.reshape(-1)].sum(1).reshape(plan.shape)
+            logging.info("Dynamic padding: mean batch width %.1f of %d", widths.max(1).mean(),
+                         features[input_keys[0]].shape[1])
+        return lambda: training_dataset(features, plan, input_keys, label_keys, self.dynamic)
+
+    def predict(self, model, features: Dict[str, np.ndarray], input_keys: Sequence[str],
+                batch_size: int, per_token_outputs: Sequence[str] = ()):
+        """Model outputs for every example, in order (see `batching.predict_features`)."""
+        return predict_features(model, features, input_keys, batch_size, self.dynamic,
+                                self.static_shapes, per_token_outputs)

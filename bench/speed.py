@@ -1,0 +1,305 @@
+"""Training and inference speed, memory and FLOP/s of adapter-bert, measured in one run.
+
+Every figure comes from this machine in this invocation; each measurement runs in its
+own subprocess so that peak memory is that measurement's alone:
+
+- training examples/s and peak memory for adapter tuning, full fine-tuning and
+  LayerNorm-only (embedded MiniLM, every batch padded to --seq, --batch), plus XLA and
+  mixed-precision variants;
+- inference examples/s (batch 64, as PEERS.md);
+- achieved FLOP/s of training against a float32 matmul roof measured here;
+- an MRPC training epoch with dynamic padding vs padding to 128.
+
+Peak memory is the process's peak resident set (ru_maxrss) and, to separate what
+training costs from what loading TensorFlow and the weights costs, the growth of the
+peak over the resident set right before the first training step.
+
+Writes bench/results/speed.json and speed.md, and prints the table and the targets
+of issue 7.
+
+Usage:
+    python bench/speed.py                 # everything (~15 min on 2 cores)
+    python bench/speed.py --steps=5 --epoch_fraction=0.1   # a quick smoke run
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+RESULTS = os.path.join(REPO, "bench", "results")
+MRPC_DIR = os.path.join(REPO, "..", "shared", "data", "glue", "MRPC")
+
+TRAIN_ROWS = [  # label, tuning mode, dtype, XLA
+    ("adapter", "adapter", "float32", False),
+    ("full", "full", "float32", False),
+    ("layernorm", "layernorm", "float32", False),
+    ("adapter + XLA", "adapter", "float32", True),
+    ("full + XLA", "full", "float32", True),
+    ("adapter, mixed_bfloat16", "adapter", "mixed_bfloat16", False),
+    ("full, mixed_bfloat16", "full", "mixed_bfloat16", False),
+]
+
+
+# ----------------------------------------------------------------- arithmetic
+def forward_flops(config, seq: int) -> float:
+    """Multiply-add FLOPs (2 per MAC) of one example's encoder forward pass."""
+    h, i, n = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    dense = 2 * seq * (4 * h * h + 2 * h * i)    # Q, K, V, output; two FFN matmuls
+    attention = 2 * 2 * seq * seq * h            # scores and context
+    return n * (dense + attention)
+
+
+def train_flops(config, seq: int, mode: str) -> float:
+    """FLOPs of one training example: forward, activation gradients, weight gradients.
+
+    Activation gradients cost one forward; weight gradients another forward's worth
+    of matmuls, but only for trained matrices: none for frozen ones in adapter and
+    LayerNorm tuning (their tiny adapter/head matmuls are ignored here).
+    """
+    forward = forward_flops(config, seq)
+    return 3 * forward if mode == "full" else 2 * forward
+
+
+# ------------------------------------------------------------------- workers
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _current_rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _model(mode: str, dtype: str):
+    from adapter_bert.checkpoints import load_pretrained
+    from adapter_bert.config import AdapterConfig
+    from adapter_bert.training import set_dtype_policy
+    from adapter_bert.tuning import apply_tuning
+    set_dtype_policy(dtype)
+    model = load_pretrained(None, AdapterConfig() if mode == "adapter" else None,
+                            head="classifier", num_labels=2)
+    apply_tuning(model, mode, train_pooler=mode != "full")
+    return model
+
+
+def _random_batch(config, batch: int, seq: int):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    inputs = {"input_ids": rng.integers(1000, config.vocab_size, (batch, seq)).astype("int32"),
+              "input_mask": np.ones((batch, seq), "int32"),
+              "segment_ids": (np.arange(seq)[None, :] >= seq // 2).repeat(batch, 0)
+              .astype("int32")}
+    return inputs, rng.integers(0, 2, batch).astype("int32")
+
+
+def worker_train(args) -> dict:
+    """Times `args.steps` training steps after `args.warmup` untimed ones."""
+    import tensorflow as tf
+    import tf_keras as keras
+    from adapter_bert.optimization import create_optimizer
+    model = _model(args.mode, args.dtype)
+    inputs, labels = _random_batch(model.bert.config, args.batch, args.seq)
+    dataset = tf.data.Dataset.from_tensors((inputs, labels)).repeat()
+    model.compile(optimizer=create_optimizer(2e-5, 10_000, 100),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=args.xla)
+    before = _current_rss_mb()
+    model.fit(dataset, steps_per_epoch=args.warmup, epochs=1, verbose=0)
+    start = time.perf_counter()
+    model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    seconds = time.perf_counter() - start
+    slots = [v for v in model.optimizer.variables if v is not model.optimizer.iterations]
+    return {"examples_per_s": args.steps * args.batch / seconds,
+            "step_ms": 1000 * seconds / args.steps,
+            "peak_rss_mb": _peak_rss_mb(), "rss_before_training_mb": before,
+            "optimizer_slot_params": int(sum(v.shape.num_elements() for v in slots)),
+            "trainable_params": int(sum(v.shape.num_elements() for v in model.trainable_weights)),
+            "train_flops_per_example": train_flops(model.bert.config, args.seq, args.mode)}
+
+
+def worker_infer(args) -> dict:
+    """Times prediction over `args.steps` batches of 64."""
+    import tensorflow as tf
+    model = _model("adapter", args.dtype)
+    inputs, _ = _random_batch(model.bert.config, 64, args.seq)
+    predict = tf.function(lambda x: model(x, training=False), jit_compile=args.xla)
+    for _ in range(2):
+        predict(inputs).numpy()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        predict(inputs).numpy()
+    seconds = time.perf_counter() - start
+    return {"examples_per_s": args.steps * 64 / seconds, "peak_rss_mb": _peak_rss_mb(),
+            "forward_flops_per_example": forward_flops(model.bert.config, args.seq)}
+
+
+def worker_roof(args) -> dict:
+    """Float32 (and bfloat16) matmul GFLOP/s at sizes like the model's largest matmuls."""
+    import tensorflow as tf
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        a = tf.random.normal([4096, 384], dtype=tf.float32)
+        b = tf.random.normal([384, 1536], dtype=tf.float32)
+        a, b = tf.cast(a, dtype), tf.cast(b, dtype)
+        matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
+        matmul(a, b).numpy()
+        best = 0.0
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(10):
+                matmul(a, b).numpy()
+            best = max(best, 10 * 2 * 4096 * 384 * 1536 / (time.perf_counter() - start))
+        results[f"matmul_{dtype}_gflops"] = best / 1e9
+    return results
+
+
+def worker_epoch(args) -> dict:
+    """One MRPC training epoch (adapter tuning, seq 128) with the given padding."""
+    import tf_keras as keras
+    from adapter_bert.data.features import convert_examples_to_features
+    from adapter_bert.data.glue import get_processor
+    from adapter_bert.optimization import create_optimizer
+    from adapter_bert.tasks.pipeline import InputPipeline
+    from adapter_bert.feature_cache import FeatureCache
+    from adapter_bert.tokenization import load_tokenizer
+    model = _model("adapter", "float32")
+    processor = get_processor("mrpc")
+    examples = processor.get_examples(args.data_dir, "train")
+    tokenizer = load_tokenizer(model.backbone_files.vocab_file, True)
+    features = convert_examples_to_features(examples, processor.get_labels(), 128, tokenizer)
+    steps = max(1, int(len(examples) / args.batch * args.epoch_fraction))
+    pipeline = InputPipeline(dynamic=args.padding == "dynamic", static_shapes=False,
+                             cache=FeatureCache(None), vocab_file="", do_lower_case=True)
+    dataset = pipeline.training_data(features, ("input_ids", "input_mask", "segment_ids"),
+                                     ["label_ids"], args.batch, steps, seed=42)()
+    model.compile(optimizer=create_optimizer(1e-3, steps, steps // 10),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    start = time.perf_counter()
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "steps": steps,
+            "epoch_seconds": seconds / args.epoch_fraction, "peak_rss_mb": _peak_rss_mb()}
+
+
+WORKERS = {"train": worker_train, "infer": worker_infer, "roof": worker_roof,
+           "epoch": worker_epoch}
+
+
+# -------------------------------------------------------------------- driver
+def run_worker(kind: str, args, **options) -> dict:
+    """Runs one measurement in a fresh Python process; returns its JSON result."""
+    command = [sys.executable, os.path.abspath(__file__), f"--worker={kind}",
+               f"--seq={args.seq}", f"--batch={args.batch}", f"--steps={args.steps}",
+               f"--warmup={args.warmup}", f"--epoch_fraction={args.epoch_fraction}",
+               f"--data_dir={args.data_dir}"]
+    command += [f"--{k}={v}" for k, v in options.items()]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    print("running:", kind, options, flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} {options} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(args) -> dict:
+    roof = run_worker("roof", args)
+    train = {}
+    for label, mode, dtype, xla in TRAIN_ROWS:
+        train[label] = run_worker("train", args, mode=mode, dtype=dtype, xla=xla)
+        train[label]["achieved_gflops"] = (train[label]["examples_per_s"]
+                                           * train[label]["train_flops_per_example"] / 1e9)
+    infer = {"float32": run_worker("infer", args, dtype="float32", xla=False),
+             "float32 + XLA": run_worker("infer", args, dtype="float32", xla=True),
+             "mixed_bfloat16": run_worker("infer", args, dtype="mixed_bfloat16", xla=False)}
+    epoch = {p: run_worker("epoch", args, padding=p) for p in ("max_seq_length", "dynamic")}
+    return {"settings": {"seq": args.seq, "batch": args.batch, "steps": args.steps,
+                         "warmup": args.warmup, "epoch_fraction": args.epoch_fraction,
+                         "cpu_count": os.cpu_count()},
+            "roof": roof, "train": train, "infer": infer, "epoch": epoch}
+
+
+def targets(results: dict) -> list:
+    """Issue 7's targets: (name, measured, goal, met)."""
+    train, roof = results["train"], results["roof"]
+    adapter, full = train["adapter"], train["full"]
+    growth = lambda r: r["peak_rss_mb"] - r["rss_before_training_mb"]  # noqa: E731
+    rows = [
+        ("adapter / full training examples/s",
+         adapter["examples_per_s"] / full["examples_per_s"], 1.3, ">="),
+        ("adapter / full peak memory (whole process)",
+         adapter["peak_rss_mb"] / full["peak_rss_mb"], 0.8, "<="),
+        ("adapter / full training memory (peak growth over loaded model)",
+         growth(adapter) / growth(full), 0.8, "<="),
+        ("MRPC epoch: fixed 128 / dynamic padding time",
+         results["epoch"]["max_seq_length"]["epoch_seconds"]
+         / results["epoch"]["dynamic"]["epoch_seconds"], 2.0, ">="),
+        ("full fine-tuning FLOP/s / float32 matmul roof",
+         full["achieved_gflops"] / roof["matmul_float32_gflops"], 0.4, ">="),
+    ]
+    return [(name, value, goal, value >= goal if op == ">=" else value <= goal, op)
+            for name, value, goal, op in rows]
+
+
+def markdown(results: dict) -> str:
+    roof = results["roof"]
+    lines = [f"Float32 matmul roof: {roof['matmul_float32_gflops']:.0f} GFLOP/s "
+             f"(bfloat16: {roof['matmul_bfloat16_gflops']:.0f}); seq {results['settings']['seq']}, "
+             f"batch {results['settings']['batch']}, {results['settings']['cpu_count']} CPUs.",
+             "", "| training | examples/s | step ms | GFLOP/s | % of roof | peak RSS MB | "
+             "growth MB | optimizer slots |", "|---|---|---|---|---|---|---|---|"]
+    for label, row in results["train"].items():
+        lines.append(
+            f"| {label} | {row['examples_per_s']:.1f} | {row['step_ms']:.0f} | "
+            f"{row['achieved_gflops']:.0f} | "
+            f"{100 * row['achieved_gflops'] / roof['matmul_float32_gflops']:.0f} | "
+            f"{row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] - row['rss_before_training_mb']:.0f}"
+            f" | {row['optimizer_slot_params']:,} |")
+    lines += ["", "| inference (batch 64) | examples/s |", "|---|---|"]
+    lines += [f"| {k} | {v['examples_per_s']:.1f} |" for k, v in results["infer"].items()]
+    epoch = results["epoch"]
+    lines += ["", "| MRPC epoch, adapter tuning | seconds |", "|---|---|"]
+    lines += [f"| padding: {k} | {v['epoch_seconds']:.0f} |" for k, v in epoch.items()]
+    lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
+    lines += [f"| {name} | {value:.2f} | {op} {goal} | {'yes' if met else 'no'} |"
+              for name, value, goal, met, op in targets(results)]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="adapter", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--xla", default="False", help=argparse.SUPPRESS)
+    parser.add_argument("--padding", default="dynamic", help=argparse.SUPPRESS)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps per row")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    parser.add_argument("--epoch_fraction", type=float, default=1.0,
+                        help="part of an MRPC epoch to time (scaled to a full epoch)")
+    parser.add_argument("--data_dir", default=MRPC_DIR)
+    parser.add_argument("--out", default=os.path.join(RESULTS, "speed"))
+    args = parser.parse_args()
+    if args.worker:
+        args.xla = args.xla == "True"
+        print(json.dumps(WORKERS[args.worker](args)))
+        return
+    results = measure(args)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(results, f, indent=2)
+    table = markdown(results)
+    with open(args.out + ".md", "w") as f:
+        f.write(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

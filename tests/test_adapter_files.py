@@ -1,0 +1,126 @@
+"""Adapter files: backbone fingerprint, shape check, format versions, named adapters."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from adapter_bert.adapter_files import (FORMAT_VERSION, AdapterFileError, adapter_config_of,
+                                        backbone_fingerprint, load_adapter, save_adapter)
+from adapter_bert.config import AdapterConfig, BertConfig
+from adapter_bert.heads import BertClassifier
+from adapter_bert.modeling import BertModel
+from adapter_bert.multitask import MultiAdapterModel
+from adapter_bert.naming import tf1_variables
+from adapter_bert.tuning import apply_tuning
+from tests.conftest import tiny_inputs
+
+LOGGER = "adapter_bert.adapter_files"
+
+
+def classifier(cfg, adapter_config=None, source=None):
+    """A built BertClassifier; with `source`, its backbone weights are copied from it."""
+    model = BertClassifier(cfg, 2, adapter_config or AdapterConfig(size=4, init_scale=0.2))
+    model(tiny_inputs())
+    if source is not None:
+        theirs = tf1_variables(source)
+        for name, variable in tf1_variables(model).items():
+            if name.startswith("bert/") and "/adapters/" not in name and name in theirs:
+                variable.assign(theirs[name])
+    apply_tuning(model, "adapter")
+    return model
+
+
+def test_fingerprint_is_stable_and_covers_only_frozen_weights(tiny_config):
+    first = classifier(tiny_config)
+    copy = classifier(tiny_config, source=first)
+    assert backbone_fingerprint(first) == backbone_fingerprint(copy)
+    assert backbone_fingerprint(first) == backbone_fingerprint(first.bert)
+    fingerprint = backbone_fingerprint(copy)
+    assert fingerprint.startswith("sha256:") and len(fingerprint) == len("sha256:") + 16
+    # What adapter tuning trains does not enter the fingerprint...
+    copy.bert.embeddings.layer_norm.gamma.assign(np.full([16], 2.0, "float32"))
+    copy.bert.encoder.transformer_layers[0].ffn_output_block.adapter.weights1.assign_add(
+        np.ones([16, 4], "float32"))
+    assert backbone_fingerprint(copy) == fingerprint
+    # ...a frozen weight does, even a tiny change of a few values.
+    kernel = copy.bert.encoder.transformer_layers[1].intermediate.dense.kernel
+    kernel.assign(kernel.numpy() + np.eye(16, 32, dtype="float32") * 1e-6)
+    assert backbone_fingerprint(copy) != fingerprint
+
+
+def test_loading_onto_another_backbone_of_the_same_shape_warns(tiny_config, tmp_path, caplog):
+    trained = classifier(tiny_config)
+    save_adapter(trained, str(tmp_path / "ad"), task="mrpc")
+    stored = json.loads((tmp_path / "ad" / "adapter_config.json").read_text())
+    assert stored["format_version"] == FORMAT_VERSION == 2
+    assert stored["backbone_fingerprint"] == backbone_fingerprint(trained)
+    same = classifier(tiny_config, source=trained)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        load_adapter(same, str(tmp_path / "ad"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    np.testing.assert_array_equal(same(tiny_inputs(), training=False),
+                                  trained(tiny_inputs(), training=False))
+    other = classifier(tiny_config)  # same shape, freshly initialised weights
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        load_adapter(other, str(tmp_path / "ad"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert stored["backbone_fingerprint"] in warnings[0]
+    assert backbone_fingerprint(other) in warnings[0]
+
+
+def test_named_adapter_loading_also_warns_on_other_weights(tiny_config, tmp_path, caplog):
+    trained = classifier(tiny_config)
+    save_adapter(trained, str(tmp_path / "ad"), task="mrpc")
+    bert = BertModel(tiny_config)
+    bert.build_with_dummy_inputs()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        MultiAdapterModel(bert).load_adapter(str(tmp_path / "ad"))
+    assert any("fingerprint" in r.getMessage() for r in caplog.records)
+
+
+def test_another_backbone_shape_fails_clearly(tiny_config, tmp_path):
+    save_adapter(classifier(tiny_config), str(tmp_path / "ad"))
+    wider = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=32, max_position_embeddings=64)
+    with pytest.raises(AdapterFileError, match="another backbone shape .*hidden_size: file 16 vs model 32"):
+        load_adapter(classifier(wider), str(tmp_path / "ad"))
+    bert = BertModel(wider)
+    bert.build_with_dummy_inputs()
+    with pytest.raises(AdapterFileError, match="another backbone shape"):
+        MultiAdapterModel(bert).load_adapter(str(tmp_path / "ad"))
+
+
+def test_format_1_files_still_load(tiny_config, tmp_path, caplog):
+    """Files written before adapter types and fingerprints existed."""
+    trained = classifier(tiny_config)
+    save_adapter(trained, str(tmp_path / "v1"), task="mrpc")
+    path = tmp_path / "v1" / "adapter_config.json"
+    description = json.loads(path.read_text())
+    description["format_version"] = 1
+    del description["backbone_fingerprint"]
+    for key in ("adapter_type", "lora_alpha", "parallel_scaling"):
+        del description["adapter_config"][key]
+    path.write_text(json.dumps(description))
+    assert adapter_config_of(str(tmp_path / "v1")).adapter_type == "houlsby"
+    fresh = classifier(tiny_config, source=trained)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        load_adapter(fresh, str(tmp_path / "v1"))
+    assert any("records no backbone fingerprint" in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(fresh(tiny_inputs(), training=False),
+                                  trained(tiny_inputs(), training=False))
+
+
+@pytest.mark.parametrize("version, message", [
+    (3, "written by a newer adapter_bert: upgrade it"), ("two", "format_version 'two'"),
+])
+def test_unknown_format_versions_are_refused(tiny_config, tmp_path, version, message):
+    save_adapter(classifier(tiny_config), str(tmp_path / "ad"))
+    path = tmp_path / "ad" / "adapter_config.json"
+    description = json.loads(path.read_text())
+    description["format_version"] = version
+    path.write_text(json.dumps(description))
+    with pytest.raises(AdapterFileError, match=message):
+        adapter_config_of(str(tmp_path / "ad"))

@@ -1,0 +1,613 @@
+"""Bad input, interruption and determinism (issue 8), end to end through the entry points.
+
+Each row of the README's catalogue ("Bad input, interruptions and determinism") is a test
+here: the run exits non-zero with exactly one line `<script>: error: ...` naming the file,
+line or flag, prints no Python traceback, and leaves what was already in --output_dir as
+it was. run_classifier.py runs in process (fast); run_squad.py as a subprocess (absl flags
+are defined once per process, and the classifier's are defined here).
+
+Interruptions are real `kill -9`s, placed deterministically: `_killer.py` (written by a
+fixture) runs an entry point with a hook that sends SIGKILL to its own process right after
+a given checkpoint, or in the middle of writing a given output file.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.runner_utils import read_results, run_in_process, run_subprocess, write_tiny_backbone
+
+TRACEBACK = "Traceback (most recent call last)"
+PREVIOUS = {"eval_results.txt": "eval_accuracy = 0.5\nglobal_step = 7\n",
+            "test_results.tsv": "0.25\t0.75\n",
+            "notes/keep.txt": "written by an earlier run\n"}
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def vocab(shared_dir):
+    return shared_dir / "models/google-bert-mini-index/vocab.txt"
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory, vocab):
+    """A random 2-layer, hidden-16 BERT as a Google TF1 checkpoint folder."""
+    return write_tiny_backbone(tmp_path_factory.mktemp("robust") / "uncased_L-2_H-16_A-2", vocab)
+
+
+def write_lines(path: Path, lines, raw: bytes = b""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes("".join(line + "\n" for line in lines).encode("utf-8") + raw)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mrpc_lines(shared_dir):
+    """Real MRPC rows: (train lines, dev lines, test lines), headers included."""
+    source = shared_dir / "data/glue/MRPC"
+
+    def read(name, count):
+        return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
+    return read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)
+
+
+def mrpc_dir(root: Path, mrpc_lines) -> Path:
+    """A small MRPC folder (96 train, 40 dev, 8 test examples) under `root`."""
+    train, dev, test = mrpc_lines
+    for name, lines in (("train.tsv", train), ("dev.tsv", dev), ("test.tsv", test)):
+        write_lines(root / "MRPC" / name, lines)
+    return root / "MRPC"
+
+
+def classifier_flags(backbone, output_dir, data_dir, **overrides):
+    values = {"task_name": "MRPC", "data_dir": data_dir,
+              "init_checkpoint": backbone / "bert_model.ckpt", "output_dir": output_dir,
+              "max_seq_length": 32, "train_batch_size": 16, "eval_batch_size": 32,
+              "predict_batch_size": 32, "learning_rate": 1e-3, "adapter_size": 8,
+              "num_train_epochs": 1, "save_checkpoints_steps": 2}
+    values.update(overrides)
+    return [f"--{k}={v}" for k, v in values.items() if v is not None]
+
+
+def fill_output_dir(output_dir: Path) -> dict:
+    """Puts the outputs of an 'earlier run' in output_dir; returns their bytes by path."""
+    for name, text in PREVIOUS.items():
+        (output_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (output_dir / name).write_text(text)
+    return snapshot(output_dir)
+
+
+def snapshot(directory: Path) -> dict:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def assert_one_error_line(stderr: str, program: str, pattern: str) -> str:
+    """Exactly one `program: error:` line, matching `pattern`, and no traceback."""
+    errors = [line for line in stderr.splitlines() if line.startswith(f"{program}: error: ")]
+    assert len(errors) == 1, stderr[-3000:]
+    assert re.search(pattern, errors[0]), errors[0]
+    assert TRACEBACK not in stderr, stderr[-3000:]
+    return errors[0]
+
+
+# ------------------------------------------------------------------ bad input: GLUE
+
+
+def _replace_line(path: Path, number: int, line: str):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[number - 1] = line
+    write_lines(path, lines)
+
+
+def _set_label(path: Path, number: int, label: str):
+    row = path.read_text(encoding="utf-8").splitlines()[number - 1].split("\t")
+    _replace_line(path, number, "\t".join([label] + row[1:]))
+
+
+def _config_with(backbone: Path, target: Path, **fields) -> Path:
+    config = json.loads((backbone / "bert_config.json").read_text())
+    config.update(fields)
+    target.write_text(json.dumps(config))
+    return target
+
+
+def _foreign_adapter(target: Path, vocab: Path) -> Path:
+    """An adapter directory trained on a hidden-32 backbone (the run's backbone is hidden-16)."""
+    from adapter_bert.adapter_files import save_adapter
+    from adapter_bert.checkpoints import build_model
+    from adapter_bert.config import AdapterConfig, BertConfig
+    from adapter_bert.heads import BertClassifier
+    config = BertConfig(vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")), hidden_size=32,
+                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=64)
+    model = BertClassifier(config, 2, AdapterConfig(size=8))
+    build_model(model)
+    save_adapter(model, str(target), "mrpc", ["0", "1"])
+    return target
+
+
+def glue_case(case, backbone, vocab, data: Path, tmp: Path):
+    """Breaks one input for `case`; returns (extra flags, expected message regex)."""
+    dev = data / "dev.tsv"
+    if case == "missing_file":
+        dev.unlink()
+        return {}, r"MRPC: data file not found: .*MRPC/dev\.tsv$"
+    if case == "unreadable_file":
+        dev.unlink()
+        dev.mkdir()  # a directory where the file should be (chmod does not stop root)
+        return {}, r"MRPC .*MRPC/dev\.tsv: cannot read the data file \(Is a directory\)"
+    if case == "too_few_columns":
+        _replace_line(dev, 3, "1\t702876\t702977")
+        return {}, (r"MRPC .*MRPC/dev\.tsv line 3: expected at least 5 tab-separated columns, "
+                    r"found 3")
+    if case == "unknown_label":
+        _set_label(dev, 4, "yes")
+        return {}, r"MRPC .*MRPC/dev\.tsv line 4: unknown label 'yes'; allowed labels: 0, 1"
+    if case == "empty_file":
+        dev.write_bytes(b"")
+        return {}, r"MRPC .*MRPC/dev\.tsv: file is empty"
+    if case == "header_only":
+        write_lines(dev, dev.read_text(encoding="utf-8").splitlines()[:1])
+        return {}, r"MRPC .*MRPC/dev\.tsv: file has a header but no examples"
+    if case == "non_utf8_tsv":
+        lines = dev.read_text(encoding="utf-8").splitlines()
+        write_lines(dev, lines[:4], raw=lines[4].encode("utf-8").replace(b"the", b"th\xe9", 1)
+                    + b"\n")
+        return {}, r"MRPC .*MRPC/dev\.tsv line 5: not valid UTF-8 \(byte 0xe9 at byte column \d+\)"
+    if case == "unknown_task":
+        return {"task_name": "MRPX"}, (r"--task_name: Unknown GLUE task 'MRPX'; valid tasks: ax, "
+                                       r"cola, mnli, mrpc")
+    if case == "missing_data_dir":
+        return {"data_dir": tmp / "nowhere"}, r"--data_dir=.*nowhere: directory not found"
+    if case == "missing_checkpoint":
+        return ({"init_checkpoint": tmp / "nowhere/bert_model.ckpt"},
+                r"nowhere/bert_model\.ckpt: no checkpoint found \(expected a TF1 checkpoint prefix")
+    if case == "missing_config":
+        return ({"bert_config_file": tmp / "no_config.json"},
+                r"--bert_config_file=.*no_config\.json: file not found")
+    if case == "malformed_config":
+        (tmp / "bad_config.json").write_text('{"vocab_size": 30522,')
+        return ({"bert_config_file": tmp / "bad_config.json"},
+                r"bad_config\.json: not valid JSON \(line 1, column \d+")
+    if case == "non_utf8_config":
+        (tmp / "latin1.json").write_bytes(b'{"vocab_size": 30522, "name": "caf\xe9"}')
+        return {"bert_config_file": tmp / "latin1.json"}, r"latin1\.json: not UTF-8 text"
+    if case == "config_checkpoint_mismatch":
+        config = _config_with(backbone, tmp / "wide_config.json", intermediate_size=48)
+        return {"bert_config_file": config}, (
+            r"variable bert/encoder/layer_0/intermediate/dense/kernel has shape \[16, 32\] in "
+            r"the checkpoint but \[16, 48\] in the model built from the config")
+    if case == "vocab_size_mismatch":
+        short = write_lines(tmp / "short_vocab.txt",
+                            vocab.read_text(encoding="utf-8").splitlines()[:1000])
+        return {"vocab_file": short}, (r"short_vocab\.txt has 1000 tokens but the BERT config says "
+                                       r"vocab_size=30522")
+    if case == "non_utf8_vocab":
+        lines = vocab.read_text(encoding="utf-8").splitlines()
+        bad = write_lines(tmp / "latin1_vocab.txt", lines[:-1], raw=b"caf\xe9\n")
+        return {"vocab_file": bad}, r"latin1_vocab\.txt: not valid UTF-8 \(line 30522"
+    if case == "lower_case_vs_cased":
+        cased = tmp / "cased_L-2_H-16_A-2"
+        shutil.copytree(backbone, cased)
+        return {"init_checkpoint": cased / "bert_model.ckpt"}, (
+            r"--do_lower_case=True but .*cased_L-2_H-16_A-2/bert_model\.ckpt is a cased "
+            r"checkpoint; pass --do_lower_case=False")
+    if case == "max_seq_length":
+        return {"max_seq_length": 128}, (r"Cannot use sequence length 128 because the BERT model "
+                                         r"was only trained up to sequence length 64")
+    if case == "foreign_adapter":
+        adapter = _foreign_adapter(tmp / "adapter32", vocab)
+        return {"load_adapter": adapter}, (r"adapter32 was trained on another backbone shape "
+                                           r"\(hidden_size: file 32 vs model 16")
+    raise AssertionError(case)
+
+
+GLUE_CASES = ["missing_file", "unreadable_file", "too_few_columns", "unknown_label",
+              "empty_file", "header_only", "non_utf8_tsv", "unknown_task", "missing_data_dir",
+              "missing_checkpoint", "missing_config", "malformed_config", "non_utf8_config",
+              "config_checkpoint_mismatch", "vocab_size_mismatch", "non_utf8_vocab",
+              "lower_case_vs_cased", "max_seq_length", "foreign_adapter"]
+
+
+@pytest.mark.parametrize("case", GLUE_CASES)
+def test_bad_classifier_input_gives_one_line_and_keeps_output_dir(
+        case, backbone, vocab, mrpc_lines, tmp_path, capfd):
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    extra, pattern = glue_case(case, backbone, vocab, data, tmp_path)
+    out = tmp_path / "out"
+    before = fill_output_dir(out)
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", ["--do_eval", *classifier_flags(
+        backbone, out, extra.pop("data_dir", data), **extra)])
+    err = capfd.readouterr().err
+    assert code == 1
+    assert_one_error_line(err, "run_classifier.py", pattern)
+    assert snapshot(out) == before  # nothing destroyed, nothing half-written
+
+
+@pytest.mark.parametrize("broken", ["dev.tsv", "test.tsv"])
+def test_a_bad_dev_or_test_file_fails_before_training(broken, backbone, mrpc_lines, tmp_path,
+                                                      capfd):
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    _replace_line(data / broken, 3, "1\tonly\tthree")
+    out = tmp_path / "out"
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", ["--do_train", "--do_eval", "--do_predict",
+                                                *classifier_flags(backbone, out, data)])
+    assert code == 1
+    assert_one_error_line(capfd.readouterr().err, "run_classifier.py", f"{broken} line 3")
+    assert not (out / "checkpoints").exists()  # no training happened
+
+
+def test_stsb_score_that_is_not_finite_is_rejected_before_training(backbone, tmp_path, capfd):
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score"]
+    rows = [[str(i), "main-news", "f", "2012", str(i), "none", "none", "a man plays",
+             "a man is playing", "nan" if i == 2 else "3.2"] for i in range(4)]
+    write_lines(tmp_path / "STS-B" / "train.tsv", ["\t".join(r) for r in [header] + rows])
+    out = tmp_path / "out"
+    before = fill_output_dir(out)
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", ["--do_train", *classifier_flags(
+        backbone, out, tmp_path / "STS-B", task_name="STS-B")])
+    assert code == 1
+    assert_one_error_line(capfd.readouterr().err, "run_classifier.py",
+                          r"STS-B .*train\.tsv line 4: label 'nan' is not a finite number")
+    assert snapshot(out) == before
+
+
+def test_output_dir_that_is_a_file_is_left_alone(backbone, mrpc_lines, tmp_path, capfd):
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    blocker = tmp_path / "results.txt"
+    blocker.write_text("precious\n")
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", ["--do_train", "--do_eval", *classifier_flags(
+        backbone, blocker, data)])
+    assert code == 1
+    assert_one_error_line(capfd.readouterr().err, "run_classifier.py",
+                          r"--output_dir=.*results\.txt exists and is a file, not a directory")
+    assert blocker.read_text() == "precious\n"
+
+
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
+        backbone, mrpc_lines, tmp_path, capfd):
+    """A learning rate of 1e36 overflows the weights at step 1; step 2's loss is NaN."""
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    out = tmp_path / "out"
+    before = fill_output_dir(out)
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", ["--do_train", "--do_eval", *classifier_flags(
+        backbone, out, data, learning_rate=1e36, warmup_proportion=0,
+        save_checkpoints_steps=1)])
+    assert code == 1
+    line = assert_one_error_line(
+        capfd.readouterr().err, "run_classifier.py",
+        r"the training loss became NaN near step 2; stopped\. Last good checkpoint: "
+        r".*checkpoints/ckpt-1\. Lower --learning_rate or check the data\.")
+    checkpoints = sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index"))
+    assert checkpoints == ["ckpt-1.index"], line
+    # No adapter and no new results were written from the diverged weights.
+    assert not (out / "adapter").exists()
+    assert {k: v for k, v in snapshot(out).items() if k in before} == before
+
+
+def test_the_entry_point_itself_prints_no_traceback(backbone, mrpc_lines, tmp_path):
+    """The real script (absl app, INFO logging to stderr) prints the line and no traceback."""
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    _set_label(data / "dev.tsv", 4, "yes")
+    result = run_subprocess("run_classifier.py", ["--do_eval", *classifier_flags(
+        backbone, tmp_path / "out", data)])
+    assert result.returncode == 1
+    assert_one_error_line(result.stderr, "run_classifier.py", r"dev\.tsv line 4: unknown label")
+    assert "Traceback of the error" not in result.stderr
+    # The error is the last thing the user sees.
+    assert result.stderr.strip().splitlines()[-1].startswith("run_classifier.py: error: ")
+
+
+# ------------------------------------------------------------------ bad input: SQuAD
+
+
+def squad_flags(backbone, output_dir, **overrides):
+    values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": output_dir,
+              "max_seq_length": 64, "doc_stride": 16, "max_query_length": 16,
+              "train_batch_size": 8, "predict_batch_size": 32, "learning_rate": 1e-3,
+              "adapter_size": 8, "num_train_epochs": 1, "save_checkpoints_steps": 2}
+    values.update(overrides)
+    return [f"--{k}={v}" for k, v in values.items()]
+
+
+@pytest.fixture(scope="module")
+def squad_slice(shared_dir):
+    """Two real SQuAD v1.1 dev paragraphs, as a dict."""
+    data = json.loads((shared_dir / "data/squad/dev-v1.1.json").read_text(encoding="utf-8"))
+    article = data["data"][0]
+    return {"version": "1.1", "data": [dict(article, paragraphs=article["paragraphs"][:2])]}
+
+
+def squad_case(case, squad_slice, tmp: Path):
+    """Writes a broken SQuAD file for `case`; returns (flags, expected message regex)."""
+    data = json.loads(json.dumps(squad_slice))
+    path = tmp / f"{case}.json"
+    flag = "predict_file"
+    qas = data["data"][0]["paragraphs"][0]["qas"]
+    if case == "missing_file":
+        return {flag: tmp / "nowhere.json"}, r"--predict_file=.*nowhere\.json: file not found"
+    if case == "malformed_json":
+        path.write_text(json.dumps(data)[:700])
+        return {flag: path}, r"malformed_json\.json: malformed JSON at line 1, column \d+"
+    if case == "not_utf8":
+        path.write_bytes(json.dumps(data).encode("utf-8").replace(b"Super", b"S\xfcper", 1))
+        return {flag: path}, r"not_utf8\.json: not valid UTF-8 at byte \d+"
+    if case == "missing_key":
+        del qas[1]["question"]
+        qid = qas[1]["id"]
+        path.write_text(json.dumps(data))
+        return {flag: path}, (rf"missing_key\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\] "
+                              rf"\(question id '{qid}'\): missing key 'question'")
+    if case == "answer_start_not_int":
+        qas[0]["answers"][0]["answer_start"] = "177"
+        path.write_text(json.dumps(data))
+        return {flag: path}, (r"data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers\[0\]\.answer_start "
+                              r"\(question id '\w+'\): expected int, got str")
+    if case == "answer_start_wrong_everywhere":
+        for paragraph in data["data"][0]["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"][0]["answer_start"] = len(paragraph["context"]) + 5
+        path.write_text(json.dumps(data))
+        return {"train_file": path, "do_predict": None}, (
+            r"--train_file=.*answer_start_wrong_everywhere\.json: no usable questions")
+    raise AssertionError(case)
+
+
+SQUAD_CASES = ["missing_file", "malformed_json", "not_utf8", "missing_key",
+               "answer_start_not_int", "answer_start_wrong_everywhere"]
+
+
+@pytest.mark.parametrize("case", SQUAD_CASES)
+def test_bad_squad_input_gives_one_line_and_keeps_output_dir(case, backbone, squad_slice,
+                                                             tmp_path):
+    extra, pattern = squad_case(case, squad_slice, tmp_path)
+    actions = ["--do_train"] if "train_file" in extra else ["--do_predict"]
+    extra = {k: v for k, v in extra.items() if v is not None}
+    out = tmp_path / "out"
+    before = fill_output_dir(out)
+    result = run_subprocess("run_squad.py", [*actions, *squad_flags(backbone, out, **extra)])
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert_one_error_line(result.stderr, "run_squad.py", pattern)
+    assert snapshot(out) == before
+
+
+def test_one_wrong_answer_start_is_counted_and_skipped_not_fatal(squad_slice, tmp_path):
+    """An answer_start that misses its text drops that question from training, with a count."""
+    from adapter_bert.data.squad import read_squad_examples
+    data = json.loads(json.dumps(squad_slice))
+    qa = data["data"][0]["paragraphs"][0]["qas"][0]
+    qa["answers"][0]["answer_start"] += 3
+    path = tmp_path / "one_off.json"
+    path.write_text(json.dumps(data))
+    total = sum(len(p["qas"]) for p in data["data"][0]["paragraphs"])
+    examples = read_squad_examples(str(path), is_training=True)
+    assert examples.num_answer_mismatches == 1 and examples.mismatched_ids == [qa["id"]]
+    assert len(examples) == total - 1 and qa["id"] not in {e.qas_id for e in examples}
+    # For prediction nothing is dropped: the question is still answered and scored.
+    assert len(read_squad_examples(str(path), is_training=False)) == total
+
+
+# ------------------------------------------------------------------------ interruption
+
+KILLER = '''
+"""Runs an entry point and kills its own process (SIGKILL) at a chosen point.
+
+KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
+KILL_WRITING=name: in the middle of writing the output file called `name`, i.e. after
+half of its bytes reached the temporary file and before it is renamed over the target.
+REPLACED_LOG=path: append the target of every atomic rename (os.replace) to this file.
+"""
+import os, runpy, signal, sys
+
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+kill_step = int(os.environ.get("KILL_AFTER_CHECKPOINT", "0"))
+kill_name = os.environ.get("KILL_WRITING", "")
+log = os.environ.get("REPLACED_LOG", "")
+
+from adapter_bert import training
+
+_save = training.TrainingCheckpoints.save
+
+
+def save(self, step):
+    path = _save(self, step)
+    if step == kill_step:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+
+
+training.TrainingCheckpoints.save = save
+_replace = os.replace
+
+
+def replace(src, dst, *args, **kwargs):
+    if log:
+        with open(log, "a") as f:
+            f.write(os.path.abspath(dst) + "\\n")
+    if kill_name and os.path.basename(dst) == kill_name:
+        size = os.path.getsize(src)
+        with open(src, "r+b") as f:
+            f.truncate(size // 2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _replace(src, dst, *args, **kwargs)
+
+
+os.replace = replace
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+@pytest.fixture(scope="module")
+def killer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("killer") / "_killer.py"
+    path.write_text(textwrap.dedent(KILLER))
+    return path
+
+
+def run_killable(killer, script, argv, **env):
+    """Runs `script` under the killer hook; returns the CompletedProcess."""
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO),
+                       **{k: str(v) for k, v in env.items()})
+    return subprocess.run([sys.executable, str(killer), str(REPO / script), *map(str, argv)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env=environment)
+
+
+def temporaries(directory: Path):
+    return sorted(p.name for p in directory.rglob(".*.tmp"))
+
+
+def outputs_of(directory: Path):
+    """Result files of a run (not its checkpoints, logs or feature cache)."""
+    return {str(p.relative_to(directory)) for p in directory.rglob("*")
+            if p.is_file() and p.relative_to(directory).parts[0] not in
+            ("checkpoints", "logs", "feature_cache") and not p.name.startswith(".")}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(killer, backbone, mrpc_lines, tmp_path_factory):
+    """One complete train + eval + predict run (6 steps), logging every atomic rename."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    data = mrpc_dir(root, mrpc_lines)
+    out = root / "out"
+    argv = ["--do_train", "--do_eval", "--do_predict",
+            *classifier_flags(backbone, out, data)]
+    log = root / "replaced.txt"
+    result = run_killable(killer, "run_classifier.py", argv, REPLACED_LOG=log)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return data, out, log
+
+
+def test_every_classifier_output_is_written_atomically(uninterrupted):
+    _, out, log = uninterrupted
+    replaced = {str(Path(p).relative_to(out)) for p in log.read_text().split()}
+    written = outputs_of(out)
+    assert {"eval_results.txt", "test_results.tsv", "adapter/adapter_config.json",
+            "adapter/adapter_model.safetensors"} <= written
+    assert written <= replaced, f"written without io_utils' atomic writers: {written - replaced}"
+    assert not temporaries(out)
+
+
+def test_killed_training_resumes_to_the_same_metrics(killer, uninterrupted, backbone,
+                                                     tmp_path):
+    """kill -9 after checkpoint 2 of 6, run again: same eval metrics as the uninterrupted run.
+
+    Dropout is on: the checkpoint holds the dropout generators' states besides weights
+    and optimizer, and the resumed run skips the batches already seen.
+    """
+    data, reference, _ = uninterrupted
+    out = tmp_path / "out"
+    argv = ["--do_train", "--do_eval", "--do_predict",
+            *classifier_flags(backbone, out, data)]
+    killed = run_killable(killer, "run_classifier.py", argv, KILL_AFTER_CHECKPOINT=2)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == ["ckpt-2.index"]
+    assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
+    resumed = run_subprocess("run_classifier.py", argv)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "steps 3..6 of 6" in resumed.stderr
+    expected, got = read_results(reference / "eval_results.txt"), read_results(
+        out / "eval_results.txt")
+    assert got["global_step"] == "6"
+    for key in ("eval_accuracy", "eval_f1", "eval_loss", "loss"):
+        assert float(got[key]) == pytest.approx(float(expected[key]), rel=1e-6, abs=1e-7), key
+    assert (out / "test_results.tsv").read_text().count("\n") == 8
+
+
+def test_kill_while_writing_an_output_never_leaves_half_a_file(
+        killer, uninterrupted, backbone, tmp_path):
+    """Killed mid-write, the previous file stays whole; the next run cleans up and completes."""
+    data, reference, _ = uninterrupted
+    out = tmp_path / "out"
+    shutil.copytree(reference / "checkpoints", out / "checkpoints")  # training is complete
+    before = fill_output_dir(out)
+    argv = ["--do_eval", "--do_predict", *classifier_flags(backbone, out, data)]
+    for target in ("eval_results.txt", "test_results.tsv"):
+        killed = run_killable(killer, "run_classifier.py", argv, KILL_WRITING=target)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+        assert (out / target).read_bytes() == before[target], target  # the old file, whole
+        assert any(name.startswith(f".{target}.") for name in temporaries(out)), \
+            "the kill did not land inside the write"
+    again = run_subprocess("run_classifier.py", argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not temporaries(out)  # the next run removed what the killed writes left
+    for target in ("eval_results.txt", "test_results.tsv"):
+        assert (out / target).read_text() == (reference / target).read_text(), target
+
+
+def test_squad_outputs_are_atomic_and_survive_a_kill(killer, backbone, squad_slice, tmp_path):
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(squad_slice))
+    out = tmp_path / "out"
+    log = tmp_path / "replaced.txt"
+    argv = ["--do_predict", f"--predict_file={path}", *squad_flags(backbone, out)]
+    first = run_killable(killer, "run_squad.py", argv, REPLACED_LOG=log)
+    assert first.returncode == 0, first.stderr[-3000:]
+    written = outputs_of(out)
+    assert {"predictions.json", "nbest_predictions.json", "eval_results.txt",
+            "eval_results.json"} <= written
+    replaced = {str(Path(p).relative_to(out)) for p in log.read_text().split()}
+    assert written <= replaced, f"written without io_utils' atomic writers: {written - replaced}"
+    complete = snapshot(out)
+    killed = run_killable(killer, "run_squad.py", argv, KILL_WRITING="nbest_predictions.json")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert temporaries(out)
+    after = snapshot(out)
+    for name in ("predictions.json", "nbest_predictions.json", "eval_results.json"):
+        json.loads(after[name])  # whole JSON, never half
+        assert after[name] == complete[name]
+
+
+# ------------------------------------------------------------------------- determinism
+
+
+def test_deterministic_runs_give_identical_metrics(backbone, mrpc_lines, tmp_path):
+    """Two runs with --deterministic and the same seed (dropout on) give the same results."""
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    results = []
+    for name in ("first", "second"):
+        out = tmp_path / name
+        result = run_subprocess("run_classifier.py", [
+            "--do_train", "--do_eval", "--deterministic", "--seed=7",
+            *classifier_flags(backbone, out, data, save_checkpoints_steps=100)])
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "Op determinism enabled (--deterministic) with seed 7" in result.stderr
+        results.append(read_results(out / "eval_results.txt"))
+        weights = (out / "adapter" / "adapter_model.safetensors").read_bytes()
+        results[-1]["weights"] = weights
+    assert results[0] == results[1]
+
+
+def test_stale_temporaries_are_the_only_files_removed(tmp_path):
+    """Only the `.name.XXXXXXXX.tmp` files of killed atomic writes go; everything else stays."""
+    from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
+    atomic_write_text(str(tmp_path / "adapter" / "adapter_config.json"), "{}\n")
+    stale = [tmp_path / ".eval_results.txt.k3_9zq0a.tmp",
+             tmp_path / "adapter" / ".adapter_model.safetensors.ab12cd34.tmp"]
+    kept = [tmp_path / ".gitignore", tmp_path / "notes.tmp", tmp_path / ".x.tmp",
+            tmp_path / "eval_results.txt"]
+    for path in stale + kept:
+        path.write_text("x")
+    assert remove_stale_temporaries(str(tmp_path)) == sorted(map(str, stale))
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
+    assert (tmp_path / "adapter" / "adapter_config.json").read_text() == "{}\n"
+    assert remove_stale_temporaries(str(tmp_path / "missing")) == []
