@@ -26,7 +26,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from adapter_bert.config import AdapterConfig, BertConfig
-from adapter_bert.io_utils import atomic_write_text, atomic_write_with
+from adapter_bert.io_utils import atomic_write_text, atomic_write_with, file_digest
 from adapter_bert.naming import tf1_variables
 from adapter_bert.tuning import trained_weights
 
@@ -104,6 +104,10 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
     weights_path = os.path.join(directory, WEIGHTS_NAME)
     atomic_write_with(weights_path, lambda tmp: save_file(
         {k: np.ascontiguousarray(v) for k, v in weights.items()}, tmp))
+    # Each file is replaced atomically, but not both at once: the config names the
+    # digest of its weights, so a pair mixed by a run killed between the two writes is
+    # detected when loading instead of silently combining two runs.
+    description["weights_sha256"] = file_digest(weights_path)
     atomic_write_text(os.path.join(directory, CONFIG_NAME), json.dumps(description, indent=2) + "\n")
     return weights_path
 
@@ -178,6 +182,11 @@ def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
     """
     from safetensors.numpy import load_file
     weights_path = os.path.join(directory, WEIGHTS_NAME)
+    expected = read_adapter_config(directory).get("weights_sha256")
+    if expected and os.path.isfile(weights_path) and file_digest(weights_path) != expected:
+        raise AdapterFileError(f"{weights_path} is not the weights file {CONFIG_NAME} was written "
+                               f"with (a write was interrupted, or files of two runs were "
+                               f"mixed); write the adapter again")
     try:
         return load_file(weights_path)
     except Exception as e:  # safetensors raises its own error types

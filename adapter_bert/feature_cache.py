@@ -27,15 +27,6 @@ DISABLED = "none"
 T = TypeVar("T")
 
 
-def file_digest(path: str) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def records_digest(records: Iterable) -> str:
     """SHA-256 over the `repr` of every record (e.g. InputExample dataclasses), in order."""
     digest = hashlib.sha256()

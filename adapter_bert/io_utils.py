@@ -4,6 +4,7 @@ Each write goes to a temporary file in the same directory, is flushed to disk, t
 renamed over the target (`os.replace` is atomic on POSIX and Windows).
 """
 
+import hashlib
 import os
 import re
 import tempfile
@@ -63,3 +64,12 @@ def remove_stale_temporaries(directory: str) -> List[str]:
                     continue
                 removed.append(path)
     return sorted(removed)
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -18,11 +18,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-MODES = {
-    # mode: extra flags. Adapters want a larger rate (paper: 1e-4..1e-3); full FT BERT's 5e-5.
-    "adapter": ["--tuning_mode=adapter", "--learning_rate=1e-3"],
-    "full": ["--tuning_mode=full", "--learning_rate=5e-5"],
-}
+# Default learning rate per mode. Adapters want a larger rate (paper: 1e-4..1e-3);
+# full fine-tuning BERT's 5e-5. --adapter_lr / --full_lr override them.
+MODES = {"adapter": "1e-3", "full": "5e-5"}
+
+
+def learning_rate(mode, args):
+    """The mode's learning rate for this invocation (as a string)."""
+    return getattr(args, f"{mode}_lr", None) or MODES[mode]
 
 
 def read_results(path):
@@ -45,13 +48,16 @@ def run_mode(mode, args):
                f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
                f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
                "--eval_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
-               *MODES[mode], *args.extra]
+               f"--tuning_mode={mode}", f"--learning_rate={learning_rate(mode, args)}",
+               *(["--adam_bias_correction"] if getattr(args, "bias_correction", False) else []),
+               *args.extra]
     print("+", " ".join(command), flush=True)
     start = time.time()
     subprocess.run(command, check=True, cwd=REPO)
     wall = time.time() - start
     results = read_results(os.path.join(output_dir, "eval_results.txt"))
-    return {"mode": mode, "command": " ".join(command[1:]), "wall_s": round(wall, 1),
+    return {"mode": mode, "learning_rate": learning_rate(mode, args),
+            "command": " ".join(command[1:]), "wall_s": round(wall, 1),
             "dev_accuracy": 100 * results["eval_accuracy"], "dev_f1": 100 * results["eval_f1"],
             "trainable_params": int(results["trainable_params"]),
             "all_params": int(results["all_params"]),
@@ -78,7 +84,7 @@ def markdown(rows):
     lines = ["| mode | learning rate | dev acc | dev F1 | trainable / total | trainable% | wall time |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
-        rate = [f for f in MODES[row["mode"]] if f.startswith("--learning_rate")][0].split("=")[1]
+        rate = row.get("learning_rate") or row["command"].split("--learning_rate=")[-1].split()[0]
         lines.append(f"| {row['mode']} | {rate} | {row['dev_accuracy']:.2f} | {row['dev_f1']:.2f} | "
                      f"{row['trainable_params']:,} / {row['all_params']:,} | "
                      f"{row['trainable_percent']:.2f} | {row['wall_s'] / 60:.1f} min |")
@@ -94,11 +100,18 @@ def main():
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--modes", default="adapter,full")
+    parser.add_argument("--adapter_lr", default=None, help=f"default {MODES['adapter']}")
+    parser.add_argument("--full_lr", default=None, help=f"default {MODES['full']}")
+    parser.add_argument("--bias_correction", action="store_true",
+                        help="pass --adam_bias_correction to every mode")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "mrpc_adapter_vs_full"),
+                        help="results path without extension (.json and .md are written)")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
     args = parser.parse_args()
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    stem = os.path.join(HERE, "results", "mrpc_adapter_vs_full")
-    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed")}
+    stem = args.out
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
+    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed",
+                                              "bias_correction")}
     new_rows = [run_mode(mode, args) for mode in args.modes.split(",")]
     rows = merge_rows(stem + ".json", settings, new_rows)
     with open(stem + ".json", "w", encoding="utf-8") as f:

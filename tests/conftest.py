@@ -66,3 +66,36 @@ def tiny_inputs(batch=2, seq=7, vocab=60, seed=0, pad_last=2):
     segments = np.zeros((batch, seq), "int32")
     segments[:, seq // 2:] = 1
     return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+def mrpc_dev_pairs(shared_dir, vocab_dir, count=8, seq=64):
+    """The first `count` real MRPC dev pairs, tokenised (uncased) and padded to `seq`."""
+    import csv
+
+    from transformers import BertTokenizerFast
+    with open(shared_dir / "data/glue/MRPC/dev.tsv", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:count + 1]
+    tokenizer = BertTokenizerFast(str(vocab_dir / "vocab.txt"), do_lower_case=True)
+    enc = tokenizer([r[3] for r in rows], [r[4] for r in rows], padding="max_length",
+                    truncation=True, max_length=seq, return_tensors="np")
+    return {"input_ids": enc["input_ids"].astype("int32"),
+            "input_mask": enc["attention_mask"].astype("int32"),
+            "segment_ids": enc["token_type_ids"].astype("int32")}
+
+
+def transformers_minilm(minilm_dir):
+    """transformers' TFBertModel with the MiniLM weights, loaded as DESIGN.md prescribes.
+
+    (`from_pretrained` on a PyTorch safetensors directory fails in transformers 4.57.)
+    """
+    import tensorflow as tf
+    from safetensors.numpy import load_file
+    from transformers import BertConfig as HFBertConfig
+    from transformers import TFBertModel
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+    model = TFBertModel(HFBertConfig.from_json_file(str(minilm_dir / "config.json")))
+    model(input_ids=tf.constant([[101, 102, 0, 0]]))  # builds the weights
+    state = {"bert." + k: v for k, v in load_file(str(minilm_dir / "model.safetensors")).items()
+             if not k.endswith("position_ids")}
+    load_pytorch_state_dict_in_tf2_model(model, state, allow_missing_keys=False)
+    return model

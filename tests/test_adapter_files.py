@@ -124,3 +124,16 @@ def test_unknown_format_versions_are_refused(tiny_config, tmp_path, version, mes
     path.write_text(json.dumps(description))
     with pytest.raises(AdapterFileError, match=message):
         adapter_config_of(str(tmp_path / "ad"))
+
+
+def test_weights_from_another_write_are_detected(tiny_config, tmp_path):
+    """A run killed between the two file writes leaves a mixed pair: refused, not combined."""
+    model = classifier(tiny_config)
+    save_adapter(model, str(tmp_path / "a"), task="mrpc")
+    other = classifier(tiny_config, source=model)
+    save_adapter(other, str(tmp_path / "b"), task="mrpc")
+    (tmp_path / "a" / "adapter_model.safetensors").write_bytes(
+        (tmp_path / "b" / "adapter_model.safetensors").read_bytes())
+    with pytest.raises(AdapterFileError, match="not the weights file adapter_config.json"):
+        load_adapter(classifier(tiny_config, source=model), str(tmp_path / "a"))
+    load_adapter(classifier(tiny_config, source=model), str(tmp_path / "b"))  # intact: loads

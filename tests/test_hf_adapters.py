@@ -1,7 +1,6 @@
 """Houlsby adapters inside transformers' TF BERT: placement, identity, freezing, and
 agreement with this package's encoder on the real MiniLM weights."""
 
-import csv
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.config import AdapterConfig
-from tests.conftest import tiny_inputs
+from tests.conftest import mrpc_dev_pairs, tiny_inputs, transformers_minilm
 
 
 def _hf_config(**overrides):
@@ -146,39 +145,16 @@ def test_one_step_trains_only_adapters_layernorms_and_head(train_pooler):
 @pytest.fixture(scope="module")
 def mrpc_batch(shared_dir, minilm_dir):
     """Eight real MRPC dev pairs, padded to 64 tokens."""
-    from transformers import BertTokenizerFast
-    with open(shared_dir / "data/glue/MRPC/dev.tsv", encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:9]
-    tokenizer = BertTokenizerFast(str(minilm_dir / "vocab.txt"), do_lower_case=True)
-    enc = tokenizer([r[3] for r in rows], [r[4] for r in rows], padding="max_length",
-                    truncation=True, max_length=64, return_tensors="np")
-    return {"input_ids": enc["input_ids"].astype("int32"),
-            "input_mask": enc["attention_mask"].astype("int32"),
-            "segment_ids": enc["token_type_ids"].astype("int32")}
+    return mrpc_dev_pairs(shared_dir, minilm_dir)
 
 
-def _hf_minilm(minilm_dir, batch):
-    """transformers' TFBertModel with the MiniLM weights (DESIGN.md's loading recipe)."""
-    from safetensors.numpy import load_file
-    from transformers import BertConfig as HFBertConfig
-    from transformers import TFBertModel
-    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
-    model = TFBertModel(HFBertConfig.from_json_file(str(minilm_dir / "config.json")))
-    model(input_ids=batch["input_ids"][:, :4])
-    state = {"bert." + k: v for k, v in load_file(str(minilm_dir / "model.safetensors")).items()
-             if not k.endswith("position_ids")}
-    load_pytorch_state_dict_in_tf2_model(model, state, allow_missing_keys=False)
-    return model
-
-
-@pytest.mark.realweights
 def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir, mrpc_batch):
     from adapter_bert.checkpoints import load_pretrained
     from adapter_bert.hf_adapters import add_adapters, copy_adapter_weights
     adapters = AdapterConfig(size=32, init_scale=0.05)
     tf.random.set_seed(7)
     ours = load_pretrained(adapter_config=adapters)
-    hf = _hf_minilm(minilm_dir, mrpc_batch)
+    hf = transformers_minilm(minilm_dir)
     plain = _outputs(hf, mrpc_batch)
     add_adapters(hf, adapters)
     assert copy_adapter_weights(ours, hf) == 12

@@ -1,7 +1,5 @@
 """Real weights, real text: our encoder against transformers' TFBertModel on MiniLM."""
 
-import csv
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,6 +8,7 @@ import tf_keras as keras
 from adapter_bert.checkpoints import load_pretrained, save_tf1_checkpoint
 from adapter_bert.config import AdapterConfig
 from adapter_bert.tuning import apply_tuning
+from tests.conftest import mrpc_dev_pairs, transformers_minilm
 
 pytestmark = pytest.mark.realweights
 
@@ -19,30 +18,15 @@ SEQ = 64
 @pytest.fixture(scope="module")
 def mrpc_batch(shared_dir, minilm_dir):
     """Eight real MRPC dev pairs, tokenised and padded to SEQ tokens."""
-    from transformers import BertTokenizerFast
-    with open(shared_dir / "data/glue/MRPC/dev.tsv", encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:9]
-    tokenizer = BertTokenizerFast(str(minilm_dir / "vocab.txt"), do_lower_case=True)
-    enc = tokenizer([r[3] for r in rows], [r[4] for r in rows], padding="max_length",
-                    truncation=True, max_length=SEQ, return_tensors="np")
-    assert enc["attention_mask"].sum(1).min() < SEQ  # real padding is exercised
-    return {"input_ids": enc["input_ids"].astype("int32"),
-            "input_mask": enc["attention_mask"].astype("int32"),
-            "segment_ids": enc["token_type_ids"].astype("int32")}
+    batch = mrpc_dev_pairs(shared_dir, minilm_dir, seq=SEQ)
+    assert batch["input_mask"].sum(1).min() < SEQ  # real padding is exercised
+    return batch
 
 
 @pytest.fixture(scope="module")
 def reference_outputs(minilm_dir, mrpc_batch):
     """transformers' TFBertModel on the same safetensors, loaded as DESIGN.md prescribes."""
-    from safetensors.numpy import load_file
-    from transformers import BertConfig as HFBertConfig
-    from transformers import TFBertModel
-    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
-    model = TFBertModel(HFBertConfig.from_json_file(str(minilm_dir / "config.json")))
-    model(input_ids=mrpc_batch["input_ids"][:, :4])
-    state = {"bert." + k: v for k, v in load_file(str(minilm_dir / "model.safetensors")).items()
-             if not k.endswith("position_ids")}
-    load_pytorch_state_dict_in_tf2_model(model, state, allow_missing_keys=False)
+    model = transformers_minilm(minilm_dir)
     out = model(input_ids=mrpc_batch["input_ids"], attention_mask=mrpc_batch["input_mask"],
                 token_type_ids=mrpc_batch["segment_ids"], training=False)
     return out.last_hidden_state.numpy(), out.pooler_output.numpy()

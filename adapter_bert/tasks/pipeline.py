@@ -15,7 +15,8 @@ from absl import logging
 
 from adapter_bert.batching import (example_lengths, predict_features, training_batch_plan,
                                    training_dataset)
-from adapter_bert.feature_cache import FeatureCache, file_digest
+from adapter_bert.feature_cache import FeatureCache
+from adapter_bert.io_utils import file_digest
 
 
 def resolve_jit_compile(flag: str, strategy) -> bool:
