@@ -21,7 +21,7 @@ $(STAMP): setup.py
 demo: setup
 	$(PYTHON) run_classifier.py --task_name=MRPC --do_train --do_eval \
 	  --data_dir=$(GLUE_DIR)/MRPC --output_dir=$(OUT)/mrpc_adapter \
-	  --tuning_mode=adapter --learning_rate=1e-3 --eval_batch_size=64
+	  --tuning_mode=adapter --learning_rate=1e-3 --adam_bias_correction --eval_batch_size=64
 
 # Every test, the real-weight ones included (marker `realweights`).
 test: setup
