@@ -16,16 +16,14 @@ from absl import logging
 from adapter_bert.adapter_files import load_adapter, save_adapter
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
-from adapter_bert.flags import FlagError, validate_common, was_set
+from adapter_bert.flags import FlagError, validate_common
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
-from adapter_bert.optimization import create_optimizer
 from adapter_bert.feature_cache import records_digest
 from adapter_bert.task_models import build_task_model_for_flags
 from adapter_bert.tasks import common
 from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
-                                   steps_per_execution)
+from adapter_bert.training import TrainingCheckpoints, fit_with_resume
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
@@ -127,19 +125,12 @@ class ClassifierRun:
     def train(self) -> Dict[str, float]:
         flag_values = self.flags
         features, count = self.features("train")
-        schedule = TrainSchedule.from_epochs(count, flag_values.train_batch_size,
-                                             flag_values.num_train_epochs,
-                                             flag_values.warmup_proportion)
+        schedule, spe = common.training_schedule(flag_values, count, self.static_shapes)
         logging.info("***** Training: %d examples, batch %d, %d steps (%d warmup) *****", count,
                      flag_values.train_batch_size, schedule.num_train_steps,
                      schedule.num_warmup_steps)
-        spe = steps_per_execution(flag_values.iterations_per_loop,
-                                  was_set(flag_values, "iterations_per_loop"),
-                                  self.static_shapes, flag_values.save_checkpoints_steps)
         with self.strategy.scope():
-            optimizer = create_optimizer(flag_values.learning_rate, schedule.num_train_steps,
-                                         schedule.num_warmup_steps,
-                                         bias_correction=flag_values.adam_bias_correction)
+            optimizer = common.run_optimizer(flag_values, schedule)
             self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe,
                                jit_compile=self.pipeline.jit_compile)
         dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],

@@ -17,7 +17,9 @@ from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
 from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
                                        validate_case_matches_checkpoint)
 from adapter_bert.distribute import get_strategy, static_shapes_required
-from adapter_bert.training import TrainingError, set_dtype_policy, set_seed
+from adapter_bert.optimization import create_optimizer
+from adapter_bert.training import (TrainingError, TrainSchedule, set_dtype_policy, set_seed,
+                                   steps_per_execution)
 from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summary,
                                   pooler_is_untrained)
 
@@ -192,3 +194,25 @@ def run_cli(program: str, main: Callable[[], int]) -> int:
         logging.debug("Traceback of the error below:", exc_info=True)
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
         return 1
+
+
+def training_schedule(flag_values, num_examples: int, static_shapes: bool):
+    """Step counts and Keras steps_per_execution of a training run, from the flags.
+
+    Returns:
+        (TrainSchedule, steps_per_execution).
+    """
+    schedule = TrainSchedule.from_epochs(num_examples, flag_values.train_batch_size,
+                                         flag_values.num_train_epochs,
+                                         flag_values.warmup_proportion)
+    spe = steps_per_execution(flag_values.iterations_per_loop,
+                              was_set(flag_values, "iterations_per_loop"), static_shapes,
+                              flag_values.save_checkpoints_steps)
+    return schedule, spe
+
+
+def run_optimizer(flag_values, schedule):
+    """The run's AdamW (create it under the strategy scope)."""
+    return create_optimizer(flag_values.learning_rate, schedule.num_train_steps,
+                            schedule.num_warmup_steps,
+                            bias_correction=flag_values.adam_bias_correction)

@@ -29,16 +29,14 @@ from adapter_bert.adapter_files import load_adapter, read_adapter_config, save_a
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
-from adapter_bert.flags import FlagError, validate_squad, was_set
+from adapter_bert.flags import FlagError, validate_squad
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
-from adapter_bert.optimization import create_optimizer
 from adapter_bert.feature_cache import records_digest
 from adapter_bert.task_models import build_task_model_for_flags
 from adapter_bert.tasks import common
 from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.training import (TrainingCheckpoints, TrainSchedule, fit_with_resume,
-                                   steps_per_execution)
+from adapter_bert.training import TrainingCheckpoints, fit_with_resume
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 LABEL_KEYS = ("start_positions", "end_positions")
@@ -224,18 +222,12 @@ class SquadRun:
         features = self._features(self.train_examples, True)
         stats = self._training_data_report(features)
         arrays = feature_arrays(features, with_labels=True)
-        schedule = TrainSchedule.from_epochs(len(features), values.train_batch_size,
-                                             values.num_train_epochs, values.warmup_proportion)
+        schedule, spe = common.training_schedule(values, len(features), self.static_shapes)
         logging.info("***** Training: %d questions, %d windows, batch %d, %d steps (%d warmup) "
                      "*****", len(self.train_examples), len(features), values.train_batch_size,
                      schedule.num_train_steps, schedule.num_warmup_steps)
-        spe = steps_per_execution(values.iterations_per_loop,
-                                  was_set(values, "iterations_per_loop"),
-                                  self.static_shapes, values.save_checkpoints_steps)
         with self.strategy.scope():
-            optimizer = create_optimizer(values.learning_rate, schedule.num_train_steps,
-                                         schedule.num_warmup_steps,
-                                         bias_correction=values.adam_bias_correction)
+            optimizer = common.run_optimizer(values, schedule)
             compile_span_model(self.model, optimizer, spe, self.pipeline.jit_compile)
         batches = self.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS,
                                               values.train_batch_size,

@@ -1,0 +1,230 @@
+"""Interruption and determinism (issue 8), end to end through the entry points.
+
+Interruptions are real `kill -9`s, placed deterministically: `_killer.py` (written by a
+fixture) runs an entry point with a hook that sends SIGKILL to its own process right after
+a given checkpoint, or in the middle of writing a given output file.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.robustness.helpers import (classifier_flags, fill_output_dir, mrpc_dir, snapshot,
+                                      squad_flags)
+from tests.runner_utils import read_results, run_subprocess
+
+
+# ------------------------------------------------------------------------ interruption
+
+KILLER = '''
+"""Runs an entry point and kills its own process (SIGKILL) at a chosen point.
+
+KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
+KILL_WRITING=name: in the middle of writing the output file called `name`, i.e. after
+half of its bytes reached the temporary file and before it is renamed over the target.
+REPLACED_LOG=path: append the target of every atomic rename (os.replace) to this file.
+"""
+import os, runpy, signal, sys
+
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+kill_step = int(os.environ.get("KILL_AFTER_CHECKPOINT", "0"))
+kill_name = os.environ.get("KILL_WRITING", "")
+log = os.environ.get("REPLACED_LOG", "")
+
+from adapter_bert import training
+
+_save = training.TrainingCheckpoints.save
+
+
+def save(self, step):
+    path = _save(self, step)
+    if step == kill_step:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+
+
+training.TrainingCheckpoints.save = save
+_replace = os.replace
+
+
+def replace(src, dst, *args, **kwargs):
+    if log:
+        with open(log, "a") as f:
+            f.write(os.path.abspath(dst) + "\\n")
+    if kill_name and os.path.basename(dst) == kill_name:
+        size = os.path.getsize(src)
+        with open(src, "r+b") as f:
+            f.truncate(size // 2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _replace(src, dst, *args, **kwargs)
+
+
+os.replace = replace
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+@pytest.fixture(scope="module")
+def killer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("killer") / "_killer.py"
+    path.write_text(textwrap.dedent(KILLER))
+    return path
+
+
+def run_killable(killer, script, argv, **env):
+    """Runs `script` under the killer hook; returns the CompletedProcess."""
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO),
+                       **{k: str(v) for k, v in env.items()})
+    return subprocess.run([sys.executable, str(killer), str(REPO / script), *map(str, argv)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env=environment)
+
+
+def temporaries(directory: Path):
+    return sorted(p.name for p in directory.rglob(".*.tmp"))
+
+
+def outputs_of(directory: Path):
+    """Result files of a run (not its checkpoints, logs or feature cache)."""
+    return {str(p.relative_to(directory)) for p in directory.rglob("*")
+            if p.is_file() and p.relative_to(directory).parts[0] not in
+            ("checkpoints", "logs", "feature_cache") and not p.name.startswith(".")}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(killer, backbone, mrpc_lines, tmp_path_factory):
+    """One complete train + eval + predict run (6 steps), logging every atomic rename."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    data = mrpc_dir(root, mrpc_lines)
+    out = root / "out"
+    argv = ["--do_train", "--do_eval", "--do_predict",
+            *classifier_flags(backbone, out, data)]
+    log = root / "replaced.txt"
+    result = run_killable(killer, "run_classifier.py", argv, REPLACED_LOG=log)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return data, out, log
+
+
+def test_every_classifier_output_is_written_atomically(uninterrupted):
+    _, out, log = uninterrupted
+    replaced = {str(Path(p).relative_to(out)) for p in log.read_text().split()}
+    written = outputs_of(out)
+    assert {"eval_results.txt", "test_results.tsv", "adapter/adapter_config.json",
+            "adapter/adapter_model.safetensors"} <= written
+    assert written <= replaced, f"written without io_utils' atomic writers: {written - replaced}"
+    assert not temporaries(out)
+
+
+def test_killed_training_resumes_to_the_same_metrics(killer, uninterrupted, backbone,
+                                                     tmp_path):
+    """kill -9 after checkpoint 2 of 6, run again: same eval metrics as the uninterrupted run.
+
+    Dropout is on: the checkpoint holds the dropout generators' states besides weights
+    and optimizer, and the resumed run skips the batches already seen.
+    """
+    data, reference, _ = uninterrupted
+    out = tmp_path / "out"
+    argv = ["--do_train", "--do_eval", "--do_predict",
+            *classifier_flags(backbone, out, data)]
+    killed = run_killable(killer, "run_classifier.py", argv, KILL_AFTER_CHECKPOINT=2)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == ["ckpt-2.index"]
+    assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
+    resumed = run_subprocess("run_classifier.py", argv)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "steps 3..6 of 6" in resumed.stderr
+    expected, got = read_results(reference / "eval_results.txt"), read_results(
+        out / "eval_results.txt")
+    assert got["global_step"] == "6"
+    for key in ("eval_accuracy", "eval_f1", "eval_loss", "loss"):
+        assert float(got[key]) == pytest.approx(float(expected[key]), rel=1e-6, abs=1e-7), key
+    assert (out / "test_results.tsv").read_text().count("\n") == 8
+
+
+def test_kill_while_writing_an_output_never_leaves_half_a_file(
+        killer, uninterrupted, backbone, tmp_path):
+    """Killed mid-write, the previous file stays whole; the next run cleans up and completes."""
+    data, reference, _ = uninterrupted
+    out = tmp_path / "out"
+    shutil.copytree(reference / "checkpoints", out / "checkpoints")  # training is complete
+    before = fill_output_dir(out)
+    argv = ["--do_eval", "--do_predict", *classifier_flags(backbone, out, data)]
+    for target in ("eval_results.txt", "test_results.tsv"):
+        killed = run_killable(killer, "run_classifier.py", argv, KILL_WRITING=target)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+        assert (out / target).read_bytes() == before[target], target  # the old file, whole
+        assert any(name.startswith(f".{target}.") for name in temporaries(out)), \
+            "the kill did not land inside the write"
+    again = run_subprocess("run_classifier.py", argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not temporaries(out)  # the next run removed what the killed writes left
+    for target in ("eval_results.txt", "test_results.tsv"):
+        assert (out / target).read_text() == (reference / target).read_text(), target
+
+
+def test_squad_outputs_are_atomic_and_survive_a_kill(killer, backbone, squad_slice, tmp_path):
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(squad_slice))
+    out = tmp_path / "out"
+    log = tmp_path / "replaced.txt"
+    argv = ["--do_predict", f"--predict_file={path}", *squad_flags(backbone, out)]
+    first = run_killable(killer, "run_squad.py", argv, REPLACED_LOG=log)
+    assert first.returncode == 0, first.stderr[-3000:]
+    written = outputs_of(out)
+    assert {"predictions.json", "nbest_predictions.json", "eval_results.txt",
+            "eval_results.json"} <= written
+    replaced = {str(Path(p).relative_to(out)) for p in log.read_text().split()}
+    assert written <= replaced, f"written without io_utils' atomic writers: {written - replaced}"
+    complete = snapshot(out)
+    killed = run_killable(killer, "run_squad.py", argv, KILL_WRITING="nbest_predictions.json")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert temporaries(out)
+    after = snapshot(out)
+    for name in ("predictions.json", "nbest_predictions.json", "eval_results.json"):
+        json.loads(after[name])  # whole JSON, never half
+        assert after[name] == complete[name]
+
+
+# ------------------------------------------------------------------------- determinism
+
+
+def test_deterministic_runs_give_identical_metrics(backbone, mrpc_lines, tmp_path):
+    """Two runs with --deterministic and the same seed (dropout on) give the same results."""
+    data = mrpc_dir(tmp_path, mrpc_lines)
+    results = []
+    for name in ("first", "second"):
+        out = tmp_path / name
+        result = run_subprocess("run_classifier.py", [
+            "--do_train", "--do_eval", "--deterministic", "--seed=7",
+            *classifier_flags(backbone, out, data, save_checkpoints_steps=100)])
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "Op determinism enabled (--deterministic) with seed 7" in result.stderr
+        results.append(read_results(out / "eval_results.txt"))
+        weights = (out / "adapter" / "adapter_model.safetensors").read_bytes()
+        results[-1]["weights"] = weights
+    assert results[0] == results[1]
+
+
+def test_stale_temporaries_are_the_only_files_removed(tmp_path):
+    """Only the `.name.XXXXXXXX.tmp` files of killed atomic writes go; everything else stays."""
+    from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
+    atomic_write_text(str(tmp_path / "adapter" / "adapter_config.json"), "{}\n")
+    stale = [tmp_path / ".eval_results.txt.k3_9zq0a.tmp",
+             tmp_path / "adapter" / ".adapter_model.safetensors.ab12cd34.tmp"]
+    kept = [tmp_path / ".gitignore", tmp_path / "notes.tmp", tmp_path / ".x.tmp",
+            tmp_path / "eval_results.txt"]
+    for path in stale + kept:
+        path.write_text("x")
+    assert remove_stale_temporaries(str(tmp_path)) == sorted(map(str, stale))
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
+    assert (tmp_path / "adapter" / "adapter_config.json").read_text() == "{}\n"
+    assert remove_stale_temporaries(str(tmp_path / "missing")) == []
