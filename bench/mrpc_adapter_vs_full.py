@@ -1,8 +1,9 @@
 """MRPC on the embedded MiniLM: adapter tuning vs full fine-tuning with the same budget.
 
 Runs run_classifier.py once per mode (same data, sequence length, batch size, epochs,
-seed; each mode at its usual learning rate), times each run, and writes
-`bench/results/mrpc_adapter_vs_full.{json,md}`.
+seed; each mode at its own learning rate, --adapter_lr / --full_lr, and Adam variant,
+--bias_correction=MODES; see bench/mode_flags.py), times each run, and writes
+`<--out>.{json,md}` (default bench/results/mrpc_adapter_vs_full).
 
 Usage:
     python bench/mrpc_adapter_vs_full.py --data_dir=../shared/data/glue/MRPC
@@ -17,15 +18,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 
-# Default learning rate per mode. Adapters want a larger rate (paper: 1e-4..1e-3);
-# full fine-tuning BERT's 5e-5. --adapter_lr / --full_lr override them.
-MODES = {"adapter": "1e-3", "full": "5e-5"}
-
-
-def learning_rate(mode, args):
-    """The mode's learning rate for this invocation (as a string)."""
-    return getattr(args, f"{mode}_lr", None) or MODES[mode]
+from mode_flags import (DEFAULT_RATES, add_mode_arguments, check_mode_arguments,  # noqa: E402
+                        mode_flags, modes, optimizer_label, row_fields)
 
 
 def read_results(path):
@@ -48,15 +44,13 @@ def run_mode(mode, args):
                f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
                f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
                "--eval_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
-               f"--tuning_mode={mode}", f"--learning_rate={learning_rate(mode, args)}",
-               *(["--adam_bias_correction"] if getattr(args, "bias_correction", False) else []),
-               *args.extra]
+               *mode_flags(mode, args), *args.extra]
     print("+", " ".join(command), flush=True)
     start = time.time()
     subprocess.run(command, check=True, cwd=REPO)
     wall = time.time() - start
     results = read_results(os.path.join(output_dir, "eval_results.txt"))
-    return {"mode": mode, "learning_rate": learning_rate(mode, args),
+    return {"mode": mode, **row_fields(mode, args),
             "command": " ".join(command[1:]), "wall_s": round(wall, 1),
             "dev_accuracy": 100 * results["eval_accuracy"], "dev_f1": 100 * results["eval_f1"],
             "trainable_params": int(results["trainable_params"]),
@@ -77,15 +71,14 @@ def merge_rows(path, settings, new_rows):
             old = previous["runs"]
     done = {row["mode"] for row in new_rows}
     kept = [row for row in old if row["mode"] not in done]
-    return sorted(kept + new_rows, key=lambda row: list(MODES).index(row["mode"]))
+    return sorted(kept + new_rows, key=lambda row: list(DEFAULT_RATES).index(row["mode"]))
 
 
 def markdown(rows):
-    lines = ["| mode | learning rate | dev acc | dev F1 | trainable / total | trainable% | wall time |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | learning rate, Adam | dev acc | dev F1 | trainable / total | trainable% | "
+             "wall time |", "|---|---|---|---|---|---|---|"]
     for row in rows:
-        rate = row.get("learning_rate") or row["command"].split("--learning_rate=")[-1].split()[0]
-        lines.append(f"| {row['mode']} | {rate} | {row['dev_accuracy']:.2f} | {row['dev_f1']:.2f} | "
+        lines.append(f"| {row['mode']} | {optimizer_label(row)} | {row['dev_accuracy']:.2f} | {row['dev_f1']:.2f} | "
                      f"{row['trainable_params']:,} / {row['all_params']:,} | "
                      f"{row['trainable_percent']:.2f} | {row['wall_s'] / 60:.1f} min |")
     return "\n".join(lines) + "\n"
@@ -99,20 +92,16 @@ def main():
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--modes", default="adapter,full")
-    parser.add_argument("--adapter_lr", default=None, help=f"default {MODES['adapter']}")
-    parser.add_argument("--full_lr", default=None, help=f"default {MODES['full']}")
-    parser.add_argument("--bias_correction", action="store_true",
-                        help="pass --adam_bias_correction to every mode")
+    add_mode_arguments(parser)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mrpc_adapter_vs_full"),
                         help="results path without extension (.json and .md are written)")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
     args = parser.parse_args()
+    check_mode_arguments(parser, args)
     stem = args.out
     os.makedirs(os.path.dirname(stem), exist_ok=True)
-    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed",
-                                              "bias_correction")}
-    new_rows = [run_mode(mode, args) for mode in args.modes.split(",")]
+    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed")}
+    new_rows = [run_mode(mode, args) for mode in modes(args)]
     rows = merge_rows(stem + ".json", settings, new_rows)
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump({"settings": settings, "runs": rows}, f, indent=2)

@@ -48,7 +48,7 @@ BASE_MODE = "adapter"
 
 def arm_flags(arm, args):
     """The flags that make `arm` out of the benchmark modules' "adapter" mode."""
-    flags = [f"--learning_rate={args.learning_rate}", f"--adapter_size={args.adapter_size}"]
+    flags = [f"--adapter_size={args.adapter_size}"]
     if arm.startswith("resadapter-"):
         flags += ["--adapter_type=resadapter",
                   f"--resadapter_variant={arm.split('-', 1)[1]}",
@@ -180,8 +180,9 @@ def parse_args(argv=None):
     unknown = sorted(set(args.tasks) - set(TASKS)) + sorted(set(args.arms) - set(ARMS))
     if unknown:
         parser.error(f"unknown --tasks/--arms value(s): {unknown}")
-    # What squad_adapter_vs_full.prepare_data and run_one read.
+    # What squad_adapter_vs_full.prepare_data and run_one, and mode_flags.mode_flags, read.
     args.versions, args.eval_articles = ["v2.0"], 0
+    args.adapter_lr, args.bias_correction = args.learning_rate, ""
     return args
 
 

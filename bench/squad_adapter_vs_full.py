@@ -1,7 +1,8 @@
 """SQuAD v1.1 and v2.0 on the embedded MiniLM: adapter tuning vs full fine-tuning.
 
 Both modes get the same budget (training questions, epochs, batch size, sequence length,
-seed); each runs at its usual learning rate. The data is cut from ../shared/data/squad
+seed); each runs at its own learning rate (--adapter_lr, --full_lr) and Adam variant
+(--bias_correction=MODES: which modes use bias-corrected Adam; see bench/mode_flags.py). The data is cut from ../shared/data/squad
 into --work_dir (never into the repository):
 
 - v1.1: train on the first --max_train_questions questions of train-v1.1-subset.json,
@@ -11,10 +12,11 @@ into --work_dir (never into the repository):
   --v2_eval_articles articles evaluate. Train and evaluation share no article.
 
 Each run is one `run_squad.py` command, timed; the scores come from its eval_results.json.
-Writes `<results_dir>/squad_adapter_vs_full.{json,md}`.
+Writes `<--out>.{json,md}` (default bench/results/squad_adapter_vs_full).
 
 Usage:
     python bench/squad_adapter_vs_full.py
+    python bench/squad_adapter_vs_full.py --bias_correction=adapter --adapter_lr=2e-3
 """
 
 import argparse
@@ -27,13 +29,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-STEM = "squad_adapter_vs_full"
+sys.path.insert(0, HERE)
 
-MODES = {
-    # Adapters want a larger rate (the paper searched 1e-4..1e-3); full fine-tuning BERT's 5e-5.
-    "adapter": ["--tuning_mode=adapter", "--learning_rate=1e-3"],
-    "full": ["--tuning_mode=full", "--learning_rate=5e-5"],
-}
+from mode_flags import (add_mode_arguments, check_mode_arguments, mode_flags,  # noqa: E402
+                        modes, optimizer_label, row_fields)
+
+STEM = "squad_adapter_vs_full"
 
 
 def load_articles(path):
@@ -120,14 +121,14 @@ def run_one(version, mode, files, args):
                "--predict_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
                *(["--version_2_with_negative"] if version == "v2.0" else []),
                *([f"--init_checkpoint={args.init_checkpoint}"] if args.init_checkpoint else []),
-               *MODES[mode], *args.extra]
+               *mode_flags(mode, args), *args.extra]
     print("+", " ".join(command), flush=True)
     start = time.time()
     subprocess.run(command, check=True, cwd=REPO)
     wall = time.time() - start
     with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
         results = json.load(f)
-    return {"version": version, "mode": mode, "command": " ".join(command[1:]),
+    return {"version": version, "mode": mode, **row_fields(mode, args), "command": " ".join(command[1:]),
             "wall_s": round(wall, 1), "results": results}
 
 
@@ -135,10 +136,6 @@ def _gap_line(rows, version):
     gap = f1_gap(rows, version)
     return ["", f"Adapter F1 minus full fine-tuning F1: {gap:+.2f}", ""] if gap is not None \
         else [""]
-
-
-def _rate(mode):
-    return [f for f in MODES[mode] if f.startswith("--learning_rate")][0].split("=")[1]
 
 
 def _params(r):
@@ -158,25 +155,25 @@ def markdown(rows, data, settings):
     if v1:
         lines += [f"**SQuAD v1.1.** Train: {data['v1.1']['train']}. "
                   f"Evaluate: {data['v1.1']['eval']}.", "",
-                  "| mode | learning rate | EM | F1 | trainable / total | trainable% | "
+                  "| mode | learning rate, Adam | EM | F1 | trainable / total | trainable% | "
                   "wall time (train + predict) |", "|---|---|---|---|---|---|---|"]
         for row in v1:
             r = row["results"]
-            lines.append(f"| {row['mode']} | {_rate(row['mode'])} | {r['exact_match']:.2f} | "
+            lines.append(f"| {row['mode']} | {optimizer_label(row)} | {r['exact_match']:.2f} | "
                          f"{r['f1']:.2f} | {_params(r)} | {row['wall_s'] / 60:.1f} min |")
         lines += _gap_line(rows, "v1.1")
     v2 = [row for row in rows if row["version"] == "v2.0"]
     if v2:
         lines += [f"**SQuAD v2.0** (dev-v2.0 split by article; no train-v2.0 here). "
                   f"Train: {data['v2.0']['train']}. Evaluate: {data['v2.0']['eval']}.", "",
-                  "| mode | learning rate | EM | F1 | HasAns F1 | NoAns F1 | best EM (thresh) | "
+                  "| mode | learning rate, Adam | EM | F1 | HasAns F1 | NoAns F1 | best EM (thresh) | "
                   "best F1 (thresh) | trainable / total | trainable% | "
                   "wall time (train + predict) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in v2:
             r = row["results"]
             lines.append(
-                f"| {row['mode']} | {_rate(row['mode'])} | {r['exact']:.2f} | {r['f1']:.2f} | "
+                f"| {row['mode']} | {optimizer_label(row)} | {r['exact']:.2f} | {r['f1']:.2f} | "
                 f"{r.get('HasAns_f1', float('nan')):.2f} | {r.get('NoAns_f1', float('nan')):.2f} | "
                 f"{r['best_exact']:.2f} ({r['best_exact_thresh']:.3f}) | "
                 f"{r['best_f1']:.2f} ({r['best_f1_thresh']:.3f}) | {_params(r)} | "
@@ -190,9 +187,8 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--squad_dir", default=os.path.join(REPO, "..", "shared", "data", "squad"))
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_bench_squad")
-    parser.add_argument("--results_dir", default=os.path.join(HERE, "results"))
     parser.add_argument("--versions", default="v1.1,v2.0")
-    parser.add_argument("--modes", default="adapter,full")
+    add_mode_arguments(parser)
     parser.add_argument("--max_train_questions", type=int, default=3500,
                         help="training questions per version (about 4,100 windows at 256/128)")
     parser.add_argument("--eval_articles", type=int, default=8, help="dev-v1.1 articles scored")
@@ -206,12 +202,15 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--init_checkpoint", default=None,
                         help="backbone for a quick check; default: the embedded MiniLM")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", STEM),
+                        help="results path without extension (.json and .md are written)")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_squad.py flags")
     args = parser.parse_args()
+    check_mode_arguments(parser, args)
     args.versions = args.versions.split(",")
-    unknown = set(args.versions) - {"v1.1", "v2.0"} or set(args.modes.split(",")) - set(MODES)
+    unknown = set(args.versions) - {"v1.1", "v2.0"}
     if unknown:
-        parser.error(f"unknown --versions/--modes value(s): {sorted(unknown)}")
+        parser.error(f"--versions: unknown version(s) {sorted(unknown)}; expected v1.1, v2.0")
     return args
 
 
@@ -219,13 +218,13 @@ def main():
     args = parse_args()
     data = prepare_data(args)
     rows = [run_one(version, mode, data[version], args)
-            for version in args.versions for mode in args.modes.split(",")]
+            for version in args.versions for mode in modes(args)]
     settings = {k: getattr(args, k) for k in (
         "max_train_questions", "max_seq_length", "doc_stride", "max_query_length", "batch_size",
         "epochs", "seed")}
     settings["backbone"] = args.init_checkpoint or "embedded all-MiniLM-L6-v2"
-    os.makedirs(args.results_dir, exist_ok=True)
-    stem = os.path.join(args.results_dir, STEM)
+    stem = args.out
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
     with open(stem + ".json", "w", encoding="utf-8") as f:
         gaps = {version: f1_gap(rows, version) for version in args.versions}
         json.dump({"settings": settings, "data": data, "runs": rows,

@@ -179,3 +179,44 @@ def test_minilm_pooler_is_untrained():
     from adapter_bert.checkpoints import load_pretrained
     from adapter_bert.tuning import pooler_is_untrained
     assert pooler_is_untrained(load_pretrained())
+
+
+def executed_matmuls(model, inputs, labels, logdir):
+    """Names of the MatMul kernels TensorFlow ran in one `fit` step, from a profiler trace.
+
+    The traced graph holds a weight-gradient MatMul for every kernel, frozen or not;
+    what matters is which of them survive graph pruning and actually run.
+    """
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    model.fit(inputs, labels, epochs=1, verbose=0)  # trace and warm up outside the profile
+    tf.profiler.experimental.start(str(logdir))
+    model.fit(inputs, labels, epochs=1, verbose=0)
+    tf.profiler.experimental.stop()
+    names = []
+    for path in logdir.rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            for line in plane.lines:
+                names += [plane.event_metadata[e.metadata_id].name for e in line.events]
+    return [n for n in names if n.endswith("MatMul") or "MatMul:" in n]
+
+
+@pytest.mark.parametrize("mode", ["adapter", "full"])
+def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode, tmp_path):
+    from adapter_bert.optimization import create_optimizer
+    model = built_classifier(tiny_config)
+    apply_tuning(model, mode)
+    model.compile(optimizer=create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    backward = [n for n in executed_matmuls(model, tiny_inputs(), np.array([0, 2]), tmp_path)
+                if n.startswith("gradient_tape/")]
+    layers = tiny_config.num_hidden_layers
+    backbone = 6 * layers + 1        # Q, K, V, attention output and 2 FFN kernels; pooler
+    adapters = 2 * 2 * layers        # 2 adapters per layer, each a down and an up projection
+    head = 1
+    # Every matmul needs its input gradient (adapters sit in every layer, down to layer 0);
+    # a weight gradient is computed only where the kernel trains.
+    input_gradients = backbone + adapters + head
+    weight_gradients = adapters + head if mode == "adapter" else backbone + adapters + head
+    assert len(backward) == input_gradients + weight_gradients, backward
