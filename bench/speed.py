@@ -7,7 +7,8 @@ own subprocess so that peak memory is that measurement's alone:
   full fine-tuning and LayerNorm-only (embedded MiniLM, every batch padded to --seq, --batch), plus XLA and
   mixed-precision variants;
 - inference examples/s (batch 64, as PEERS.md);
-- achieved FLOP/s of training against a float32 matmul roof measured here;
+- achieved FLOP/s of training against a float32 matmul roof measured here, and how a
+  training step splits into matmul time and the other ops' time (profiler trace);
 - an MRPC training epoch with dynamic padding vs padding to 128.
 
 Peak memory is the process's peak resident set (ru_maxrss) and, to separate what
@@ -30,8 +31,10 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
+sys.path.insert(0, HERE)
 RESULTS = os.path.join(REPO, "bench", "results")
 MRPC_DIR = os.path.join(REPO, "..", "shared", "data", "glue", "MRPC")
 
@@ -141,6 +144,7 @@ def worker_train(args) -> dict:
     model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0,
               callbacks=[timer.callback])
     step = timer.median_seconds()
+    profile = _profile_steps(model, dataset, args.profile_steps)
     slots = [v for v in model.optimizer.variables if v is not model.optimizer.iterations]
     return {"examples_per_s": args.batch / step,
             "step_ms": 1000 * step, "step_ms_min": 1000 * min(timer.durations),
@@ -148,7 +152,23 @@ def worker_train(args) -> dict:
             "peak_rss_mb": _peak_rss_mb(), "rss_before_training_mb": before,
             "optimizer_slot_params": int(sum(v.shape.num_elements() for v in slots)),
             "trainable_params": int(sum(v.shape.num_elements() for v in model.trainable_weights)),
-            "train_flops_per_example": train_flops(model.bert.config, args.seq, args.mode)}
+            "train_flops_per_example": train_flops(model.bert.config, args.seq, args.mode),
+            **profile}
+
+
+def _profile_steps(model, dataset, steps: int) -> dict:
+    """Matmul and all-op time per training step, from a profiler trace of `steps` steps.
+
+    Op times are summed over the threads that ran them, so with inter-op parallelism
+    their sum can exceed the step time; the split is what the table is for.
+    """
+    from op_profile import is_matmul, op_events
+    if steps <= 0:
+        return {}
+    events = op_events(lambda: model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0))
+    matmul = sum(ms for _, op_type, ms in events if is_matmul(op_type))
+    return {"matmul_ms_per_step": matmul / steps,
+            "op_ms_per_step": sum(ms for _, _, ms in events) / steps}
 
 
 def worker_infer(args) -> dict:
@@ -227,6 +247,7 @@ def run_worker(kind: str, args, **options) -> dict:
     command = [sys.executable, os.path.abspath(__file__), f"--worker={kind}",
                f"--seq={args.seq}", f"--batch={args.batch}", f"--steps={args.steps}",
                f"--warmup={args.warmup}", f"--epoch_fraction={args.epoch_fraction}",
+               f"--profile_steps={args.profile_steps}",
                f"--data_dir={args.data_dir}"]
     command += [f"--{k}={v}" for k, v in options.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
@@ -276,20 +297,48 @@ def targets(results: dict) -> list:
             for name, value, goal, op in rows]
 
 
+def _ms(row: dict, key: str) -> str:
+    return f"{row[key]:.0f}" if key in row else "n/a"
+
+
+def _other_ms(row: dict) -> str:
+    if "op_ms_per_step" not in row:
+        return "n/a"
+    return f"{row['op_ms_per_step'] - row['matmul_ms_per_step']:.0f}"
+
+
+def _matmul_split(train: dict) -> list:
+    """A sentence comparing adapter and full fine-tuning step time, matmuls vs the rest."""
+    adapter, full = train["adapter"], train["full"]
+    if "matmul_ms_per_step" not in adapter or "matmul_ms_per_step" not in full:
+        return []
+    a_mm, f_mm = adapter["matmul_ms_per_step"], full["matmul_ms_per_step"]
+    a_other = adapter["op_ms_per_step"] - a_mm
+    f_other = full["op_ms_per_step"] - f_mm
+    return ["", f"Matmul time per step: full fine-tuning {f_mm:.0f} ms, adapter tuning "
+                f"{a_mm:.0f} ms ({f_mm / a_mm:.2f}x less; skipping every frozen kernel's "
+                f"weight gradient can save at most a third, 1.5x). The other ops (softmax, GELU, "
+                f"LayerNorm, dropout, optimizer) take {f_other:.0f} vs {a_other:.0f} ms: work "
+                f"adapter tuning cannot skip, since gradients flow through every layer to "
+                f"the adapters of layer 0."]
+
+
 def markdown(results: dict) -> str:
     roof = results["roof"]
     lines = [f"Float32 matmul roof: {roof['matmul_float32_gflops']:.0f} GFLOP/s "
              f"(bfloat16: {roof['matmul_bfloat16_gflops']:.0f}); seq {results['settings']['seq']}, "
              f"batch {results['settings']['batch']}, {results['settings']['cpu_count']} CPUs.",
-             "", "| training | examples/s | step ms | GFLOP/s | % of roof | peak RSS MB | "
-             "growth MB | optimizer slots |", "|---|---|---|---|---|---|---|---|"]
+             "", "| training | examples/s | step ms | matmul ms | other ops ms | GFLOP/s | "
+             "% of roof | peak RSS MB | growth MB | optimizer slots |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for label, row in results["train"].items():
         lines.append(
             f"| {label} | {row['examples_per_s']:.1f} | {row['step_ms']:.0f} | "
-            f"{row['achieved_gflops']:.0f} | "
+            f"{_ms(row, 'matmul_ms_per_step')} | {_other_ms(row)} | {row['achieved_gflops']:.0f} | "
             f"{100 * row['achieved_gflops'] / roof['matmul_float32_gflops']:.0f} | "
             f"{row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] - row['rss_before_training_mb']:.0f}"
             f" | {row['optimizer_slot_params']:,} |")
+    lines += _matmul_split(results["train"])
     lines += ["", "| inference (batch 64) | examples/s |", "|---|---|"]
     lines += [f"| {k} | {v['examples_per_s']:.1f} |" for k, v in results["infer"].items()]
     epoch = results["epoch"]
@@ -312,6 +361,9 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per row")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    parser.add_argument("--profile_steps", type=int, default=3,
+                        help="steps traced by the profiler after the timed ones, for the "
+                             "matmul / other-ops split (0: none)")
     parser.add_argument("--epoch_fraction", type=float, default=1.0,
                         help="part of an MRPC epoch to time (scaled to a full epoch)")
     parser.add_argument("--data_dir", default=MRPC_DIR)
