@@ -20,6 +20,7 @@ DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
 ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora", "resadapter")
 RESADAPTER_VARIANTS = ("pipeline", "resnet", "resnext")
 RESADAPTER_CELLS = ("feedforward", "attention")
+RESADAPTER_POOLINGS = ("cls", "mean")
 PADDING_MODES = ("dynamic", "max_seq_length")
 
 
@@ -131,6 +132,10 @@ def _define_port_flags():
     flags.DEFINE_enum("resadapter_cell", "feedforward", RESADAPTER_CELLS,
                       "ResAdapter cell middle: a non-linearity (feedforward) or a "
                       "self-attention layer (attention).")
+    flags.DEFINE_enum("resadapter_pooling", "cls", RESADAPTER_POOLINGS,
+                      "What a ResAdapter classification head reads: the side network's [CLS] "
+                      "vector, or its mean over real tokens (suits backbones trained with "
+                      "mean pooling, like the embedded MiniLM). Classification only.")
     flags.DEFINE_float("lora_alpha", None,
                        "LoRA scaling numerator (scale = alpha / rank); default: the rank, "
                        "i.e. scale 1.")

@@ -50,6 +50,7 @@ from adapter_bert.modeling import BertModel
 
 VARIANTS = ("pipeline", "resnet", "resnext")
 CELLS = ("feedforward", "attention")
+POOLINGS = ("cls", "mean")
 SCOPE = "resadapter"
 
 
@@ -68,6 +69,9 @@ class ResAdapterConfig:
         stage_size: cells per residual stage (resnet).
         max_groups: most layer groups (resnext).
         batch_norm_momentum: Keras momentum of the BatchNorm moving statistics.
+        pooling: what the classification head reads: the side output's first ([CLS])
+            vector, or its mean over real tokens (padding masked out). Span heads read
+            every token either way.
 
     Examples:
         >>> ResAdapterConfig(size=8, variant="resnext").variant
@@ -83,12 +87,16 @@ class ResAdapterConfig:
     stage_size: int = 3
     max_groups: int = 4
     batch_norm_momentum: float = 0.9
+    pooling: str = "cls"
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ConfigError(f"resadapter variant must be one of {VARIANTS}, got {self.variant!r}")
         if self.cell not in CELLS:
             raise ConfigError(f"resadapter cell must be one of {CELLS}, got {self.cell!r}")
+        if self.pooling not in POOLINGS:
+            raise ConfigError(f"resadapter pooling must be one of {POOLINGS}, "
+                              f"got {self.pooling!r}")
         for name in ("size", "num_heads", "stage_size", "max_groups"):
             if int(getattr(self, name)) <= 0:
                 raise ConfigError(f"resadapter {name} must be a positive integer, "
@@ -321,7 +329,10 @@ class _ResAdapterTaskModel(keras.Model):
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class ResAdapterClassifier(_ResAdapterTaskModel):
-    """ResAdapter + `ClassifierHead` on the side output's first ([CLS]) token.
+    """ResAdapter + `ClassifierHead` on the side output's [CLS] vector or token mean.
+
+    `resadapter_config.pooling` picks the head's input: "cls" (the first token) or
+    "mean" (the mean over real tokens, padding masked out).
 
     Same inputs and outputs as `BertClassifier`: float32 logits [B, num_labels].
 
@@ -346,7 +357,14 @@ class ResAdapterClassifier(_ResAdapterTaskModel):
                                    initializer_range=self.bert.config.initializer_range)
 
     def call(self, inputs, training=None):
-        return self.head(self.side_output(inputs, training)[:, 0], training=training)
+        side = self.side_output(inputs, training)
+        if self.resadapter_config.pooling == "cls":
+            return self.head(side[:, 0], training=training)
+        mask = inputs.get("input_mask")
+        mask = tf.ones_like(inputs["input_ids"]) if mask is None else mask
+        mask = tf.cast(mask, side.dtype)[:, :, None]
+        pooled = tf.reduce_sum(side * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+        return self.head(pooled, training=training)
 
     def get_config(self):
         return dict(self._base_config(), num_labels=self.num_labels)

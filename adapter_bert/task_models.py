@@ -22,7 +22,7 @@ HEADS = ("classifier", "span")
 
 # Flags that place Houlsby adapters inside BERT; a ResAdapter has no use for them.
 _INSIDE_ADAPTER_FLAGS = ("adapter_positions", "adapter_leave_out", "adapter_init_scale")
-_RESADAPTER_FLAGS = ("resadapter_variant", "resadapter_cell")
+_RESADAPTER_FLAGS = ("resadapter_variant", "resadapter_cell", "resadapter_pooling")
 
 
 def _adapter_type(flag_values) -> str:
@@ -82,7 +82,8 @@ def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
         return None
     return ResAdapterConfig(size=flag_values.adapter_size, variant=flag_values.resadapter_variant,
                             cell=flag_values.resadapter_cell,
-                            activation=flag_values.adapter_activation)
+                            activation=flag_values.adapter_activation,
+                            pooling=getattr(flag_values, "resadapter_pooling", "cls"))
 
 
 def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
@@ -140,6 +141,9 @@ def build_task_model_for_flags(strategy, backbone: "common.Backbone", flag_value
         FlagError: a meaningless flag combination (see `validate_resadapter_flags`).
     """
     validate_resadapter_flags(flag_values)
+    if head == "span" and was_set(flag_values, "resadapter_pooling"):
+        raise FlagError("--resadapter_pooling chooses a classification head's input; the "
+                        "span head scores every token")
     resadapter_config = resadapter_config_for_run(flag_values)
     adapter_config = None if resadapter_config else common.adapter_config_for_run(flag_values)
     model = new_task_model(backbone.config, head, num_labels, adapter_config, resadapter_config)

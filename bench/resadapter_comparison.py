@@ -85,7 +85,8 @@ def run_mrpc(arm, data_dir, args):
     shutil.rmtree(arm_args.work_dir, ignore_errors=True)
     arm_args.data_dir, arm_args.epochs = data_dir, args.mrpc_epochs
     arm_args.max_seq_length = args.mrpc_max_seq_length
-    arm_args.extra = arm_flags(arm, args) + _backbone_flag(args)
+    pooling = [f"--resadapter_pooling={args.pooling}"] if arm.startswith("resadapter-") else []
+    arm_args.extra = arm_flags(arm, args) + pooling + _backbone_flag(args)
     row = mrpc_bench.run_mode(BASE_MODE, arm_args)
     return {"task": "mrpc", "arm": arm, "command": row["command"], "wall_s": row["wall_s"],
             "metrics": {"accuracy": row["dev_accuracy"], "f1": row["dev_f1"]},
@@ -151,6 +152,8 @@ def parse_args(argv=None):
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--cell", default="feedforward", choices=("feedforward", "attention"),
                         help="ResAdapter cell of every resadapter arm")
+    parser.add_argument("--pooling", default="cls", choices=("cls", "mean"),
+                        help="what the ResAdapter arms' MRPC classification head reads")
     parser.add_argument("--adapter_size", type=int, default=64)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--batch_size", type=int, default=32)
@@ -198,7 +201,7 @@ def main(argv=None):
         data["squad_v2"] = f"Train: {files['train']}. Evaluate: {files['eval']}."
         rows += [run_squad_v2(arm, files, args) for arm in args.arms]
     settings = {k: getattr(args, k) for k in (
-        "cell", "adapter_size", "learning_rate", "batch_size", "seed", "mrpc_max_train_examples",
+        "cell", "pooling", "adapter_size", "learning_rate", "batch_size", "seed", "mrpc_max_train_examples",
         "mrpc_max_eval_examples", "mrpc_epochs", "mrpc_max_seq_length", "max_train_questions",
         "v2_train_articles", "v2_eval_articles", "squad_epochs", "squad_max_seq_length",
         "doc_stride", "max_query_length")}

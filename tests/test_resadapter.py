@@ -118,6 +118,26 @@ def test_config_validation_and_round_trip():
         ResAdapterConfig(size=10, cell="attention", num_heads=4)
     with pytest.raises(ConfigError, match="unknown"):
         ResAdapterConfig.from_dict({"size": 4, "depth": 2})
+    with pytest.raises(ConfigError, match="pooling"):
+        ResAdapterConfig(pooling="max")
+    # Files written before pooling existed read as [CLS] pooling.
+    old = {k: v for k, v in ResAdapterConfig().to_dict().items() if k != "pooling"}
+    assert ResAdapterConfig.from_dict(old).pooling == "cls"
+
+
+def test_mean_pooling_averages_real_tokens_only():
+    model = tuned(ResAdapterClassifier(config(), 3, ResAdapterConfig(size=M, pooling="mean")))
+    inputs = tiny_inputs(batch=2, seq=7, pad_last=2)
+    side = model.side_output(inputs, training=False).numpy()
+    expected_pooled = np.stack([side[0, :5].mean(axis=0), side[1].mean(axis=0)])
+    expected = model.head(tf.constant(expected_pooled), training=False).numpy()
+    np.testing.assert_allclose(model(inputs, training=False).numpy(), expected, atol=1e-6)
+    # More padding changes nothing: the side network and the mean both mask it.
+    padded = {k: np.pad(v, [(0, 0), (0, 3)]) for k, v in inputs.items()}
+    np.testing.assert_allclose(model(padded, training=False).numpy(), expected, atol=1e-5)
+    cls_model = tuned(ResAdapterClassifier(config(), 3, ResAdapterConfig(size=M)))
+    cls_model.set_weights(model.get_weights())
+    assert not np.allclose(cls_model(inputs, training=False).numpy(), expected, atol=1e-3)
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -370,6 +390,20 @@ def test_resadapter_flags_need_the_resadapter_type(backbone, shared_dir, tmp_pat
                 "--resadapter_variant=resnet")
     assert code == 1
     assert "only apply with --adapter_type=resadapter" in capsys.readouterr().err
+    code = mrpc(shared_dir, backbone, tmp_path / "out", "--do_eval", "--resadapter_pooling=mean")
+    assert code == 1
+    assert "--resadapter_pooling" in capsys.readouterr().err
+
+
+def test_pooling_is_refused_for_the_span_head(backbone, shared_dir, tmp_path, capsys):
+    squad = shared_dir / "data/squad/dev-v2.0.json"
+    code, _ = run_in_process("run_squad", [
+        "--do_predict", "--version_2_with_negative", f"--predict_file={squad}",
+        *runner_flags(backbone, tmp_path / "out", max_seq_length=64, doc_stride=16,
+                      max_query_length=16, eval_batch_size=None),
+        "--adapter_type=resadapter", "--resadapter_pooling=mean"])
+    assert code == 1
+    assert "--resadapter_pooling chooses a classification head's input" in capsys.readouterr().err
 
 
 def test_run_squad_smoke_and_load_adapter(backbone, shared_dir, tmp_path):
