@@ -296,6 +296,12 @@ class ResAdapterNetwork(keras.layers.Layer):
         return config
 
 
+def _input_mask(inputs):
+    """The input dict's input_mask, or all ones when it has none (no padding)."""
+    mask = inputs.get("input_mask")
+    return tf.ones_like(inputs["input_ids"]) if mask is None else mask
+
+
 class _ResAdapterTaskModel(keras.Model):
     """A frozen `BertModel` (`bert`), a `ResAdapterNetwork` (`resadapter`) and a `head`.
 
@@ -317,10 +323,7 @@ class _ResAdapterTaskModel(keras.Model):
         """The side network's output [B, T, H] for an input dict (Google's feature names)."""
         layers = self.bert(inputs, training=False, return_all_layers=True)["all_layer_outputs"]
         layers = [tf.stop_gradient(layer) for layer in layers]
-        input_mask = inputs.get("input_mask")
-        if input_mask is None:
-            input_mask = tf.ones_like(inputs["input_ids"])
-        return self.resadapter(layers, input_mask, training=training)
+        return self.resadapter(layers, _input_mask(inputs), training=training)
 
     def _base_config(self):
         return {"name": self.name, "config": self.bert.config.to_dict(),
@@ -360,9 +363,7 @@ class ResAdapterClassifier(_ResAdapterTaskModel):
         side = self.side_output(inputs, training)
         if self.resadapter_config.pooling == "cls":
             return self.head(side[:, 0], training=training)
-        mask = inputs.get("input_mask")
-        mask = tf.ones_like(inputs["input_ids"]) if mask is None else mask
-        mask = tf.cast(mask, side.dtype)[:, :, None]
+        mask = tf.cast(_input_mask(inputs), side.dtype)[:, :, None]
         pooled = tf.reduce_sum(side * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
         return self.head(pooled, training=training)
 

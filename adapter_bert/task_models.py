@@ -83,7 +83,7 @@ def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
     return ResAdapterConfig(size=flag_values.adapter_size, variant=flag_values.resadapter_variant,
                             cell=flag_values.resadapter_cell,
                             activation=flag_values.adapter_activation,
-                            pooling=getattr(flag_values, "resadapter_pooling", "cls"))
+                            pooling=flag_values.resadapter_pooling)
 
 
 def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,

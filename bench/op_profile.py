@@ -16,7 +16,7 @@ from typing import Callable, List, Tuple
 MATMUL_SUFFIXES = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
 
 
-def op_events(run: Callable[[], None], logdir=None) -> List[Tuple[str, str, float]]:
+def op_events(run: Callable[[], None]) -> List[Tuple[str, str, float]]:
     """Runs `run()` under the TensorFlow profiler; returns (op name, op type, ms) per op run.
 
     Only TensorFlow op events are kept (their trace names are "<op name>:<op type>").
@@ -24,7 +24,7 @@ def op_events(run: Callable[[], None], logdir=None) -> List[Tuple[str, str, floa
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
     with tempfile.TemporaryDirectory() as scratch:
-        root = pathlib.Path(logdir or scratch)
+        root = pathlib.Path(scratch)
         tf.profiler.experimental.start(str(root))
         try:
             run()

@@ -12,6 +12,18 @@ import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+
+def bench_module(name: str):
+    """Imports bench/<name>.py (bench scripts import their siblings by plain name)."""
+    import importlib
+    import sys
+    bench = str(REPO / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    return importlib.import_module(name)
+
+
 # A real uncased BERT vocabulary (Google's BERT-Mini), for tokenizer-level tests.
 BERT_VOCAB = SHARED / "models" / "google-bert-mini-index" / "vocab.txt"
 

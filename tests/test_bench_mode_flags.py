@@ -1,13 +1,12 @@
 """The per-mode optimizer flags of the adapter-vs-full benchmarks (bench/mode_flags.py)."""
 
 import argparse
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench"))
-import mode_flags  # noqa: E402
+from tests.conftest import bench_module
+
+mode_flags = bench_module("mode_flags")
 
 
 def parse(argv):

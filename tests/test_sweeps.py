@@ -1,20 +1,16 @@
 """bench/adapter_sweeps.py: planning, data subsets, aggregation and plotting on fabricated
 results, and one tiny end-to-end sweep on a random 2-layer backbone."""
 
-import importlib.util
 import json
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import bench_module
 
 
 @pytest.fixture(scope="module")
 def sweeps():
-    spec = importlib.util.spec_from_file_location("adapter_sweeps", REPO / "bench/adapter_sweeps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("adapter_sweeps")
 
 
 def test_plan_runs_shared_points_once(sweeps):

@@ -1,8 +1,6 @@
 """Tuning modes: exact trainable counts against closed forms, report format, one train step."""
 
-import os
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -12,10 +10,9 @@ import tf_keras as keras
 from adapter_bert.config import AdapterConfig
 from adapter_bert.heads import BertClassifier
 from adapter_bert.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
-from tests.conftest import tiny_inputs
+from tests.conftest import bench_module, tiny_inputs
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench"))
-import op_profile  # noqa: E402
+op_profile = bench_module("op_profile")
 
 M = 4          # adapter size
 LABELS = 3
