@@ -56,4 +56,5 @@ def optimizer_label(row) -> str:
 
 def row_fields(mode, args):
     """What a results row records about the mode's optimizer."""
-    return {"learning_rate": learning_rate(mode, args), "bias_correction": bias_corrected(mode, args)}
+    return {"learning_rate": learning_rate(mode, args),
+            "bias_correction": bias_corrected(mode, args)}

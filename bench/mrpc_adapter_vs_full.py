@@ -78,7 +78,8 @@ def markdown(rows):
     lines = ["| mode | learning rate, Adam | dev acc | dev F1 | trainable / total | trainable% | "
              "wall time |", "|---|---|---|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row['mode']} | {optimizer_label(row)} | {row['dev_accuracy']:.2f} | {row['dev_f1']:.2f} | "
+        lines.append(f"| {row['mode']} | {optimizer_label(row)} | {row['dev_accuracy']:.2f} | "
+                     f"{row['dev_f1']:.2f} | "
                      f"{row['trainable_params']:,} / {row['all_params']:,} | "
                      f"{row['trainable_percent']:.2f} | {row['wall_s'] / 60:.1f} min |")
     return "\n".join(lines) + "\n"

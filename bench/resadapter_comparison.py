@@ -201,7 +201,8 @@ def main(argv=None):
         data["squad_v2"] = f"Train: {files['train']}. Evaluate: {files['eval']}."
         rows += [run_squad_v2(arm, files, args) for arm in args.arms]
     settings = {k: getattr(args, k) for k in (
-        "cell", "pooling", "adapter_size", "learning_rate", "batch_size", "seed", "mrpc_max_train_examples",
+        "cell", "pooling", "adapter_size", "learning_rate", "batch_size", "seed",
+        "mrpc_max_train_examples",
         "mrpc_max_eval_examples", "mrpc_epochs", "mrpc_max_seq_length", "max_train_questions",
         "v2_train_articles", "v2_eval_articles", "squad_epochs", "squad_max_seq_length",
         "doc_stride", "max_query_length")}

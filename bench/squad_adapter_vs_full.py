@@ -2,8 +2,8 @@
 
 Both modes get the same budget (training questions, epochs, batch size, sequence length,
 seed); each runs at its own learning rate (--adapter_lr, --full_lr) and Adam variant
-(--bias_correction=MODES: which modes use bias-corrected Adam; see bench/mode_flags.py). The data is cut from ../shared/data/squad
-into --work_dir (never into the repository):
+(--bias_correction=MODES: which modes use bias-corrected Adam; see bench/mode_flags.py).
+The data is cut from ../shared/data/squad into --work_dir (never into the repository):
 
 - v1.1: train on the first --max_train_questions questions of train-v1.1-subset.json,
   evaluate on the first --eval_articles articles of the official dev-v1.1.json;
@@ -128,7 +128,8 @@ def run_one(version, mode, files, args):
     wall = time.time() - start
     with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
         results = json.load(f)
-    return {"version": version, "mode": mode, **row_fields(mode, args), "command": " ".join(command[1:]),
+    return {"version": version, "mode": mode, **row_fields(mode, args),
+            "command": " ".join(command[1:]),
             "wall_s": round(wall, 1), "results": results}
 
 

@@ -20,7 +20,8 @@ def parse(argv):
 def test_defaults_are_each_modes_usual_rate_and_googles_adam():
     args = parse([])
     assert mode_flags.modes(args) == ["adapter", "full"]
-    assert mode_flags.mode_flags("adapter", args) == ["--tuning_mode=adapter", "--learning_rate=1e-3"]
+    assert mode_flags.mode_flags("adapter", args) == ["--tuning_mode=adapter",
+                                                      "--learning_rate=1e-3"]
     assert mode_flags.mode_flags("full", args) == ["--tuning_mode=full", "--learning_rate=5e-5"]
 
 
