@@ -49,9 +49,14 @@ def mode_flags(mode, args):
 
 
 def optimizer_label(row) -> str:
-    """A results row's optimizer, for tables: learning rate and Adam variant."""
-    corrected = row.get("bias_correction", False)
-    return f"{row['learning_rate']}, {'bias-corrected' if corrected else 'Google (uncorrected)'}"
+    """A results row's optimizer, for tables: learning rate and Adam variant.
+
+    Rows written before the fields existed are read from their recorded command.
+    """
+    command = row.get("command", "")
+    rate = row.get("learning_rate") or command.split("--learning_rate=")[-1].split()[0]
+    corrected = row.get("bias_correction", "--adam_bias_correction" in command.split())
+    return f"{rate}, {'bias-corrected' if corrected else 'Google (uncorrected)'}"
 
 
 def row_fields(mode, args):

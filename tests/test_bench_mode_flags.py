@@ -52,5 +52,8 @@ def test_unknown_modes_are_refused_naming_the_flag(argv, flag, capsys):
     assert f"{flag}: unknown mode(s)" in capsys.readouterr().err
 
 
-def test_rows_of_older_results_read_as_googles_adam():
-    assert mode_flags.optimizer_label({"learning_rate": "5e-5"}) == "5e-5, Google (uncorrected)"
+def test_rows_of_older_results_are_read_from_their_command():
+    old = "run_classifier.py --tuning_mode=adapter --learning_rate=1e-3 --seed=42"
+    assert mode_flags.optimizer_label({"command": old}) == "1e-3, Google (uncorrected)"
+    corrected = {"command": old + " --adam_bias_correction"}
+    assert mode_flags.optimizer_label(corrected) == "1e-3, bias-corrected"
