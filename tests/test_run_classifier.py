@@ -3,7 +3,6 @@
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -207,24 +206,38 @@ def test_do_lower_case_must_match_a_cased_checkpoint(backbone, shared_dir, tmp_p
     assert "--do_lower_case=True but" in capsys.readouterr().err
 
 
+# Runs a script with TrainingCheckpoints.save patched so the process SIGKILLs itself
+# just before writing checkpoint `kill_at`: the kill lands at the same step on any
+# machine (a poller racing a fast run can miss it), and it lands between checkpoints,
+# so the steps after the last one saved are lost and must be trained again.
+_KILLED_AT_STEP = """
+import os, runpy, signal, sys
+from adapter_bert import training
+save = training.TrainingCheckpoints.save
+def save_unless_killed(self, step):
+    if step == {kill_at}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return save(self, step)
+training.TrainingCheckpoints.save = save_unless_killed
+sys.argv = [{script!r}, *sys.argv[1:]]
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
 def test_killed_run_resumes_from_its_last_checkpoint(backbone, shared_dir, tmp_path):
     argv = ["--task_name=MRPC", "--do_train", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
             "--num_train_epochs=0.1", *common_flags(backbone, tmp_path / "out")]
     total = int(3668 / 16 * 0.1)
-    env_argv = [sys.executable, str(REPO / "run_classifier.py"), *argv]
-    process = subprocess.Popen(env_argv, cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL,
-                               env=dict(__import__("os").environ, PYTHONPATH=str(REPO)))
+    script = str(REPO / "run_classifier.py")
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT_STEP.format(kill_at=8, script=script),
+                             *argv], cwd=REPO, capture_output=True, text=True, timeout=600,
+                            env=dict(__import__("os").environ, PYTHONPATH=str(REPO)))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     checkpoints = tmp_path / "out" / "checkpoints"
-    deadline = time.time() + 300
-    while time.time() < deadline and not list(checkpoints.glob("ckpt-4.index")):
-        time.sleep(0.2)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
     saved = sorted(int(p.name.split("-")[1].split(".")[0]) for p in checkpoints.glob("ckpt-*.index"))
-    assert saved and saved[-1] < total, "the run finished before it could be killed"
+    assert saved == [2, 4, 6]
     rerun = run_subprocess("run_classifier.py", argv)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert f"ckpt-{saved[-1]}" in rerun.stderr and "Restored" in rerun.stderr
-    assert f"steps {saved[-1] + 1}..{total} of {total}" in rerun.stderr
+    assert "ckpt-6" in rerun.stderr and "Restored" in rerun.stderr
+    assert f"steps 7..{total} of {total}" in rerun.stderr
     assert (tmp_path / "out" / f"checkpoints/ckpt-{total}.index").exists()
