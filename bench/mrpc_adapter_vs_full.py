@@ -1,17 +1,21 @@
 """MRPC on the embedded MiniLM: adapter tuning vs full fine-tuning with the same budget.
 
-Runs run_classifier.py once per mode (same data, sequence length, batch size, epochs,
-seed; each mode at its own learning rate, --adapter_lr / --full_lr, and Adam variant,
---bias_correction=MODES; see bench/mode_flags.py), times each run, and writes
-`<--out>.{json,md}` (default bench/results/mrpc_adapter_vs_full).
+Runs run_classifier.py once per mode and seed (same data, sequence length, batch size,
+epochs and seeds; each mode at its own learning rate, --adapter_lr / --full_lr, and Adam
+variant, --bias_correction=MODES; see bench/mode_flags.py), times each run, and writes
+`<--out>.{json,md}` (default bench/results/mrpc_adapter_vs_full). With several --seeds
+the table adds each mode's mean and sample standard deviation: MRPC's 408 dev examples
+make one run's accuracy move by a point or more with the seed alone.
 
 Usage:
-    python bench/mrpc_adapter_vs_full.py --data_dir=../shared/data/glue/MRPC
+    python bench/mrpc_adapter_vs_full.py --data_dir=../shared/data/glue/MRPC --seeds=42,43,44
 """
 
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -37,20 +41,22 @@ def read_results(path):
     return results
 
 
-def run_mode(mode, args):
-    output_dir = os.path.join(args.work_dir, mode)
+def run_mode(mode, seed, args):
+    output_dir = os.path.join(args.work_dir, f"{mode}_seed{seed}")
+    # A finished run left here would be resumed (evaluated without training); start clean.
+    shutil.rmtree(output_dir, ignore_errors=True)
     command = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
                "--do_train", "--do_eval", f"--data_dir={args.data_dir}",
                f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
                f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
-               "--eval_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
+               "--eval_batch_size=64", f"--seed={seed}", "--save_checkpoints_steps=100000",
                *mode_flags(mode, args), *args.extra]
     print("+", " ".join(command), flush=True)
     start = time.time()
     subprocess.run(command, check=True, cwd=REPO)
     wall = time.time() - start
     results = read_results(os.path.join(output_dir, "eval_results.txt"))
-    return {"mode": mode, **row_fields(mode, args),
+    return {"mode": mode, "seed": seed, **row_fields(mode, args),
             "command": " ".join(command[1:]), "wall_s": round(wall, 1),
             "dev_accuracy": 100 * results["eval_accuracy"], "dev_f1": 100 * results["eval_f1"],
             "trainable_params": int(results["trainable_params"]),
@@ -58,51 +64,100 @@ def run_mode(mode, args):
             "trainable_percent": float(results["trainable_percent"])}
 
 
-def merge_rows(path, settings, new_rows):
-    """Rows of an earlier run with the same settings, with the modes just run replaced.
+def row_seed(row) -> int:
+    """A row's seed; rows written before the field existed are read from their command."""
+    if "seed" in row:
+        return int(row["seed"])
+    return int(row["command"].split("--seed=")[1].split()[0])
 
-    Re-running one mode (e.g. after a change that only affects it) keeps the others.
+
+def merge_rows(path, settings, new_rows):
+    """Rows of an earlier run with the same settings, with the (mode, seed) runs just done
+    replaced.
+
+    Re-running one mode or adding seeds (e.g. after a change that only affects one
+    mode) keeps the other rows. Files from before --seeds kept the seed in `settings`.
     """
     old = []
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)
-        if previous.get("settings") == settings:
+        previous_settings = dict(previous.get("settings", {}))
+        previous_settings.pop("seed", None)
+        if previous_settings == settings:
             old = previous["runs"]
-    done = {row["mode"] for row in new_rows}
-    kept = [row for row in old if row["mode"] not in done]
-    return sorted(kept + new_rows, key=lambda row: list(DEFAULT_RATES).index(row["mode"]))
+    done = {(row["mode"], row_seed(row)) for row in new_rows}
+    kept = [row for row in old if (row["mode"], row_seed(row)) not in done]
+    return sorted(kept + new_rows,
+                  key=lambda row: (list(DEFAULT_RATES).index(row["mode"]), row_seed(row)))
+
+
+def _mean_sd(values):
+    """`mean ± sample sd` (just the value for one run)."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def summary(rows):
+    """Per mode and optimizer: number of seeds, mean ± sd of dev accuracy and F1."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["mode"], optimizer_label(row)), []).append(row)
+    lines = ["| mode | learning rate, Adam | seeds | dev acc | dev F1 |", "|---|---|---|---|---|"]
+    for (mode, label), group in groups.items():
+        seeds = ",".join(str(row_seed(row)) for row in group)
+        lines.append(f"| {mode} | {label} | {seeds} | "
+                     f"{_mean_sd([row['dev_accuracy'] for row in group])} | "
+                     f"{_mean_sd([row['dev_f1'] for row in group])} |")
+    return lines
 
 
 def markdown(rows):
-    lines = ["| mode | learning rate, Adam | dev acc | dev F1 | trainable / total | trainable% | "
-             "wall time |", "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | learning rate, Adam | seed | dev acc | dev F1 | trainable / total | "
+             "trainable% | wall time |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row['mode']} | {optimizer_label(row)} | {row['dev_accuracy']:.2f} | "
-                     f"{row['dev_f1']:.2f} | "
+        lines.append(f"| {row['mode']} | {optimizer_label(row)} | {row_seed(row)} | "
+                     f"{row['dev_accuracy']:.2f} | {row['dev_f1']:.2f} | "
                      f"{row['trainable_params']:,} / {row['all_params']:,} | "
                      f"{row['trainable_percent']:.2f} | {row['wall_s'] / 60:.1f} min |")
+    if len({row_seed(row) for row in rows}) > 1:
+        lines += ["", "Mean ± sample standard deviation over seeds:", "", *summary(rows)]
     return "\n".join(lines) + "\n"
+
+
+def parse_seeds(parser, text):
+    """`--seeds=42,43` -> [42, 43], or a parser error naming the flag."""
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: expected comma-separated integers, got {text!r}")
+    if len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds: {text!r} repeats a seed")
+    return seeds
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue", "MRPC"))
+    parser.add_argument("--data_dir",
+                        default=os.path.join(REPO, "..", "shared", "data", "glue", "MRPC"))
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_bench_mrpc")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seeds", default="42",
+                        help="comma-separated; each mode runs once per seed")
     add_mode_arguments(parser)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mrpc_adapter_vs_full"),
                         help="results path without extension (.json and .md are written)")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
     args = parser.parse_args()
     check_mode_arguments(parser, args)
+    seeds = parse_seeds(parser, args.seeds)
     stem = args.out
     os.makedirs(os.path.dirname(stem), exist_ok=True)
-    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs", "seed")}
-    new_rows = [run_mode(mode, args) for mode in modes(args)]
+    settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs")}
+    new_rows = [run_mode(mode, seed, args) for seed in seeds for mode in modes(args)]
     rows = merge_rows(stem + ".json", settings, new_rows)
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump({"settings": settings, "runs": rows}, f, indent=2)

@@ -29,7 +29,6 @@ import argparse
 import copy
 import json
 import os
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,13 +80,11 @@ def run_mrpc(arm, data_dir, args):
     """One run_classifier.py run of `arm`; returns its row."""
     arm_args = copy.copy(args)
     arm_args.work_dir = os.path.join(args.work_dir, "mrpc", arm)
-    # A leftover checkpoint would make the runner resume instead of training afresh.
-    shutil.rmtree(arm_args.work_dir, ignore_errors=True)
     arm_args.data_dir, arm_args.epochs = data_dir, args.mrpc_epochs
     arm_args.max_seq_length = args.mrpc_max_seq_length
     pooling = [f"--resadapter_pooling={args.pooling}"] if arm.startswith("resadapter-") else []
     arm_args.extra = arm_flags(arm, args) + pooling + _backbone_flag(args)
-    row = mrpc_bench.run_mode(BASE_MODE, arm_args)
+    row = mrpc_bench.run_mode(BASE_MODE, args.seed, arm_args)  # it starts from a clean directory
     return {"task": "mrpc", "arm": arm, "command": row["command"], "wall_s": row["wall_s"],
             "metrics": {"accuracy": row["dev_accuracy"], "f1": row["dev_f1"]},
             "trainable_params": row["trainable_params"], "all_params": row["all_params"],
