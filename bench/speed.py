@@ -4,8 +4,8 @@ Every figure comes from this machine in this invocation; each measurement runs i
 own subprocess so that peak memory is that measurement's alone:
 
 - training examples/s (from the median step time) and peak memory for adapter tuning,
-  full fine-tuning and LayerNorm-only (embedded MiniLM, every batch padded to --seq, --batch), plus XLA and
-  mixed-precision variants;
+  full fine-tuning and LayerNorm-only (embedded MiniLM, every batch padded to --seq,
+  --batch), plus XLA and mixed-precision variants;
 - inference examples/s (batch 64, as PEERS.md);
 - achieved FLOP/s of training against a float32 matmul roof measured here, and how a
   training step splits into matmul time and the other ops' time (profiler trace);
@@ -21,6 +21,7 @@ of issue 7.
 Usage:
     python bench/speed.py                 # everything (~15 min on 2 cores)
     python bench/speed.py --steps=5 --epoch_fraction=0.1   # a quick smoke run
+    python bench/speed.py --parts=epoch   # re-measure one part, keep the others
 """
 
 import argparse
@@ -209,6 +210,19 @@ def worker_roof(args) -> dict:
     return results
 
 
+def epoch_seconds(durations, epoch_steps: int) -> dict:
+    """A full epoch's time from the step durations of a (partial) epoch.
+
+    The first step traces and optimizes the training graph: a one-off cost that a run
+    pays once, not once per epoch, so it is reported apart and the epoch time is
+    extrapolated from the steps after it. (Scaling the whole timed span by
+    1 / epoch_fraction would count that cost several times over.)
+    """
+    steady = durations[1:] or durations
+    return {"epoch_seconds": sum(steady) / len(steady) * epoch_steps,
+            "first_step_seconds": durations[0], "timed_steps": len(durations)}
+
+
 def worker_epoch(args) -> dict:
     """One MRPC training epoch (adapter tuning, seq 128) with the given padding."""
     import tf_keras as keras
@@ -223,18 +237,19 @@ def worker_epoch(args) -> dict:
     examples = processor.get_examples(args.data_dir, "train")
     tokenizer = load_tokenizer(model.backbone_files.vocab_file, True)
     features = convert_examples_to_features(examples, processor.get_labels(), 128, tokenizer)
-    steps = max(1, int(len(examples) / args.batch * args.epoch_fraction))
+    epoch_steps = -(-len(examples) // args.batch)
+    steps = max(2, int(epoch_steps * args.epoch_fraction))
     pipeline = InputPipeline(dynamic=args.padding == "dynamic", static_shapes=False,
                              cache=FeatureCache(None), vocab_file="", do_lower_case=True)
     dataset = pipeline.training_data(features, ("input_ids", "input_mask", "segment_ids"),
                                      ["label_ids"], args.batch, steps, seed=42)()
     model.compile(optimizer=create_optimizer(1e-3, steps, steps // 10),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    timer = _StepTimer()
     start = time.perf_counter()
-    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "steps": steps,
-            "epoch_seconds": seconds / args.epoch_fraction, "peak_rss_mb": _peak_rss_mb()}
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[timer.callback])
+    return {"seconds": time.perf_counter() - start, "steps": steps, "epoch_steps": epoch_steps,
+            **epoch_seconds(timer.durations, epoch_steps), "peak_rss_mb": _peak_rss_mb()}
 
 
 WORKERS = {"train": worker_train, "infer": worker_infer, "roof": worker_roof,
@@ -258,21 +273,64 @@ def run_worker(kind: str, args, **options) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(args) -> dict:
-    roof = run_worker("roof", args)
+PARTS = ("roof", "train", "infer", "epoch")
+
+
+def _measure_train(args) -> dict:
     train = {}
     for label, mode, dtype, xla in TRAIN_ROWS:
-        train[label] = run_worker("train", args, mode=mode, dtype=dtype, xla=xla)
-        train[label]["achieved_gflops"] = (train[label]["examples_per_s"]
-                                           * train[label]["train_flops_per_example"] / 1e9)
-    infer = {"float32": run_worker("infer", args, dtype="float32", xla=False),
-             "float32 + XLA": run_worker("infer", args, dtype="float32", xla=True),
-             "mixed_bfloat16": run_worker("infer", args, dtype="mixed_bfloat16", xla=False)}
-    epoch = {p: run_worker("epoch", args, padding=p) for p in ("max_seq_length", "dynamic")}
-    return {"settings": {"seq": args.seq, "batch": args.batch, "steps": args.steps,
-                         "warmup": args.warmup, "epoch_fraction": args.epoch_fraction,
-                         "cpu_count": os.cpu_count()},
-            "roof": roof, "train": train, "infer": infer, "epoch": epoch}
+        row = run_worker("train", args, mode=mode, dtype=dtype, xla=xla)
+        row["achieved_gflops"] = row["examples_per_s"] * row["train_flops_per_example"] / 1e9
+        train[label] = row
+    return train
+
+
+def _measure_infer(args) -> dict:
+    return {"float32": run_worker("infer", args, dtype="float32", xla=False),
+            "float32 + XLA": run_worker("infer", args, dtype="float32", xla=True),
+            "mixed_bfloat16": run_worker("infer", args, dtype="mixed_bfloat16", xla=False)}
+
+
+def _measure_epoch(args) -> dict:
+    return {p: run_worker("epoch", args, padding=p) for p in ("max_seq_length", "dynamic")}
+
+
+def measure(args, parts=PARTS, previous=None) -> dict:
+    """Runs the measurements of `parts`; the others are taken from `previous`.
+
+    Every ratio the targets use compares rows of one part, so each stays a
+    measurement of a single run even when parts come from different runs.
+    """
+    settings = {"seq": args.seq, "batch": args.batch, "steps": args.steps,
+                "warmup": args.warmup, "epoch_fraction": args.epoch_fraction,
+                "cpu_count": os.cpu_count()}
+    measurers = {"roof": lambda: run_worker("roof", args), "train": lambda: _measure_train(args),
+                 "infer": lambda: _measure_infer(args), "epoch": lambda: _measure_epoch(args)}
+    results = {"settings": settings}
+    for part in PARTS:
+        results[part] = measurers[part]() if part in parts else previous[part]
+    return results
+
+
+def previous_results(path: str, args, parts) -> dict:
+    """The earlier results that the parts not re-measured come from (--parts).
+
+    Raises:
+        ValueError: they are missing or were measured at another shape or CPU count.
+    """
+    if set(parts) == set(PARTS):
+        return {}
+    if not os.path.isfile(path):
+        raise ValueError(f"--parts={','.join(parts)} takes the other parts from {path}, "
+                         f"which does not exist; run without --parts first")
+    with open(path, encoding="utf-8") as f:
+        previous = json.load(f)
+    before = previous["settings"]
+    for key, now in (("seq", args.seq), ("batch", args.batch), ("cpu_count", os.cpu_count())):
+        if before.get(key) != now:
+            raise ValueError(f"{path} was measured with {key}={before.get(key)}, this run has "
+                             f"{key}={now}; re-measure every part (leave out --parts)")
+    return previous
 
 
 def targets(results: dict) -> list:
@@ -297,8 +355,9 @@ def targets(results: dict) -> list:
             for name, value, goal, op in rows]
 
 
-def _ms(row: dict, key: str) -> str:
-    return f"{row[key]:.0f}" if key in row else "n/a"
+def _ms(row: dict, key: str, digits: int = 0) -> str:
+    # Results written before a field existed show "n/a".
+    return f"{row[key]:.{digits}f}" if key in row else "n/a"
 
 
 def _other_ms(row: dict) -> str:
@@ -342,8 +401,10 @@ def markdown(results: dict) -> str:
     lines += ["", "| inference (batch 64) | examples/s |", "|---|---|"]
     lines += [f"| {k} | {v['examples_per_s']:.1f} |" for k, v in results["infer"].items()]
     epoch = results["epoch"]
-    lines += ["", "| MRPC epoch, adapter tuning | seconds |", "|---|---|"]
-    lines += [f"| padding: {k} | {v['epoch_seconds']:.0f} |" for k, v in epoch.items()]
+    lines += ["", "| MRPC epoch, adapter tuning | seconds per epoch | first step (tracing) s |",
+              "|---|---|---|"]
+    lines += [f"| padding: {k} | {v['epoch_seconds']:.0f} | "
+              f"{_ms(v, 'first_step_seconds', 1)} |" for k, v in epoch.items()]
     lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
     lines += [f"| {name} | {value:.2f} | {op} {goal} | {'yes' if met else 'no'} |"
               for name, value, goal, met, op in targets(results)]
@@ -365,15 +426,27 @@ def main():
                         help="steps traced by the profiler after the timed ones, for the "
                              "matmul / other-ops split (0: none)")
     parser.add_argument("--epoch_fraction", type=float, default=1.0,
-                        help="part of an MRPC epoch to time (scaled to a full epoch)")
+                        help="part of an MRPC epoch to time (its steps after the first, "
+                             "which traces the graph, are scaled to a full epoch)")
     parser.add_argument("--data_dir", default=MRPC_DIR)
     parser.add_argument("--out", default=os.path.join(RESULTS, "speed"))
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="measurements to run (some of roof,train,infer,epoch); the others "
+                             "are kept from the earlier results at --out")
     args = parser.parse_args()
     if args.worker:
         args.xla = args.xla == "True"
         print(json.dumps(WORKERS[args.worker](args)))
         return
-    results = measure(args)
+    parts = args.parts.split(",")
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"--parts: unknown part(s) {unknown}; expected some of {list(PARTS)}")
+    try:
+        previous = previous_results(args.out + ".json", args, parts)
+    except ValueError as error:
+        parser.error(str(error))
+    results = measure(args, parts, previous)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump(results, f, indent=2)

@@ -1,0 +1,58 @@
+"""bench/speed.py arithmetic: epoch extrapolation and the targets table."""
+
+import argparse
+import json
+import os
+
+import pytest
+
+from tests.conftest import REPO, bench_module
+
+speed = bench_module("speed")
+
+
+def test_epoch_time_leaves_the_tracing_step_out_and_scales_the_rest():
+    # 3 steady steps of 0.5 s after a 20 s first step; a 115-step epoch.
+    timed = speed.epoch_seconds([20.0, 0.5, 0.4, 0.6], 115)
+    assert timed["epoch_seconds"] == 115 * 0.5
+    assert timed["first_step_seconds"] == 20.0 and timed["timed_steps"] == 4
+
+
+def test_targets_compare_fixed_and_dynamic_epochs_from_the_stored_results():
+    results = json.loads((REPO / "bench/results/speed.json").read_text())
+    results["epoch"] = {"max_seq_length": {"epoch_seconds": 200.0, "first_step_seconds": 9.0},
+                        "dynamic": {"epoch_seconds": 80.0}}
+    rows = {name: (value, met) for name, value, _, met, _ in speed.targets(results)}
+    assert rows["MRPC epoch: fixed 128 / dynamic padding time"] == (2.5, True)
+    table = speed.markdown(results)
+    assert "| padding: max_seq_length | 200 | 9.0 |" in table
+    assert "| padding: dynamic | 80 | n/a |" in table
+
+
+def _args(**overrides):
+    values = dict(seq=128, batch=32, steps=20, warmup=5, epoch_fraction=0.5)
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def test_parts_not_measured_come_from_the_earlier_results(tmp_path, monkeypatch):
+    earlier = {"settings": {"seq": 128, "batch": 32, "cpu_count": os.cpu_count()},
+               "roof": {"r": 1}, "train": {"t": 2}, "infer": {"i": 3}, "epoch": {"old": 4}}
+    path = tmp_path / "speed.json"
+    path.write_text(json.dumps(earlier))
+    previous = speed.previous_results(str(path), _args(), ["epoch"])
+    monkeypatch.setattr(speed, "run_worker", lambda kind, args, **options: {kind: options})
+    results = speed.measure(_args(), ["epoch"], previous)
+    assert results["train"] == {"t": 2} and results["roof"] == {"r": 1}
+    assert results["epoch"] == {"max_seq_length": {"epoch": {"padding": "max_seq_length"}},
+                                "dynamic": {"epoch": {"padding": "dynamic"}}}
+
+
+def test_parts_refuse_earlier_results_of_another_shape_or_none(tmp_path):
+    path = tmp_path / "speed.json"
+    with pytest.raises(ValueError, match="does not exist"):
+        speed.previous_results(str(path), _args(), ["epoch"])
+    path.write_text(json.dumps({"settings": {"seq": 64, "batch": 32}}))
+    with pytest.raises(ValueError, match="seq=64, this run has seq=128"):
+        speed.previous_results(str(path), _args(), ["train"])
+    assert speed.previous_results(str(path), _args(), list(speed.PARTS)) == {}
