@@ -1,14 +1,12 @@
 """run_classifier.py end to end on a tiny backbone: outputs, adapter files, bad flags, resume."""
 
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
-from tests.runner_utils import read_results, run_in_process, run_subprocess, write_tiny_backbone
+from tests.runner_utils import (read_results, run_in_process, run_killable, run_subprocess,
+                                write_tiny_backbone)
 
 
 @pytest.fixture(scope="module")
@@ -206,32 +204,12 @@ def test_do_lower_case_must_match_a_cased_checkpoint(backbone, shared_dir, tmp_p
     assert "--do_lower_case=True but" in capsys.readouterr().err
 
 
-# Runs a script with TrainingCheckpoints.save patched so the process SIGKILLs itself
-# just before writing checkpoint `kill_at`: the kill lands at the same step on any
-# machine (a poller racing a fast run can miss it), and it lands between checkpoints,
-# so the steps after the last one saved are lost and must be trained again.
-_KILLED_AT_STEP = """
-import os, runpy, signal, sys
-from adapter_bert import training
-save = training.TrainingCheckpoints.save
-def save_unless_killed(self, step):
-    if step == {kill_at}:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return save(self, step)
-training.TrainingCheckpoints.save = save_unless_killed
-sys.argv = [{script!r}, *sys.argv[1:]]
-runpy.run_path({script!r}, run_name="__main__")
-"""
-
-
 def test_killed_run_resumes_from_its_last_checkpoint(backbone, shared_dir, tmp_path):
     argv = ["--task_name=MRPC", "--do_train", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
             "--num_train_epochs=0.1", *common_flags(backbone, tmp_path / "out")]
     total = int(3668 / 16 * 0.1)
-    script = str(REPO / "run_classifier.py")
-    killed = subprocess.run([sys.executable, "-c", _KILLED_AT_STEP.format(kill_at=8, script=script),
-                             *argv], cwd=REPO, capture_output=True, text=True, timeout=600,
-                            env=dict(__import__("os").environ, PYTHONPATH=str(REPO)))
+    # Killed just before checkpoint 8 is written: steps 7 and 8 are lost.
+    killed = run_killable("run_classifier.py", argv, KILL_BEFORE_CHECKPOINT=8)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     checkpoints = tmp_path / "out" / "checkpoints"
     saved = sorted(int(p.name.split("-")[1].split(".")[0]) for p in checkpoints.glob("ckpt-*.index"))

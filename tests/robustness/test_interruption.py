@@ -1,93 +1,23 @@
 """Interruption and determinism (issue 8), end to end through the entry points.
 
-Interruptions are real `kill -9`s, placed deterministically: `_killer.py` (written by a
-fixture) runs an entry point with a hook that sends SIGKILL to its own process right after
-a given checkpoint, or in the middle of writing a given output file.
+Interruptions are real `kill -9`s, placed deterministically: `tests/killer.py` runs an
+entry point with a hook that sends SIGKILL to its own process right after a given
+checkpoint, or in the middle of writing a given output file.
 """
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.robustness.helpers import (classifier_flags, fill_output_dir, mrpc_dir, snapshot,
                                       squad_flags)
-from tests.runner_utils import read_results, run_subprocess
+from tests.runner_utils import read_results, run_killable, run_subprocess
 
 
 # ------------------------------------------------------------------------ interruption
-
-KILLER = '''
-"""Runs an entry point and kills its own process (SIGKILL) at a chosen point.
-
-KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
-KILL_WRITING=name: in the middle of writing the output file called `name`, i.e. after
-half of its bytes reached the temporary file and before it is renamed over the target.
-REPLACED_LOG=path: append the target of every atomic rename (os.replace) to this file.
-"""
-import os, runpy, signal, sys
-
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-kill_step = int(os.environ.get("KILL_AFTER_CHECKPOINT", "0"))
-kill_name = os.environ.get("KILL_WRITING", "")
-log = os.environ.get("REPLACED_LOG", "")
-
-from adapter_bert import training
-
-_save = training.TrainingCheckpoints.save
-
-
-def save(self, step):
-    path = _save(self, step)
-    if step == kill_step:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return path
-
-
-training.TrainingCheckpoints.save = save
-_replace = os.replace
-
-
-def replace(src, dst, *args, **kwargs):
-    if log:
-        with open(log, "a") as f:
-            f.write(os.path.abspath(dst) + "\\n")
-    if kill_name and os.path.basename(dst) == kill_name:
-        size = os.path.getsize(src)
-        with open(src, "r+b") as f:
-            f.truncate(size // 2)
-        os.kill(os.getpid(), signal.SIGKILL)
-    return _replace(src, dst, *args, **kwargs)
-
-
-os.replace = replace
-runpy.run_path(script, run_name="__main__")
-'''
-
-
-@pytest.fixture(scope="module")
-def killer(tmp_path_factory):
-    path = tmp_path_factory.mktemp("killer") / "_killer.py"
-    path.write_text(textwrap.dedent(KILLER))
-    return path
-
-
-def run_killable(killer, script, argv, **env):
-    """Runs `script` under the killer hook; returns the CompletedProcess."""
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO),
-                       **{k: str(v) for k, v in env.items()})
-    return subprocess.run([sys.executable, str(killer), str(REPO / script), *map(str, argv)],
-                          capture_output=True, text=True, timeout=600, cwd=REPO,
-                          env=environment)
-
 
 def temporaries(directory: Path):
     return sorted(p.name for p in directory.rglob(".*.tmp"))
@@ -101,7 +31,7 @@ def outputs_of(directory: Path):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(killer, backbone, mrpc_lines, tmp_path_factory):
+def uninterrupted(backbone, mrpc_lines, tmp_path_factory):
     """One complete train + eval + predict run (6 steps), logging every atomic rename."""
     root = tmp_path_factory.mktemp("uninterrupted")
     data = mrpc_dir(root, mrpc_lines)
@@ -109,7 +39,7 @@ def uninterrupted(killer, backbone, mrpc_lines, tmp_path_factory):
     argv = ["--do_train", "--do_eval", "--do_predict",
             *classifier_flags(backbone, out, data)]
     log = root / "replaced.txt"
-    result = run_killable(killer, "run_classifier.py", argv, REPLACED_LOG=log)
+    result = run_killable("run_classifier.py", argv, REPLACED_LOG=log)
     assert result.returncode == 0, result.stderr[-3000:]
     return data, out, log
 
@@ -124,8 +54,7 @@ def test_every_classifier_output_is_written_atomically(uninterrupted):
     assert not temporaries(out)
 
 
-def test_killed_training_resumes_to_the_same_metrics(killer, uninterrupted, backbone,
-                                                     tmp_path):
+def test_killed_training_resumes_to_the_same_metrics(uninterrupted, backbone, tmp_path):
     """kill -9 after checkpoint 2 of 6, run again: same eval metrics as the uninterrupted run.
 
     Dropout is on: the checkpoint holds the dropout generators' states besides weights
@@ -135,7 +64,7 @@ def test_killed_training_resumes_to_the_same_metrics(killer, uninterrupted, back
     out = tmp_path / "out"
     argv = ["--do_train", "--do_eval", "--do_predict",
             *classifier_flags(backbone, out, data)]
-    killed = run_killable(killer, "run_classifier.py", argv, KILL_AFTER_CHECKPOINT=2)
+    killed = run_killable("run_classifier.py", argv, KILL_AFTER_CHECKPOINT=2)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == ["ckpt-2.index"]
     assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
@@ -151,7 +80,7 @@ def test_killed_training_resumes_to_the_same_metrics(killer, uninterrupted, back
 
 
 def test_kill_while_writing_an_output_never_leaves_half_a_file(
-        killer, uninterrupted, backbone, tmp_path):
+        uninterrupted, backbone, tmp_path):
     """Killed mid-write, the previous file stays whole; the next run cleans up and completes."""
     data, reference, _ = uninterrupted
     out = tmp_path / "out"
@@ -159,7 +88,7 @@ def test_kill_while_writing_an_output_never_leaves_half_a_file(
     before = fill_output_dir(out)
     argv = ["--do_eval", "--do_predict", *classifier_flags(backbone, out, data)]
     for target in ("eval_results.txt", "test_results.tsv"):
-        killed = run_killable(killer, "run_classifier.py", argv, KILL_WRITING=target)
+        killed = run_killable("run_classifier.py", argv, KILL_WRITING=target)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
         assert (out / target).read_bytes() == before[target], target  # the old file, whole
         assert any(name.startswith(f".{target}.") for name in temporaries(out)), \
@@ -171,13 +100,13 @@ def test_kill_while_writing_an_output_never_leaves_half_a_file(
         assert (out / target).read_text() == (reference / target).read_text(), target
 
 
-def test_squad_outputs_are_atomic_and_survive_a_kill(killer, backbone, squad_slice, tmp_path):
+def test_squad_outputs_are_atomic_and_survive_a_kill(backbone, squad_slice, tmp_path):
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(squad_slice))
     out = tmp_path / "out"
     log = tmp_path / "replaced.txt"
     argv = ["--do_predict", f"--predict_file={path}", *squad_flags(backbone, out)]
-    first = run_killable(killer, "run_squad.py", argv, REPLACED_LOG=log)
+    first = run_killable("run_squad.py", argv, REPLACED_LOG=log)
     assert first.returncode == 0, first.stderr[-3000:]
     written = outputs_of(out)
     assert {"predictions.json", "nbest_predictions.json", "eval_results.txt",
@@ -185,7 +114,7 @@ def test_squad_outputs_are_atomic_and_survive_a_kill(killer, backbone, squad_sli
     replaced = {str(Path(p).relative_to(out)) for p in log.read_text().split()}
     assert written <= replaced, f"written without io_utils' atomic writers: {written - replaced}"
     complete = snapshot(out)
-    killed = run_killable(killer, "run_squad.py", argv, KILL_WRITING="nbest_predictions.json")
+    killed = run_killable("run_squad.py", argv, KILL_WRITING="nbest_predictions.json")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert temporaries(out)
     after = snapshot(out)

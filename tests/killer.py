@@ -1,0 +1,68 @@
+"""Runs an entry point and kills its own process (SIGKILL) at a chosen point.
+
+Used by the interruption tests (`tests.runner_utils.run_killable`): the kill is a real
+`kill -9`, placed deterministically, so no test races a poller against a fast run.
+
+    python tests/killer.py SCRIPT ARGS...
+
+KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
+KILL_BEFORE_CHECKPOINT=N: just before checkpoint N would be written, so the steps since
+the previous checkpoint are lost.
+KILL_WRITING=name: in the middle of writing the output file called `name`, i.e. after
+half of its bytes reached the temporary file and before it is renamed over the target.
+REPLACED_LOG=path: append the target of every atomic rename (os.replace) to this file.
+"""
+
+import os
+import runpy
+import signal
+import sys
+
+
+def _die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _hook_checkpoints(after: int, before: int):
+    from adapter_bert import training
+    save = training.TrainingCheckpoints.save
+
+    def save_or_die(self, step):
+        if step == before:
+            _die()
+        path = save(self, step)
+        if step == after:
+            _die()
+        return path
+
+    training.TrainingCheckpoints.save = save_or_die
+
+
+def _hook_replace(kill_name: str, log: str):
+    replace = os.replace
+
+    def replace_or_die(src, dst, *args, **kwargs):
+        if log:
+            with open(log, "a") as f:
+                f.write(os.path.abspath(dst) + "\n")
+        if kill_name and os.path.basename(dst) == kill_name:
+            size = os.path.getsize(src)
+            with open(src, "r+b") as f:
+                f.truncate(size // 2)
+            _die()
+        return replace(src, dst, *args, **kwargs)
+
+    os.replace = replace_or_die
+
+
+def main():
+    script = sys.argv[1]
+    sys.argv = sys.argv[1:]
+    _hook_checkpoints(int(os.environ.get("KILL_AFTER_CHECKPOINT", "0")),
+                      int(os.environ.get("KILL_BEFORE_CHECKPOINT", "0")))
+    _hook_replace(os.environ.get("KILL_WRITING", ""), os.environ.get("REPLACED_LOG", ""))
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
