@@ -42,21 +42,20 @@ def run_in_process(module_name: str, argv):
     return common.run_cli(module_name + ".py", lambda: task_module.main(values)), module
 
 
-def run_killable(script: str, argv, **env) -> subprocess.CompletedProcess:
-    """Runs `python script argv...` under tests/killer.py's hooks, set by `env`
+def run_killable(script: str, argv, **hooks) -> subprocess.CompletedProcess:
+    """Runs `python script argv...` under tests/killer.py's hooks, set by `hooks`
     (KILL_AFTER_CHECKPOINT, KILL_BEFORE_CHECKPOINT, KILL_WRITING, REPLACED_LOG)."""
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO),
-                       **{k: str(v) for k, v in env.items()})
-    return subprocess.run([sys.executable, str(REPO / "tests" / "killer.py"), str(REPO / script),
-                           *map(str, argv)], capture_output=True, text=True, timeout=600,
-                          cwd=REPO, env=environment)
+    return run_subprocess("tests/killer.py", [str(REPO / script), *map(str, argv)],
+                          env={k: str(v) for k, v in hooks.items()})
 
 
-def run_subprocess(script: str, argv, timeout=600, **kwargs) -> subprocess.CompletedProcess:
-    """Runs `python script argv...` from the repository root, capturing output."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+def run_subprocess(script: str, argv, timeout=600, env=None,
+                   **kwargs) -> subprocess.CompletedProcess:
+    """Runs `python script argv...` from the repository root, capturing output; `env`
+    adds environment variables."""
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), **(env or {}))
     return subprocess.run([sys.executable, str(REPO / script), *argv], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO, env=env, **kwargs)
+                          text=True, timeout=timeout, cwd=REPO, env=environment, **kwargs)
 
 
 def read_results(path: Path) -> dict:
