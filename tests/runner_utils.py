@@ -26,6 +26,12 @@ def write_tiny_backbone(directory: Path, vocab_file: Path) -> Path:
     return directory
 
 
+def flag_list(defaults: dict, overrides: dict) -> list:
+    """`--name=value` flags from `defaults` updated by `overrides`; None leaves a flag out."""
+    values = {**defaults, **overrides}
+    return [f"--{k}={v}" for k, v in values.items() if v is not None]
+
+
 def run_in_process(module_name: str, argv):
     """Parses `argv` into absl FLAGS and runs the entry point's main; returns its exit code."""
     import importlib

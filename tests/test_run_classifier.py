@@ -5,8 +5,8 @@ import signal
 import numpy as np
 import pytest
 
-from tests.runner_utils import (read_results, run_in_process, run_killable, run_subprocess,
-                                write_tiny_backbone)
+from tests.runner_utils import (flag_list, read_results, run_in_process, run_killable,
+                                run_subprocess, write_tiny_backbone)
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,7 @@ def common_flags(backbone, output_dir, **overrides):
               "max_seq_length": 32, "train_batch_size": 16, "eval_batch_size": 64,
               "predict_batch_size": 64, "learning_rate": 1e-3, "adapter_size": 8,
               "save_checkpoints_steps": 2}
-    values.update(overrides)
-    return [f"--{k}={v}" for k, v in values.items()]
+    return flag_list(values, overrides)
 
 
 @pytest.fixture(scope="module")

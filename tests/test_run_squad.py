@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from tests.robustness.helpers import squad_flags as robustness_squad_flags
 from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
 
 
@@ -36,12 +37,10 @@ def question_ids(path):
 
 
 def squad_flags(backbone, output_dir, **overrides):
-    values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": output_dir,
-              "max_seq_length": 64, "doc_stride": 16, "max_query_length": 16,
-              "train_batch_size": 32, "predict_batch_size": 64, "learning_rate": 1e-3,
-              "adapter_size": 8, "num_train_epochs": 1, "save_checkpoints_steps": 1000}
-    values.update(overrides)
-    return [f"--{k}={v}" for k, v in values.items()]
+    """The shared tiny-backbone SQuAD flags, with larger batches and no mid-run checkpoint."""
+    return robustness_squad_flags(backbone, output_dir, **{
+        "train_batch_size": 32, "predict_batch_size": 64, "save_checkpoints_steps": 1000,
+        **overrides})
 
 
 def run_squad(argv):

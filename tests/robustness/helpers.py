@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+from tests.runner_utils import flag_list
+
 TRACEBACK = "Traceback (most recent call last)"
 PREVIOUS = {"eval_results.txt": "eval_accuracy = 0.5\nglobal_step = 7\n",
             "test_results.tsv": "0.25\t0.75\n",
@@ -29,8 +31,7 @@ def classifier_flags(backbone, output_dir, data_dir, **overrides):
               "max_seq_length": 32, "train_batch_size": 16, "eval_batch_size": 32,
               "predict_batch_size": 32, "learning_rate": 1e-3, "adapter_size": 8,
               "num_train_epochs": 1, "save_checkpoints_steps": 2}
-    values.update(overrides)
-    return [f"--{k}={v}" for k, v in values.items() if v is not None]
+    return flag_list(values, overrides)
 
 
 def fill_output_dir(output_dir: Path) -> dict:
@@ -60,5 +61,4 @@ def squad_flags(backbone, output_dir, **overrides):
               "max_seq_length": 64, "doc_stride": 16, "max_query_length": 16,
               "train_batch_size": 8, "predict_batch_size": 32, "learning_rate": 1e-3,
               "adapter_size": 8, "num_train_epochs": 1, "save_checkpoints_steps": 2}
-    values.update(overrides)
-    return [f"--{k}={v}" for k, v in values.items()]
+    return flag_list(values, overrides)
