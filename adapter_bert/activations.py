@@ -20,12 +20,31 @@ _ALIASES = {
 }
 
 
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# Both GELUs state their derivative and keep only it for the backward pass: autodiff of
+# the formulas would keep three intermediates of the [batch, length, intermediate_size]
+# activation per layer and take more passes over it. The derivative is computed in the
+# forward pass only when a gradient is taken (graph pruning drops it at inference).
+
+@tf.custom_gradient
 def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+    inner = _SQRT_2_OVER_PI * (x + 0.044715 * tf.pow(x, 3))
+    one_plus_tanh = 1.0 + tf.tanh(inner)
+    # d/dx 0.5 x (1 + tanh(inner)) = 0.5 (1 + tanh) + 0.5 x (1 - tanh^2) inner'
+    derivative = 0.5 * one_plus_tanh + 0.5 * x * one_plus_tanh * (2.0 - one_plus_tanh) \
+        * (_SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * tf.square(x)))
+    return 0.5 * x * one_plus_tanh, lambda upstream: upstream * derivative
 
 
+@tf.custom_gradient
 def _gelu_erf(x):
-    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+    one_plus_erf = 1.0 + tf.math.erf(x / math.sqrt(2.0))
+    # d/dx x Phi(x) = Phi(x) + x phi(x), phi the standard normal density.
+    derivative = 0.5 * one_plus_erf + x * tf.exp(-0.5 * tf.square(x)) * _INV_SQRT_2PI
+    return 0.5 * x * one_plus_erf, lambda upstream: upstream * derivative
 
 
 _FUNCTIONS = {

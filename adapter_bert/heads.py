@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.config import AdapterConfig, BertConfig
+from adapter_bert.fast_layers import Dropout
 from adapter_bert.modeling import BertModel
 
 
@@ -24,7 +25,7 @@ class _LinearHead(keras.layers.Layer):
         self.num_outputs = int(num_outputs)
         self.dropout_rate = float(dropout_rate)
         self.initializer_range = float(initializer_range)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = Dropout(self.dropout_rate)
 
     def build(self, input_shape):
         width = int(input_shape[-1])

@@ -28,6 +28,7 @@ import tf_keras as keras
 from adapter_bert.activations import get_activation
 from adapter_bert.adapters import attention_adapter, output_adapter
 from adapter_bert.config import AdapterConfig, BertConfig
+from adapter_bert.fast_layers import Dropout, LayerNorm
 
 # Added to attention scores of padding positions, as Google's BERT does.
 _MASK_ADDER = -10000.0
@@ -39,8 +40,8 @@ def _initializer(config: BertConfig):
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
-def _layer_norm(config: BertConfig) -> keras.layers.LayerNormalization:
-    return keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="LayerNorm")
+def _layer_norm(config: BertConfig) -> LayerNorm:
+    return LayerNorm(epsilon=config.layer_norm_eps, name="LayerNorm")
 
 
 class _ConfiguredLayer(keras.layers.Layer):
@@ -135,7 +136,7 @@ class BertEmbeddings(_ConfiguredLayer):
             cfg.max_position_embeddings, cfg.hidden_size, cfg.initializer_range,
             name="position_embeddings")
         self.layer_norm = _layer_norm(cfg)
-        self.dropout = keras.layers.Dropout(cfg.hidden_dropout_prob)
+        self.dropout = Dropout(cfg.hidden_dropout_prob)
         self.task_branches = {}
 
     def build(self, input_shape):
@@ -171,7 +172,7 @@ class BertSelfAttention(_ConfiguredLayer):
                                       name="key")
         self.value = keras.layers.Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
                                         name="value")
-        self.dropout = keras.layers.Dropout(cfg.attention_probs_dropout_prob)
+        self.dropout = Dropout(cfg.attention_probs_dropout_prob)
         self.adapter = None
         self.task_branches = {}
 
@@ -228,7 +229,7 @@ class BertResidualOutput(_ConfiguredLayer):
         super().__init__(config, name=name, **kwargs)
         self.dense = keras.layers.Dense(
             self.config.hidden_size, kernel_initializer=_initializer(self.config), name="dense")
-        self.dropout = keras.layers.Dropout(self.config.hidden_dropout_prob)
+        self.dropout = Dropout(self.config.hidden_dropout_prob)
         self.layer_norm = _layer_norm(self.config)
         self.adapter = None
         self.adapter_enabled = True

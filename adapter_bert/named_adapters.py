@@ -21,6 +21,7 @@ import tf_keras as keras
 
 from adapter_bert.adapters import attention_adapter, output_adapter
 from adapter_bert.config import AdapterConfig
+from adapter_bert.fast_layers import LayerNorm
 from adapter_bert.fusion import AdapterFusion
 from adapter_bert.modeling import BertModel, BertSelfAttention, TaskBranch, adapter_slots
 from adapter_bert.naming import direct_weights, walk_layers
@@ -58,7 +59,7 @@ def _width_shape(bert: BertModel) -> tf.TensorShape:
 
 def _layer_norm_copy(bert: BertModel, source: keras.layers.LayerNormalization):
     """A new LayerNorm holding the current gamma/beta of `source` (the task's start)."""
-    layer = keras.layers.LayerNormalization(epsilon=bert.config.layer_norm_eps, name="LayerNorm")
+    layer = LayerNorm(epsilon=bert.config.layer_norm_eps, name="LayerNorm")
     layer.build(_width_shape(bert))
     layer.gamma.assign(source.gamma)
     layer.beta.assign(source.beta)

@@ -45,6 +45,7 @@ import tf_keras as keras
 
 from adapter_bert.activations import canonical_activation, get_activation
 from adapter_bert.config import BertConfig, ConfigError
+from adapter_bert.fast_layers import Dropout, LayerNorm
 from adapter_bert.heads import ClassifierHead, SpanHead
 from adapter_bert.modeling import BertModel
 
@@ -199,9 +200,9 @@ class ResAdapterCell(keras.layers.Layer):
         else:
             self.attention = None
         self._act = get_activation(self.activation)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = Dropout(self.dropout_rate)
         self.up = keras.layers.Dense(self.width, name="up")
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_eps,
+        self.layer_norm = LayerNorm(epsilon=self.layer_norm_eps,
                                                           name="LayerNorm")
 
     def call(self, hidden, input_mask, training=None):

