@@ -10,8 +10,10 @@ encoder spend more of that traffic than they need to:
   them with an integer threshold: half the random-number work, the same distribution up
   to the rate's rounding to a multiple of 2^-16 (see `quantized_rate`), and the output is
   scaled by the exact inverse of the keep probability used, so it stays unbiased.
-  It does so on CPU hosts only; on GPUs and TPUs random bits are cheap and the layer
-  behaves exactly as Keras' `Dropout`.
+  It does so on CPU hosts outside XLA only: on GPUs and TPUs random bits are cheap, and
+  XLA on a CPU runs the bit-splitting about four times slower than its own random
+  numbers (full fine-tuning step measured: 5.8 s vs 1.5 s); there the layer behaves
+  exactly as Keras' `Dropout`.
 - Keras' `LayerNormalization` differentiates through `tf.nn.moments` and
   `tf.nn.batch_normalization` op by op. `LayerNorm` here states the gradient of the
   normalisation in closed form (`normalize`), which takes about a third less time forward
@@ -70,7 +72,8 @@ class Dropout(keras.layers.Dropout):
     """Keras `Dropout` that draws 16 random bits per element on CPU hosts.
 
     Same arguments, seeding and config as `keras.layers.Dropout`; with a `noise_shape`, on
-    a GPU or TPU host, or with a rate that is not a plain number, it is that layer.
+    a GPU or TPU host, inside an XLA-compiled function (`jit_compile=True`), or with a
+    rate that is not a plain number, it is that layer.
 
     Examples:
         >>> layer = Dropout(0.1, seed=1)
@@ -88,7 +91,9 @@ class Dropout(keras.layers.Dropout):
 
     def _uses_bits(self) -> bool:
         return (self.noise_shape is None and isinstance(self.rate, numbers.Real)
-                and 0 < self.rate < 1 and _host_is_cpu())
+                and 0 < self.rate < 1 and _host_is_cpu()
+                and not control_flow_util.GraphOrParentsInXlaContext(
+                    tf.compat.v1.get_default_graph()))
 
     def _drop(self, inputs):
         keep = keep_mask(tf.shape(inputs), self.rate, self._stateless_seed())
