@@ -20,7 +20,7 @@ of issue 7.
 
 Usage:
     python bench/speed.py                 # everything (~15 min on 2 cores)
-    python bench/speed.py --steps=5 --epoch_fraction=0.1   # a quick smoke run
+    python bench/speed.py --steps=5 --epoch_fraction=0.1 --rounds=1   # a quick smoke run
     python bench/speed.py --parts=epoch   # re-measure one part, keep the others
 """
 
@@ -293,10 +293,31 @@ def run_worker(kind: str, args, **options) -> dict:
 PARTS = ("roof", "train", "infer", "epoch")
 
 
+# The rows the speed and memory targets compare: run `--rounds` times, alternating, so
+# that a slow spell of this shared machine cannot fall on one mode only.
+TARGET_ROWS = ("adapter", "full")
+
+
+def median_round(rounds: list) -> dict:
+    """The run with the median step time (the lower one of an even count), with every
+    run's step time attached as `round_step_ms`."""
+    ordered = sorted(rounds, key=lambda row: row["step_ms"])
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    row["round_step_ms"] = [r["step_ms"] for r in rounds]
+    return row
+
+
 def _measure_train(args) -> dict:
+    options = {label: dict(mode=mode, dtype=dtype, xla=xla)
+               for label, mode, dtype, xla in TRAIN_ROWS}
+    rounds = {label: [] for label in TARGET_ROWS}
+    for _ in range(args.rounds):
+        for label in TARGET_ROWS:
+            rounds[label].append(run_worker("train", args, **options[label]))
     train = {}
-    for label, mode, dtype, xla in TRAIN_ROWS:
-        row = run_worker("train", args, mode=mode, dtype=dtype, xla=xla)
+    for label in options:
+        row = median_round(rounds[label]) if label in rounds \
+            else run_worker("train", args, **options[label])
         row["achieved_gflops"] = row["examples_per_s"] * row["train_flops_per_example"] / 1e9
         train[label] = row
     return train
@@ -320,6 +341,7 @@ def measure(args, parts=PARTS, previous=None) -> dict:
     """
     settings = {"seq": args.seq, "batch": args.batch, "steps": args.steps,
                 "warmup": args.warmup, "epoch_fraction": args.epoch_fraction,
+                "rounds": args.rounds,
                 "cpu_count": os.cpu_count()}
     measurers = {"roof": lambda: run_worker("roof", args), "train": lambda: _measure_train(args),
                  "infer": lambda: _measure_infer(args), "epoch": lambda: _measure_epoch(args)}
@@ -383,6 +405,17 @@ def _other_ms(row: dict) -> str:
     return f"{row['op_ms_per_step'] - row['matmul_ms_per_step']:.0f}"
 
 
+def _rounds_note(train: dict) -> list:
+    """A sentence listing the step times of the alternating runs of the target rows."""
+    runs = {label: train[label].get("round_step_ms") for label in TARGET_ROWS}
+    if not all(runs.values()):
+        return []
+    listed = "; ".join(f"{label} {', '.join(f'{ms:.0f}' for ms in steps)} ms"
+                       for label, steps in runs.items())
+    return ["", f"Rows {' and '.join(TARGET_ROWS)}: the run with the median step time of "
+                f"{len(runs[TARGET_ROWS[0]])} alternating runs (step times: {listed})."]
+
+
 def _matmul_split(train: dict) -> list:
     """A sentence comparing adapter and full fine-tuning step time, matmuls vs the rest."""
     adapter, full = train["adapter"], train["full"]
@@ -417,6 +450,7 @@ def markdown(results: dict) -> str:
             f"{100 * row['achieved_gflops'] / roof['matmul_float32_gflops']:.0f} | "
             f"{row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] - row['rss_before_training_mb']:.0f}"
             f" | {row['optimizer_slot_params']:,} |")
+    lines += _rounds_note(results["train"])
     lines += _matmul_split(results["train"])
     lines += ["", "| inference (batch 64) | examples/s |", "|---|---|"]
     lines += [f"| {k} | {v['examples_per_s']:.1f} |" for k, v in results["infer"].items()]
@@ -442,6 +476,9 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per row")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of the adapter and full rows, alternating; each reports "
+                             "its run with the median step time")
     parser.add_argument("--profile_steps", type=int, default=3,
                         help="steps traced by the profiler after the timed ones, for the "
                              "matmul / other-ops split (0: none)")

@@ -47,7 +47,7 @@ def test_train_flops_count_both_attention_gradients_in_every_mode():
 
 
 def _args(**overrides):
-    values = dict(seq=128, batch=32, steps=20, warmup=5, epoch_fraction=0.5)
+    values = dict(seq=128, batch=32, steps=20, warmup=5, epoch_fraction=0.5, rounds=3)
     values.update(overrides)
     return argparse.Namespace(**values)
 
@@ -73,3 +73,24 @@ def test_parts_refuse_earlier_results_of_another_shape_or_none(tmp_path):
     with pytest.raises(ValueError, match="seq=64, this run has seq=128"):
         speed.previous_results(str(path), _args(), ["train"])
     assert speed.previous_results(str(path), _args(), list(speed.PARTS)) == {}
+
+
+def test_target_rows_alternate_and_report_their_median_run(monkeypatch):
+    calls = []
+    step_ms = {"adapter": iter([800.0, 760.0, 790.0]), "full": iter([990.0, 1000.0, 950.0])}
+
+    def worker(kind, args, mode, dtype, xla):
+        label = mode if (dtype, xla) == ("float32", False) else f"{mode} {dtype} {xla}"
+        calls.append(label)
+        ms = next(step_ms[label]) if label in step_ms else 500.0
+        return {"step_ms": ms, "examples_per_s": 32000 / ms, "train_flops_per_example": 1e9}
+    monkeypatch.setattr(speed, "run_worker", worker)
+    train = speed._measure_train(_args())
+    assert calls[:6] == ["adapter", "full"] * 3
+    assert len(calls) == 6 + len(speed.TRAIN_ROWS) - 2     # the other rows run once
+    assert train["adapter"]["step_ms"] == 790.0 and train["full"]["step_ms"] == 990.0
+    assert train["adapter"]["round_step_ms"] == [800.0, 760.0, 790.0]
+    assert "round_step_ms" not in train["layernorm"]
+    assert speed._rounds_note(train)[1] == (
+        "Rows adapter and full: the run with the median step time of 3 alternating runs "
+        "(step times: adapter 800, 760, 790 ms; full 990, 1000, 950 ms).")
