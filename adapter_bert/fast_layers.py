@@ -89,6 +89,43 @@ class Dropout(keras.layers.Dropout):
         return control_flow_util.smart_cond(
             training, lambda: self._drop(inputs), lambda: tf.identity(inputs))
 
+    def keep_mask(self, shape, training=None):
+        """The elements this layer keeps of an input of `shape`, and their scale.
+
+        For callers that apply the dropout themselves (attention_kernel.py applies it
+        to the attention probabilities inside one differentiated function). The mask
+        is drawn from this layer's random numbers as `call` draws them: 16 random bits
+        per element on CPU hosts outside XLA, Keras' uniform floats elsewhere.
+
+        Args:
+            shape: the input's shape (a list or 1-D int tensor).
+            training: as for `call`; None reads Keras' learning phase.
+
+        Returns:
+            `(keep, scale)`: a boolean tensor of `shape` and the factor of the kept
+            elements, 1 / keep probability; `(None, 1.0)` when the layer would return
+            its input unchanged (inference, rate 0).
+        """
+        if isinstance(self.rate, numbers.Real) and self.rate == 0:
+            return None, 1.0
+        if training is None:
+            training = backend.learning_phase()
+        static = control_flow_util.constant_value(training)
+        if static is not None and not static:
+            return None, 1.0
+        if self._uses_bits():
+            keep = keep_mask(shape, self.rate, self._stateless_seed())
+            scale = 1.0 / (1.0 - quantized_rate(self.rate))
+        else:
+            uniform = self._random_generator.random_uniform(shape, dtype=tf.float32)
+            keep = uniform >= tf.cast(self.rate, tf.float32)
+            scale = 1.0 / (1.0 - self.rate)
+        if static is None:      # a training flag known only when the step runs
+            keep = tf.cond(tf.cast(training, tf.bool), lambda: keep,
+                           lambda: tf.ones_like(keep))
+            scale = tf.where(tf.cast(training, tf.bool), tf.cast(scale, tf.float32), 1.0)
+        return keep, scale
+
     def _uses_bits(self) -> bool:
         return (self.noise_shape is None and isinstance(self.rate, numbers.Real)
                 and 0 < self.rate < 1 and _host_is_cpu()
@@ -96,9 +133,8 @@ class Dropout(keras.layers.Dropout):
                     tf.compat.v1.get_default_graph()))
 
     def _drop(self, inputs):
-        keep = keep_mask(tf.shape(inputs), self.rate, self._stateless_seed())
-        scale = tf.cast(1.0 / (1.0 - quantized_rate(self.rate)), inputs.dtype)
-        return tf.where(keep, inputs * scale, tf.zeros([], inputs.dtype))
+        keep, scale = self.keep_mask(tf.shape(inputs), training=True)
+        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros([], inputs.dtype))
 
     def _stateless_seed(self):
         """A fresh seed per call, drawn the way the layer's Keras generator draws its numbers.

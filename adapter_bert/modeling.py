@@ -27,6 +27,7 @@ import tf_keras as keras
 
 from adapter_bert.activations import get_activation
 from adapter_bert.adapters import attention_adapter, output_adapter
+from adapter_bert.attention_kernel import attention_context
 from adapter_bert.config import AdapterConfig, BertConfig
 from adapter_bert.fast_layers import Dropout, LayerNorm
 
@@ -204,13 +205,14 @@ class BertSelfAttention(_ConfiguredLayer):
             query = query + tf.cast(updates["query"], query.dtype)
             value = value + tf.cast(updates["value"], value.dtype)
         query, key, value = (self._split_heads(t) for t in (query, key, value))
-        scores = tf.matmul(query, key, transpose_b=True)                 # [B, N, T, T]
-        # Softmax in float32 whatever the compute dtype: mixed precision safety.
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.config.head_size))
-        probs = tf.nn.softmax(scores + attention_adder, axis=-1)
-        probs = self.dropout(tf.cast(probs, value.dtype), training=training)
-        context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])    # [B, T, N, D]
         batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
+        keep, keep_scale = self.dropout.keep_mask(
+            [batch, self.config.num_attention_heads, length, length], training=training)
+        # Softmax in float32 whatever the compute dtype (mixed precision safety); the
+        # probabilities are recomputed for the gradient rather than kept (see the module).
+        context = attention_context(query, key, value, attention_adder,
+                                    1.0 / math.sqrt(self.config.head_size), keep, keep_scale)
+        context = tf.transpose(context, [0, 2, 1, 3])                    # [B, T, N, D]
         return tf.reshape(context, [batch, length, self.config.hidden_size])
 
 

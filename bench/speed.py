@@ -69,14 +69,16 @@ def train_flops(config, seq: int, mode: str, adapter_size: int = 0) -> float:
 
     A weight matrix costs 3 forwards when trained (output, input and weight gradients)
     and 2 when frozen (no weight gradient). The attention products multiply two
-    activations, so both of their gradients are needed in every mode: 3 forwards.
+    activations, so both of their gradients are needed in every mode: 3 forwards, and
+    the scores product once more, since the backward pass recomputes the attention
+    probabilities rather than keep them (adapter_bert/attention_kernel.py).
     Adapters (two per layer, `adapter_size` units) are trained: 3 forwards of their two
     projections.
     """
     dense, attention = _layer_flops(config, seq)
     adapters = 2 * (2 * 2 * seq * config.hidden_size * adapter_size)
     dense_passes = 3 if mode == "full" else 2
-    return config.num_hidden_layers * (dense_passes * dense + 3 * attention + 3 * adapters)
+    return config.num_hidden_layers * (dense_passes * dense + 3.5 * attention + 3 * adapters)
 
 
 # ------------------------------------------------------------------- workers

@@ -211,6 +211,7 @@ def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
     # a weight gradient is computed only where the kernel trains.
     input_gradients = backbone + adapters + head
     weight_gradients = adapters + head if mode == "adapter" else backbone + adapters + head
-    # Attention's two products (scores, context) per layer: both operands are activations.
-    attention_gradients = 2 * 2 * layers
+    # Attention's two products (scores, context) per layer: both operands are activations;
+    # and the scores product again, recomputed for the softmax gradient (attention_kernel).
+    attention_gradients = 2 * 2 * layers + layers
     assert len(backward) == input_gradients + weight_gradients + attention_gradients, backward

@@ -1,0 +1,102 @@
+"""Scaled dot-product attention that keeps no [length x length] activation for its gradient.
+
+Per layer, the attention probabilities are the largest activations of a BERT training
+step: batch x heads x length^2 values (25 MB at batch 32, 12 heads, length 128, float32;
+the whole hidden state of the layer is 6 MB). Differentiated op by op, TensorFlow keeps
+three such tensors per layer until the backward pass (the softmax output, the dropped-out
+probabilities and, after Grappler's rewrite of the softmax gradient, a scaled copy of the
+softmax output), plus the dropout mask.
+
+`attention_context` keeps only its inputs, query, key and value (6 MB each), and the
+boolean dropout mask. Its backward pass recomputes the probabilities from query and key:
+one batched matmul of 2 x length^2 x hidden FLOPs per example, under 2% of a layer's
+training FLOPs. Its gradient is stated in closed form, so it also takes fewer passes over
+the probabilities than autodiff (the softmax and dropout gradients share one product).
+The result is the same function: outputs and gradients match the op-by-op computation
+(tests/test_attention_kernel.py).
+
+Scales are applied where the tensor is smallest: the dropout's inverse keep probability
+multiplies the context (and its gradient), not the probabilities.
+"""
+
+from typing import Optional
+
+import tensorflow as tf
+
+
+def _probabilities(query, key, adder, scale):
+    """softmax(query . key^T * scale + adder) in float32, [B, N, T, T]."""
+    scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
+    return tf.nn.softmax(scores * scale + adder, axis=-1)
+
+
+def _dropped(probs, keep):
+    return probs if keep is None else tf.where(keep, probs, tf.zeros([], probs.dtype))
+
+
+def attention_context(query, key, value, adder, scale: float,
+                      keep: Optional[tf.Tensor] = None, keep_scale=1.0) -> tf.Tensor:
+    """`dropout(softmax(query key^T * scale + adder)) value`, recomputing the softmax for its gradient.
+
+    Args:
+        query, key, value: [B, N, T, D] tensors, heads first, in the compute dtype.
+        adder: float32 tensor broadcastable to [B, N, T, T] (0 where attended, a large
+            negative number on padding); it gets no gradient.
+        scale: the scores' factor, 1 / sqrt(D).
+        keep: None (no dropout) or a boolean [B, N, T, T] mask of the probabilities kept.
+        keep_scale: factor of the kept probabilities, 1 / keep probability (a Python
+            float or a scalar tensor).
+
+    Returns:
+        The context, [B, N, T, D] in the dtype of `value`.
+
+    Examples:
+        >>> q = tf.random.normal([1, 2, 3, 4])
+        >>> attention_context(q, q, q, tf.zeros([1, 1, 1, 3]), 0.5).shape
+        TensorShape([1, 2, 3, 4])
+    """
+
+    # The backward ops are named as TensorFlow names those of autodiff, under the
+    # caller's scope: profiles and graph dumps attribute them to their layer.
+    caller_scope = tf.get_current_name_scope()
+    backward_scope = "gradient_tape/" + (caller_scope + "/" if caller_scope else "")
+
+    @tf.custom_gradient
+    def context_of(q, k, v):
+        probs = _dropped(_probabilities(q, k, adder, scale), keep)
+        context = tf.matmul(tf.cast(probs, v.dtype), v)
+        if keep is not None:
+            context = context * tf.cast(keep_scale, context.dtype)
+
+        def _gradients(upstream):
+            # The recomputation reads forward tensors only: without this dependency,
+            # TensorFlow's executor would run it as soon as the forward pass had made
+            # query and key, and the probabilities would again wait for the backward pass.
+            with tf.control_dependencies([upstream]):
+                probs = _probabilities(q, k, adder, scale)
+            dropped = _dropped(probs, keep)
+            upstream = tf.cast(upstream, v.dtype)
+            if keep is not None:
+                upstream = upstream * tf.cast(keep_scale, v.dtype)
+            grad_v = tf.matmul(tf.cast(dropped, v.dtype), upstream, transpose_a=True)
+            # Gradient of the dropped probabilities, times `scale` so that the softmax
+            # gradient below comes out already scaled for the raw scores.
+            grad_dropped = tf.cast(
+                tf.matmul(upstream * tf.cast(scale, v.dtype), v, transpose_b=True), tf.float32)
+            # Softmax through dropout: with g the gradient of the kept probabilities,
+            # d scores = P * (g - sum(g * P)), and g * P = grad_dropped * dropped because
+            # dropped equals P where kept and g is zero elsewhere.
+            weighted = grad_dropped * dropped
+            grad_scores = weighted - probs * tf.reduce_sum(weighted, axis=-1, keepdims=True)
+            grad_scores = tf.cast(grad_scores, q.dtype)
+            grad_q = tf.matmul(grad_scores, k)
+            grad_k = tf.matmul(grad_scores, q, transpose_a=True)
+            return grad_q, grad_k, grad_v
+
+        def grad(upstream):
+            with tf.name_scope(backward_scope):
+                return _gradients(upstream)
+
+        return context, grad
+
+    return context_of(query, key, value)
