@@ -67,6 +67,18 @@ def _host_is_cpu() -> bool:
     return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
+def lean_cpu_kernels() -> bool:
+    """Whether ops built now should take the CPU-specific kernels of this package.
+
+    True on a host without GPUs or TPUs, outside an XLA-compiled function: there, each
+    element-wise TensorFlow op is a pass over memory, and the kernels here (16-bit
+    dropout masks, the XLA-fused GELU of activations.py) make fewer of them. Inside XLA
+    the compiler fuses element-wise work itself, and accelerators have other costs.
+    """
+    return _host_is_cpu() and not control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph())
+
+
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class Dropout(keras.layers.Dropout):
     """Keras `Dropout` that draws 16 random bits per element on CPU hosts.
@@ -128,9 +140,7 @@ class Dropout(keras.layers.Dropout):
 
     def _uses_bits(self) -> bool:
         return (self.noise_shape is None and isinstance(self.rate, numbers.Real)
-                and 0 < self.rate < 1 and _host_is_cpu()
-                and not control_flow_util.GraphOrParentsInXlaContext(
-                    tf.compat.v1.get_default_graph()))
+                and 0 < self.rate < 1 and lean_cpu_kernels())
 
     def _drop(self, inputs):
         keep, scale = self.keep_mask(tf.shape(inputs), training=True)
