@@ -36,6 +36,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
+# Before the workers import TensorFlow: the package sets TensorFlow's CPU options.
+import adapter_bert  # noqa: E402,F401
+
 RESULTS = os.path.join(REPO, "bench", "results")
 MRPC_DIR = os.path.join(REPO, "..", "shared", "data", "glue", "MRPC")
 

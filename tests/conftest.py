@@ -10,6 +10,10 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+# Before any test module imports TensorFlow: the package's CPU settings (oneDNN) apply
+# to every test, as they do to the scripts.
+import adapter_bert  # noqa: E402,F401
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
