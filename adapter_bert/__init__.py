@@ -16,7 +16,7 @@ import os
 # TensorFlow 2.21 turns its oneDNN CPU kernels on by default only on CPUs with AVX-512
 # deep-learning extensions. Without them (AVX2-only x86 CPUs) batched matmuls fall back
 # to Eigen, which ran BERT's attention products 4-5x slower on a 2-core AVX2 EPYC
-# (25-36 vs 6-9 ms per [32, 12, 128, 32] product) and an adapter-tuning step 1.6x slower.
+# (16-36 vs 6-9.5 ms per [32, 12, 128, 32] product) and an adapter-tuning step 1.6x slower.
 # TensorFlow reads the switch once, while it loads, so it is set here, where importing
 # any part of the package sets it before the package imports TensorFlow. An explicit
 # TF_ENABLE_ONEDNN_OPTS (0 turns oneDNN off) is left as it is.

@@ -32,8 +32,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
-# Before TensorFlow loads: the package sets TensorFlow's CPU options.
-import adapter_bert  # noqa: E402,F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
