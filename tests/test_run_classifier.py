@@ -1,10 +1,13 @@
 """run_classifier.py end to end on a tiny backbone: outputs, adapter files, bad flags, resume."""
 
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from tests.conftest import REPO
 from tests.runner_utils import (flag_list, read_results, run_in_process, run_killable,
                                 run_subprocess, write_tiny_backbone)
 
@@ -76,10 +79,12 @@ def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, sh
         assert float(again[key]) == pytest.approx(float(original[key]), abs=1e-6), key
 
 
-# XLA draws other dropout masks than plain TensorFlow, and bfloat16 rounds: both land
-# near, not on, the float32 run's loss after the same 4 steps.
+# XLA draws other dropout masks than plain TensorFlow, and the 16-bit types round: all
+# land near, not on, the float32 run's loss after the same 4 steps. float16 trains with
+# Keras' dynamic loss scaling (compile wraps the optimizer under that policy).
 @pytest.mark.parametrize("flag,tolerance", [("--jit_compile=true", 0.01),
-                                             ("--dtype=mixed_bfloat16", 0.03)])
+                                             ("--dtype=mixed_bfloat16", 0.03),
+                                             ("--dtype=mixed_float16", 0.01)])
 def test_xla_and_bfloat16_train_to_the_float32_result(mrpc_run, backbone, shared_dir, tmp_path,
                                                     flag, tolerance):
     # A subprocess: the dtype policy is process-global.
@@ -218,3 +223,22 @@ def test_killed_run_resumes_from_its_last_checkpoint(backbone, shared_dir, tmp_p
     assert "ckpt-6" in rerun.stderr and "Restored" in rerun.stderr
     assert f"steps 7..{total} of {total}" in rerun.stderr
     assert (tmp_path / "out" / f"checkpoints/ckpt-{total}.index").exists()
+
+
+def test_mixed_float16_trains_with_dynamic_loss_scaling():
+    # A subprocess: the dtype policy is process-global. Keras wraps the optimizer only if
+    # the model itself took the policy, which is what this checks.
+    probe = ("from adapter_bert.training import set_dtype_policy\n"
+             "set_dtype_policy('mixed_float16')\n"
+             "import tf_keras as keras\n"
+             "from adapter_bert.config import BertConfig\n"
+             "from adapter_bert.heads import BertClassifier\n"
+             "config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,\n"
+             "                    num_attention_heads=2, intermediate_size=32)\n"
+             "model = BertClassifier(config, 2)\n"
+             "model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse')\n"
+             "print(model.dtype_policy.name, model.optimizer.dynamic)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["mixed_float16", "True"]
