@@ -1,0 +1,251 @@
+"""Writes the result tables of README.md and docs/*.md from bench/results/*.json.
+
+A table in a document sits between two markers, for example
+
+    <!-- bench:speed -->
+    | training | examples/s | ...
+    <!-- /bench:speed -->
+
+and everything between them is replaced by what the section's function below makes
+from the committed JSON. The functions call the table writers of the benchmark scripts
+that wrote the JSON (`speed.markdown`, `mrpc_adapter_vs_full.markdown`, ...), so a
+document shows exactly what a benchmark run printed. A table edited by hand is
+overwritten here and fails `tests/test_bench_tables.py`.
+
+Usage (from the repository root):
+    python -m bench.tables            # rewrite every table
+    python -m bench.tables --check    # exit 1, naming each stale table, if any differs
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+from typing import Callable, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+for _path in (REPO, HERE):  # the benchmark scripts import their siblings by bare name
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import adapter_storage  # noqa: E402
+import adapter_sweeps  # noqa: E402
+import mrpc_adapter_vs_full  # noqa: E402
+import resadapter_comparison  # noqa: E402
+import speed  # noqa: E402
+import squad_adapter_vs_full  # noqa: E402
+from mode_flags import optimizer_label  # noqa: E402
+
+from adapter_bert.io_utils import atomic_write_text  # noqa: E402
+
+MARKER = re.compile(r"(<!-- bench:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)",
+                    re.DOTALL)
+OPENING = re.compile(r"<!-- bench:([\w.-]+) -->")
+
+# What users would otherwise run, measured once each with the same backbone, data and
+# budget as the MRPC benchmark (settings in docs/results.md): system, trainable share,
+# learning rate and Adam variant, seed, dev accuracy, dev F1.
+PEERS = [
+    ("PyTorch `transformers`, full fine-tuning", "100%", "5e-5, bias-corrected", "42",
+     "80.64", "86.59"),
+    ("AdapterHub `adapters`, Houlsby adapters (size 64)", "2.6%", "1e-3, bias-corrected", "42",
+     "80.39", "86.49"),
+    ("AdapterHub `adapters`, Houlsby adapters (size 64)", "2.6%", "3e-4, bias-corrected", "42",
+     "73.77", "83.26"),
+]
+
+MRPC_SEEDS = "mrpc_adapter_vs_full_seeds.json"
+SQUAD_V1_RUNS = [  # one learning-rate sweep at one budget, a file per run (or pair of runs)
+    "squad_adapter_vs_full.json", "squad_v1.1_adapter_lr1e-2_adapter.json",
+    "squad_v1.1_adapter_lr5e-3_adapter.json", "squad_v1.1_adapter_corrected.json",
+    "squad_v1.1_adapter_lr2e-3_none.json", "squad_v1.1_full_lr4e-4_full.json",
+    "squad_v1.1_full_lr2e-4_full.json", "squad_v1.1_full_lr1e-4_full.json",
+    "squad_v1.1_full_lr5e-5_full.json", "squad_v1.1_full_lr1e-4_none.json"]
+SQUAD_V2_SMALL = ["squad_v2.0_adapter_vs_full.json"]
+SQUAD_V2_LARGE = ["squad_v2.0_4k_adapter_vs_full.json", "squad_v2.0_4k_adapter_lr5e-3.json"]
+
+
+def load(name: str) -> dict:
+    """A results file of bench/results/, by its path relative to that folder."""
+    with open(os.path.join(RESULTS, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def tables_only(text: str) -> str:
+    """A benchmark's markdown without its `Settings: {...}` line and `Commands:` list.
+
+    Those name this machine's temporary paths; the documents state the settings and the
+    benchmark command in their own words instead.
+    """
+    lines = text.splitlines()
+    if "Commands:" in lines:
+        lines = lines[:lines.index("Commands:")]
+    lines = [line for line in lines if not line.startswith("Settings: ")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def merged_squad_runs(names: List[str]) -> tuple:
+    """(rows, data, settings) of several squad_adapter_vs_full runs at one budget.
+
+    Raises:
+        ValueError: the files used different settings or data, so one table would mix
+            budgets.
+    """
+    rows, data, settings = [], None, None
+    for name in names:
+        result = load(name)
+        described = {version: {k: v[k] for k in ("train", "eval")}
+                     for version, v in result["data"].items()}
+        if settings is None:
+            data, settings = described, result["settings"]
+        elif (described, result["settings"]) != (data, settings):
+            raise ValueError(f"bench/results/{name}: other settings or data than "
+                             f"bench/results/{names[0]}; they cannot share a table")
+        rows += result["runs"]
+    rows.sort(key=lambda row: (row["mode"], float(optimizer_label(row).split(",")[0]),
+                               optimizer_label(row)))
+    return rows, data, settings
+
+
+def squad_table(names: List[str]) -> str:
+    """One SQuAD table from several runs at one budget.
+
+    The benchmark's "Adapter F1 minus full fine-tuning F1" line compares one run per
+    mode, so it is left out when a mode has several (a learning-rate sweep).
+    """
+    rows, data, settings = merged_squad_runs(names)
+    text = tables_only(squad_adapter_vs_full.markdown(rows, data, settings))
+    modes = [(row["version"], row["mode"]) for row in rows]
+    if len(set(modes)) < len(modes):
+        text = "\n".join(line for line in text.splitlines()
+                         if not line.startswith("Adapter F1 minus full")).strip("\n") + "\n"
+    return text
+
+
+def resadapter_table(name: str) -> str:
+    result = load(name)
+    return tables_only(resadapter_comparison.markdown(result["runs"], result["data"],
+                                                      result["settings"]))
+
+
+def headline() -> str:
+    """README's table: our adapters and full fine-tuning (mean ± sd over seeds) on MRPC,
+    beside what users would otherwise run (`PEERS`)."""
+    rows = load(MRPC_SEEDS)["runs"]
+    names = {"adapter": "adapter-bert, Houlsby adapters (size 64)",
+             "full": "adapter-bert, full fine-tuning"}
+    lines = ["| system | trains | learning rate, Adam | seeds | MRPC dev acc | MRPC dev F1 |",
+             "|---|---|---|---|---|---|"]
+    for mode in ("adapter", "full"):
+        group = [row for row in rows if row["mode"] == mode]
+        seeds = [mrpc_adapter_vs_full.row_seed(row) for row in group]
+        lines.append(
+            f"| {names[mode]} | {group[0]['trainable_percent']:.1f}% | "
+            f"{optimizer_label(group[0])} | {min(seeds)}-{max(seeds)} | "
+            f"{mrpc_adapter_vs_full._mean_sd([row['dev_accuracy'] for row in group])} | "
+            f"{mrpc_adapter_vs_full._mean_sd([row['dev_f1'] for row in group])} |")
+    lines += ["| " + " | ".join(peer) + " |" for peer in PEERS]
+    return "\n".join(lines) + "\n"
+
+
+def sweeps() -> str:
+    rows = load("mrpc_adapter_sweeps.json")["rows"]
+    # The metrics adapter_sweeps.write_outputs puts in its table.
+    metrics = sorted({k for row in rows for k in row
+                      if k.startswith("eval_") and k != "eval_loss"})
+    return adapter_sweeps.markdown(rows, metrics)
+
+
+SECTIONS: Dict[str, Callable[[], str]] = {
+    "headline": headline,
+    "speed": lambda: speed.markdown(load("speed.json")),
+    "mrpc": lambda: mrpc_adapter_vs_full.markdown(load(MRPC_SEEDS)["runs"]),
+    "squad-v1.1": lambda: squad_table(SQUAD_V1_RUNS),
+    "squad-v2.0": lambda: squad_table(SQUAD_V2_SMALL),
+    "squad-v2.0-4k": lambda: squad_table(SQUAD_V2_LARGE),
+    "resadapter": lambda: resadapter_table("resadapter_comparison.json"),
+    "resadapter-attention": lambda: resadapter_table(
+        "resadapter_attention_mrpc/resadapter_comparison.json"),
+    "resadapter-mean": lambda: resadapter_table(
+        "resadapter_mean_mrpc/resadapter_comparison.json"),
+    "resadapter-attention-mean": lambda: resadapter_table(
+        "resadapter_attention_mean_mrpc/resadapter_comparison.json"),
+    "resadapter-squad-4k": lambda: resadapter_table(
+        "resadapter_squad_v2_4k/resadapter_comparison.json"),
+    "storage": lambda: adapter_storage.markdown(load("adapter_storage.json")),
+    "sweeps": sweeps,
+}
+
+
+def documents(root: str = REPO) -> List[str]:
+    """README.md and every docs/*.md under `root`."""
+    return [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+
+
+def render(text: str, tables: Dict[str, str], source: str = "") -> str:
+    """`text` with the body of every marked table replaced by `tables[name]`.
+
+    Raises:
+        ValueError: a marker names no section, or an opening marker has no closing one.
+    """
+    opened = OPENING.findall(text)
+    closed = [m.group("name") for m in MARKER.finditer(text)]
+    if opened != closed:
+        unclosed = sorted(set(opened) - set(closed)) or opened
+        raise ValueError(f"{source}: marker <!-- bench:{unclosed[0]} --> has no matching "
+                         f"<!-- /bench:{unclosed[0]} -->")
+    unknown = sorted(set(opened) - set(tables))
+    if unknown:
+        raise ValueError(f"{source}: unknown table <!-- bench:{unknown[0]} -->; "
+                         f"known: {', '.join(sorted(tables))}")
+    return MARKER.sub(lambda m: m.group(1) + tables[m.group("name")] + m.group(4), text)
+
+
+def update(paths: List[str], check: bool = False) -> List[str]:
+    """Renders every table of `paths` from the results; rewrites the files that changed
+    (or, with `check`, only reports them). Returns the paths that were (or would be)
+    rewritten.
+
+    Raises:
+        ValueError: a bad marker, or a section no document shows (a table was dropped).
+    """
+    tables = {name: make() for name, make in SECTIONS.items()}
+    stale, shown = [], set()
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        shown.update(OPENING.findall(text))
+        new = render(text, tables, os.path.relpath(path, REPO))
+        if new != text:
+            stale.append(path)
+            if not check:
+                atomic_write_text(path, new)
+    missing = sorted(set(SECTIONS) - shown)
+    if missing:
+        raise ValueError(f"no document shows the table(s) {', '.join(missing)}; add "
+                         f"<!-- bench:{missing[0]} --> ... <!-- /bench:{missing[0]} -->")
+    return stale
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 if a table differs from the results")
+    args = parser.parse_args(argv)
+    try:
+        stale = update(documents(), check=args.check)
+    except (OSError, ValueError) as error:
+        print(f"bench.tables: error: {error}", file=sys.stderr)
+        return 1
+    for path in stale:
+        verb = "out of date" if args.check else "rewritten"
+        print(f"{os.path.relpath(path, REPO)}: {verb}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
