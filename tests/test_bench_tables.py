@@ -1,0 +1,118 @@
+"""bench/tables.py: the result tables of README.md and docs/ are what the benchmarks'
+table writers make from the committed bench/results/*.json, and a pasted edit fails."""
+
+import json
+import os
+import shutil
+import statistics
+
+import pytest
+
+from bench import tables
+
+
+def _copy_documents(root):
+    """README.md and docs/*.md copied under `root`, in the same layout; their paths."""
+    os.makedirs(os.path.join(root, "docs"))
+    copies = []
+    for path in tables.documents():
+        target = os.path.join(root, os.path.relpath(path, tables.REPO))
+        shutil.copyfile(path, target)
+        copies.append(target)
+    return copies
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_documents_show_the_committed_results():
+    stale = tables.update(tables.documents(), check=True)
+    assert stale == [], (f"{[os.path.relpath(p, tables.REPO) for p in stale]} differ from "
+                         "bench/results/*.json; run `python -m bench.tables`")
+
+
+def test_every_table_is_filled():
+    """Each marked table has a body (a table row) in some document."""
+    text = "".join(_read(path) for path in tables.documents())
+    bodies = {m.group("name"): m.group("body") for m in tables.MARKER.finditer(text)}
+    assert set(bodies) == set(tables.SECTIONS)
+    for name, body in bodies.items():
+        assert "\n|---" in body, name
+
+
+def test_a_pasted_edit_is_found_and_rewritten(tmp_path):
+    copies = _copy_documents(str(tmp_path))
+    results = os.path.join(str(tmp_path), "docs", "results.md")
+    original = _read(results)
+    assert "| 79.95 ± 1.87 |" in original
+    with open(results, "w", encoding="utf-8") as f:
+        f.write(original.replace("| 79.95 ± 1.87 |", "| 81.95 ± 1.87 |", 1))
+
+    assert tables.update(copies, check=True) == [results]
+    assert "81.95" in _read(results)  # --check changes nothing
+    assert tables.update(copies) == [results]
+    assert _read(results) == original
+    assert tables.update(copies, check=True) == []
+
+
+def test_check_exits_nonzero_on_a_stale_table(tmp_path, monkeypatch, capsys):
+    copies = _copy_documents(str(tmp_path))
+    readme = copies[0]
+    text = _read(readme)
+    with open(readme, "w", encoding="utf-8") as f:
+        f.write(text.replace("| 80.64 | 86.59 |", "| 80.64 | 86.95 |"))
+    monkeypatch.setattr(tables, "documents", lambda: copies)
+    assert tables.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert tables.main([]) == 0
+    assert tables.main(["--check"]) == 0
+    assert _read(readme) == text
+
+
+def test_headline_means_are_those_of_the_seed_runs():
+    with open(os.path.join(tables.RESULTS, tables.MRPC_SEEDS), encoding="utf-8") as f:
+        runs = json.load(f)["runs"]
+    headline = tables.headline()
+    for mode in ("adapter", "full"):
+        accuracy = [r["dev_accuracy"] for r in runs if r["mode"] == mode]
+        f1 = [r["dev_f1"] for r in runs if r["mode"] == mode]
+        assert len(accuracy) == 5
+        expected = (f"| {statistics.mean(accuracy):.2f} ± {statistics.stdev(accuracy):.2f} | "
+                    f"{statistics.mean(f1):.2f} ± {statistics.stdev(f1):.2f} |")
+        assert expected in headline, mode
+    assert "| 80.64 | 86.59 |" in headline and "| 80.39 | 86.49 |" in headline
+    assert "| 73.77 | 83.26 |" in headline
+
+
+@pytest.mark.parametrize("text, message", [
+    ("<!-- bench:nosuch -->\nx\n<!-- /bench:nosuch -->\n", "unknown table"),
+    ("<!-- bench:speed -->\nx\n", "has no matching"),
+])
+def test_bad_markers_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        tables.render(text, {"speed": "| a |\n"}, "doc.md")
+
+
+def test_a_dropped_table_is_refused(tmp_path):
+    copies = _copy_documents(str(tmp_path))
+    performance = os.path.join(str(tmp_path), "docs", "performance.md")
+    text = _read(performance)
+    start = text.index("<!-- bench:speed -->")
+    end = text.index("<!-- /bench:speed -->") + len("<!-- /bench:speed -->")
+    with open(performance, "w", encoding="utf-8") as f:
+        f.write(text[:start] + text[end:])
+    with pytest.raises(ValueError, match="no document shows the table.*speed"):
+        tables.update(copies, check=True)
+
+
+def test_tables_only_drops_settings_and_commands():
+    text = "Settings: {\"seed\": 42}\n\n| a |\n|---|\n| 1 |\n\nCommands:\n\n    python x.py\n"
+    assert tables.tables_only(text) == "| a |\n|---|\n| 1 |\n"
+
+
+def test_runs_of_other_budgets_do_not_share_a_table():
+    with pytest.raises(ValueError, match="other settings or data"):
+        tables.merged_squad_runs(["squad_v2.0_adapter_vs_full.json",
+                                  "squad_v2.0_4k_adapter_vs_full.json"])
