@@ -144,7 +144,7 @@ def headline() -> str:
         group = [row for row in rows if row["mode"] == mode]
         seeds = [mrpc_adapter_vs_full.row_seed(row) for row in group]
         lines.append(
-            f"| {names[mode]} | {group[0]['trainable_percent']:.1f}% | "
+            f"| {names[mode]} | {round(group[0]['trainable_percent'], 1):g}% | "
             f"{optimizer_label(group[0])} | {min(seeds)}-{max(seeds)} | "
             f"{mrpc_adapter_vs_full._mean_sd([row['dev_accuracy'] for row in group])} | "
             f"{mrpc_adapter_vs_full._mean_sd([row['dev_f1'] for row in group])} |")
