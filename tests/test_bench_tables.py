@@ -27,6 +27,22 @@ def _read(path):
         return f.read()
 
 
+def _tamper(path, name):
+    """Edits one cell of table `name` in `path` by hand, as a pasted figure would."""
+    text = _read(path)
+    match = next(m for m in tables.MARKER.finditer(text) if m.group("name") == name)
+    row = next(line for line in match.group("body").splitlines()
+               if line.startswith("| ") and not line.startswith("|---"))
+    cells = row.split(" | ")
+    cells[-2] = cells[-2] + "0"  # one more digit in the second-to-last cell
+    edited = " | ".join(cells)
+    start = match.start("body")
+    body = match.group("body").replace(row, edited, 1)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text[:start] + body + text[match.end("body"):])
+    return edited
+
+
 def test_documents_show_the_committed_results():
     stale = tables.update(tables.documents(), check=True)
     assert stale == [], (f"{[os.path.relpath(p, tables.REPO) for p in stale]} differ from "
@@ -46,12 +62,10 @@ def test_a_pasted_edit_is_found_and_rewritten(tmp_path):
     copies = _copy_documents(str(tmp_path))
     results = os.path.join(str(tmp_path), "docs", "results.md")
     original = _read(results)
-    assert "| 79.95 ± 1.87 |" in original
-    with open(results, "w", encoding="utf-8") as f:
-        f.write(original.replace("| 79.95 ± 1.87 |", "| 81.95 ± 1.87 |", 1))
+    edited = _tamper(results, "mrpc")
 
     assert tables.update(copies, check=True) == [results]
-    assert "81.95" in _read(results)  # --check changes nothing
+    assert edited in _read(results)  # --check changes nothing
     assert tables.update(copies) == [results]
     assert _read(results) == original
     assert tables.update(copies, check=True) == []
@@ -61,11 +75,10 @@ def test_check_exits_nonzero_on_a_stale_table(tmp_path, monkeypatch, capsys):
     copies = _copy_documents(str(tmp_path))
     readme = copies[0]
     text = _read(readme)
-    with open(readme, "w", encoding="utf-8") as f:
-        f.write(text.replace("| 80.64 | 86.59 |", "| 80.64 | 86.95 |"))
+    _tamper(readme, "headline")
     monkeypatch.setattr(tables, "documents", lambda: copies)
     assert tables.main(["--check"]) == 1
-    assert "out of date" in capsys.readouterr().out
+    assert "README.md: out of date" in capsys.readouterr().out
     assert tables.main([]) == 0
     assert tables.main(["--check"]) == 0
     assert _read(readme) == text
@@ -78,7 +91,7 @@ def test_headline_means_are_those_of_the_seed_runs():
     for mode in ("adapter", "full"):
         accuracy = [r["dev_accuracy"] for r in runs if r["mode"] == mode]
         f1 = [r["dev_f1"] for r in runs if r["mode"] == mode]
-        assert len(accuracy) == 5
+        assert len(accuracy) >= 2
         expected = (f"| {statistics.mean(accuracy):.2f} ± {statistics.stdev(accuracy):.2f} | "
                     f"{statistics.mean(f1):.2f} ± {statistics.stdev(f1):.2f} |")
         assert expected in headline, mode
