@@ -16,7 +16,7 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert import ablation
+from adapter_bert.tasks import ablation
 
 ablation.define_flags()
 FLAGS = flags.FLAGS
@@ -24,8 +24,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import common
-    return common.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(FLAGS))
+    from adapter_bert.tasks import base
+    return base.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(FLAGS))
 
 
 if __name__ == "__main__":

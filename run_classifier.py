@@ -11,7 +11,7 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert import flags as adapter_flags
+from adapter_bert.tasks import flags as adapter_flags
 
 adapter_flags.define_classifier_flags()
 FLAGS = flags.FLAGS
@@ -19,8 +19,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import classifier, common
-    return common.run_cli("run_classifier.py", lambda: classifier.main(FLAGS))
+    from adapter_bert.tasks import base, classifier
+    return base.run_cli("run_classifier.py", lambda: classifier.main(FLAGS))
 
 
 if __name__ == "__main__":

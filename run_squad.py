@@ -16,7 +16,7 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert import flags as adapter_flags
+from adapter_bert.tasks import flags as adapter_flags
 
 adapter_flags.define_squad_flags()
 FLAGS = flags.FLAGS
@@ -24,8 +24,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import common, squad
-    return common.run_cli("run_squad.py", lambda: squad.main(FLAGS))
+    from adapter_bert.tasks import base, squad
+    return base.run_cli("run_squad.py", lambda: squad.main(FLAGS))
 
 
 if __name__ == "__main__":

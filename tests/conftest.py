@@ -52,7 +52,7 @@ def uncased_tokenizer():
 @pytest.fixture
 def tiny_config():
     """A 2-layer, hidden-16 BERT config: builds in milliseconds."""
-    from adapter_bert.config import BertConfig
+    from adapter_bert.model.config import BertConfig
     return BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
                       hidden_act="gelu_erf", hidden_dropout_prob=0.1,
@@ -62,7 +62,7 @@ def tiny_config():
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """Directory of the embedded MiniLM backbone (skips if the package is missing)."""
-    from adapter_bert.checkpoints import CheckpointError, default_backbone_dir
+    from adapter_bert.model.checkpoints import CheckpointError, default_backbone_dir
     try:
         path = Path(default_backbone_dir())
     except CheckpointError as e:

@@ -12,15 +12,15 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters import (HoulsbyAdapter, LoraAdapter, ParallelAdapter,
+from adapter_bert.adapters.layers import (HoulsbyAdapter, LoraAdapter, ParallelAdapter,
                                    PfeifferAdapter)
-from adapter_bert.config import AdapterConfig, ConfigError
-from adapter_bert.fusion import AdapterFusion
-from adapter_bert.heads import BertClassifier
-from adapter_bert.modeling import BertModel, BertResidualOutput, BertSelfAttention
-from adapter_bert.multitask import MultiAdapterModel
-from adapter_bert.naming import tf1_variables
-from adapter_bert.tuning import apply_tuning, parameter_summary
+from adapter_bert.model.config import AdapterConfig, ConfigError
+from adapter_bert.adapters.fusion import AdapterFusion
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.encoder import BertModel, BertResidualOutput, BertSelfAttention
+from adapter_bert.adapters.multitask import MultiAdapterModel
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
 from tests.conftest import tiny_inputs
 from tests.runner_utils import read_results, run_in_process, write_tiny_backbone
 

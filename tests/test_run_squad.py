@@ -192,7 +192,7 @@ def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, shared_dir, t
 def test_span_loss_is_the_mean_of_start_and_end_cross_entropy(tiny_config):
     import tf_keras as keras
 
-    from adapter_bert.heads import BertSpanModel
+    from adapter_bert.model.heads import BertSpanModel
     from adapter_bert.tasks.squad import compile_span_model
     from tests.conftest import tiny_inputs
     model = BertSpanModel(tiny_config)

@@ -13,17 +13,17 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.adapter_files import load_adapter, save_adapter
+from adapter_bert.adapters.files import load_adapter, save_adapter
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
-from adapter_bert.flags import FlagError, validate_common
+from adapter_bert.tasks.flags import FlagError, validate_common
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
-from adapter_bert.feature_cache import records_digest
-from adapter_bert.task_models import build_task_model_for_flags
-from adapter_bert.tasks import common
+from adapter_bert.data.feature_cache import records_digest
+from adapter_bert.tasks.task_models import build_task_model_for_flags
+from adapter_bert.tasks import base
 from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.training import TrainingCheckpoints, fit_with_resume
+from adapter_bert.training.loop import TrainingCheckpoints, fit_with_resume
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
@@ -74,11 +74,11 @@ class ClassifierRun:
         self.processor = get_processor(self.task)
         self.labels = self.processor.get_labels()
         self.is_regression = self.processor.is_regression
-        self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+        self.backbone = base.prepare_backbone(flag_values, flag_values.max_seq_length)
         # Every split the run needs is read now, so a bad dev or test file fails before
         # training rather than after it.
         self._examples = {split: self._read_examples(split) for split in self._splits()}
-        self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
+        self.strategy, self.static_shapes = base.prepare_run(flag_values, strategy)
         self.model, self.param_results = build_task_model_for_flags(
             self.strategy, self.backbone, flag_values, "classifier",
             num_labels=1 if self.is_regression else len(self.labels),
@@ -125,12 +125,12 @@ class ClassifierRun:
     def train(self) -> Dict[str, float]:
         flag_values = self.flags
         features, count = self.features("train")
-        schedule, spe = common.training_schedule(flag_values, count, self.static_shapes)
+        schedule, spe = base.training_schedule(flag_values, count, self.static_shapes)
         logging.info("***** Training: %d examples, batch %d, %d steps (%d warmup) *****", count,
                      flag_values.train_batch_size, schedule.num_train_steps,
                      schedule.num_warmup_steps)
         with self.strategy.scope():
-            optimizer = common.run_optimizer(flag_values, schedule)
+            optimizer = base.run_optimizer(flag_values, schedule)
             self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe,
                                jit_compile=self.pipeline.jit_compile)
         dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],
@@ -225,7 +225,7 @@ def main(flag_values, strategy=None) -> int:
         global_step = run.restore_trained_weights()
     if flag_values.do_eval:
         results = run.evaluate(global_step)
-        common.write_results(os.path.join(flag_values.output_dir, "eval_results.txt"), results)
+        base.write_results(os.path.join(flag_values.output_dir, "eval_results.txt"), results)
         for key in sorted(results):
             if key.startswith("eval_"):
                 print(f"{key} = {results[key]}", flush=True)

@@ -25,18 +25,18 @@ import numpy as np
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.adapter_files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
-from adapter_bert.flags import FlagError, validate_squad
+from adapter_bert.tasks.flags import FlagError, validate_squad
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
-from adapter_bert.feature_cache import records_digest
-from adapter_bert.task_models import build_task_model_for_flags
-from adapter_bert.tasks import common
+from adapter_bert.data.feature_cache import records_digest
+from adapter_bert.tasks.task_models import build_task_model_for_flags
+from adapter_bert.tasks import base
 from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.training import TrainingCheckpoints, fit_with_resume
+from adapter_bert.training.loop import TrainingCheckpoints, fit_with_resume
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 LABEL_KEYS = ("start_positions", "end_positions")
@@ -160,7 +160,7 @@ def _json_value(value):
 
 def write_eval_results(output_dir: str, results: Dict[str, object]) -> None:
     """Writes eval_results.txt (`key = value`, sorted) and eval_results.json."""
-    common.write_results(os.path.join(output_dir, "eval_results.txt"), results)
+    base.write_results(os.path.join(output_dir, "eval_results.txt"), results)
     as_json = {key: _json_value(results[key]) for key in sorted(results)}
     atomic_write_text(os.path.join(output_dir, "eval_results.json"),
                       json.dumps(as_json, indent=2) + "\n")
@@ -173,7 +173,7 @@ class SquadRun:
         self.flags = flag_values
         validate_squad(flag_values)
         self.version_2 = bool(flag_values.version_2_with_negative)
-        self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+        self.backbone = base.prepare_backbone(flag_values, flag_values.max_seq_length)
         # The data is read before the model is built, so a bad file fails fast.
         self.train_examples = self._read(flag_values.train_file, True) \
             if flag_values.do_train else None
@@ -181,7 +181,7 @@ class SquadRun:
             if flag_values.do_predict else None
         self.scoreable = bool(self.predict_examples) and \
             has_gold_answers(self.predict_examples, self.version_2)
-        self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
+        self.strategy, self.static_shapes = base.prepare_run(flag_values, strategy)
         # The span head reads the sequence output, never the pooler: it is not trained.
         self.model, self.param_results = build_task_model_for_flags(
             self.strategy, self.backbone, flag_values, "span", train_pooler="false")
@@ -222,12 +222,12 @@ class SquadRun:
         features = self._features(self.train_examples, True)
         stats = self._training_data_report(features)
         arrays = feature_arrays(features, with_labels=True)
-        schedule, spe = common.training_schedule(values, len(features), self.static_shapes)
+        schedule, spe = base.training_schedule(values, len(features), self.static_shapes)
         logging.info("***** Training: %d questions, %d windows, batch %d, %d steps (%d warmup) "
                      "*****", len(self.train_examples), len(features), values.train_batch_size,
                      schedule.num_train_steps, schedule.num_warmup_steps)
         with self.strategy.scope():
-            optimizer = common.run_optimizer(values, schedule)
+            optimizer = base.run_optimizer(values, schedule)
             compile_span_model(self.model, optimizer, spe, self.pipeline.jit_compile)
         batches = self.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS,
                                               values.train_batch_size,

@@ -25,11 +25,11 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.activations import get_activation
-from adapter_bert.adapters import attention_adapter, output_adapter
-from adapter_bert.attention_kernel import attention_context
-from adapter_bert.config import AdapterConfig, BertConfig
-from adapter_bert.fast_layers import Dropout, LayerNorm
+from adapter_bert.model.activations import get_activation
+from adapter_bert.adapters.layers import attention_adapter, output_adapter
+from adapter_bert.model.attention_kernel import attention_context
+from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.fast_layers import Dropout, LayerNorm
 
 # Added to attention scores of padding positions, as Google's BERT does.
 _MASK_ADDER = -10000.0

@@ -9,7 +9,7 @@ import json
 import os
 from typing import Optional, Sequence, Tuple
 
-from adapter_bert.activations import canonical_activation
+from adapter_bert.model.activations import canonical_activation
 
 # Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
 _GOOGLE_REQUIRED = (

@@ -18,8 +18,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from adapter_bert.config import BertConfig
-from adapter_bert.naming import tf1_variables
+from adapter_bert.model.config import BertConfig
+from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +286,8 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
     Raises:
         CheckpointError, ConfigError: files missing or inconsistent.
     """
-    from adapter_bert.heads import BertClassifier, BertSpanModel
-    from adapter_bert.modeling import BertModel
+    from adapter_bert.model.heads import BertClassifier, BertSpanModel
+    from adapter_bert.model.encoder import BertModel
 
     files = resolve_backbone(path, config_file)
     config = BertConfig.from_json_file(files.config_file)

@@ -9,10 +9,10 @@ import os
 
 from absl import flags
 
-from adapter_bert.activations import ACTIVATION_NAMES
-from adapter_bert.config import ADAPTER_POSITIONS
-from adapter_bert.distribute import STRATEGIES
-from adapter_bert.tuning import TUNING_MODES
+from adapter_bert.model.activations import ACTIVATION_NAMES
+from adapter_bert.model.config import ADAPTER_POSITIONS
+from adapter_bert.training.distribute import STRATEGIES
+from adapter_bert.adapters.tuning import TUNING_MODES
 
 FLAGS = flags.FLAGS
 

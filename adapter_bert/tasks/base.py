@@ -8,19 +8,19 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from adapter_bert.adapter_files import AdapterFileError, adapter_config_of
-from adapter_bert.checkpoints import (BackboneFiles, CheckpointError, build_model, load_weights,
+from adapter_bert.adapters.files import AdapterFileError, adapter_config_of
+from adapter_bert.model.checkpoints import (BackboneFiles, CheckpointError, build_model, load_weights,
                                       read_weights, resolve_backbone)
-from adapter_bert.config import AdapterConfig, BertConfig, ConfigError
-from adapter_bert.flags import FlagError, was_set
+from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError
+from adapter_bert.tasks.flags import FlagError, was_set
 from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
-from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
+from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
                                        validate_case_matches_checkpoint)
-from adapter_bert.distribute import get_strategy, static_shapes_required
-from adapter_bert.optimization import create_optimizer
-from adapter_bert.training import (TrainingError, TrainSchedule, set_dtype_policy, set_seed,
+from adapter_bert.training.distribute import get_strategy, static_shapes_required
+from adapter_bert.training.optimizer import create_optimizer
+from adapter_bert.training.loop import (TrainingError, TrainSchedule, set_dtype_policy, set_seed,
                                    steps_per_execution)
-from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summary,
+from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
                                   pooler_is_untrained)
 
 # Errors that describe bad input or a failed run: shown as one line, exit code 1.

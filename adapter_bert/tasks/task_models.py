@@ -12,11 +12,11 @@ says which kind of model to build, so an evaluation run needs no architecture fl
 
 from typing import Dict, Optional, Tuple
 
-from adapter_bert.adapter_files import read_adapter_config
-from adapter_bert.flags import FlagError, was_set
-from adapter_bert.heads import BertClassifier, BertSpanModel
-from adapter_bert.resadapter import ResAdapterClassifier, ResAdapterConfig, ResAdapterSpanModel
-from adapter_bert.tasks import common
+from adapter_bert.adapters.files import read_adapter_config
+from adapter_bert.tasks.flags import FlagError, was_set
+from adapter_bert.model.heads import BertClassifier, BertSpanModel
+from adapter_bert.adapters.resadapter import ResAdapterClassifier, ResAdapterConfig, ResAdapterSpanModel
+from adapter_bert.tasks import base
 
 HEADS = ("classifier", "span")
 
@@ -120,14 +120,14 @@ def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
     return BertSpanModel(bert_config, adapter_config)
 
 
-def build_task_model_for_flags(strategy, backbone: "common.Backbone", flag_values, head: str,
+def build_task_model_for_flags(strategy, backbone: "base.Backbone", flag_values, head: str,
                                num_labels: Optional[int] = None,
                                train_pooler: str = "false") -> Tuple[object, Dict[str, str]]:
     """Builds the run's task model under `strategy`, with pretrained weights and tuning.
 
     Args:
         strategy: the run's `tf.distribute.Strategy`.
-        backbone: the resolved pretrained backbone (`common.prepare_backbone`).
+        backbone: the resolved pretrained backbone (`base.prepare_backbone`).
         flag_values: parsed flags.
         head: "classifier" (GLUE) or "span" (SQuAD).
         num_labels: classes of the classifier head (1 for regression).
@@ -145,7 +145,7 @@ def build_task_model_for_flags(strategy, backbone: "common.Backbone", flag_value
         raise FlagError("--resadapter_pooling chooses a classification head's input; the "
                         "span head scores every token")
     resadapter_config = resadapter_config_for_run(flag_values)
-    adapter_config = None if resadapter_config else common.adapter_config_for_run(flag_values)
+    adapter_config = None if resadapter_config else base.adapter_config_for_run(flag_values)
     model = new_task_model(backbone.config, head, num_labels, adapter_config, resadapter_config)
-    return common.build_task_model(strategy, model, backbone, flag_values,
+    return base.build_task_model(strategy, model, backbone, flag_values,
                                    "false" if resadapter_config else train_pooler)
