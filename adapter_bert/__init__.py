@@ -41,7 +41,7 @@ _EXPORTS = {
     "ClassifierHead": "adapter_bert.model.heads",
     "SpanHead": "adapter_bert.model.heads",
     "tf1_variables": "adapter_bert.model.naming",
-    "load_pretrained": "adapter_bert.model.checkpoints",
+    "load_pretrained": "adapter_bert.model.factory",
     "load_weights": "adapter_bert.model.checkpoints",
     "default_backbone_dir": "adapter_bert.model.checkpoints",
     "save_tf1_checkpoint": "adapter_bert.model.checkpoints",

@@ -89,7 +89,8 @@ def measure(adapter_sizes, work_dir):
     import numpy as np
 
     from adapter_bert.adapters.files import save_adapter
-    from adapter_bert.model.checkpoints import load_pretrained, save_tf1_checkpoint
+    from adapter_bert.model.checkpoints import save_tf1_checkpoint
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.naming import tf1_variables
     from adapter_bert.adapters.tuning import apply_tuning, pooler_is_untrained

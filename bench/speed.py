@@ -95,7 +95,7 @@ def _current_rss_mb() -> float:
 
 
 def _model(mode: str, dtype: str):
-    from adapter_bert.model.checkpoints import load_pretrained
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.training.loop import set_dtype_policy
     from adapter_bert.adapters.tuning import apply_tuning

@@ -178,7 +178,7 @@ def test_untrained_pooler_is_detected_by_its_zero_bias(tiny_config):
 
 @pytest.mark.realweights
 def test_minilm_pooler_is_untrained():
-    from adapter_bert.model.checkpoints import load_pretrained
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.adapters.tuning import pooler_is_untrained
     assert pooler_is_untrained(load_pretrained())
 

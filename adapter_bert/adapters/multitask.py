@@ -77,13 +77,13 @@ class MultiAdapterModel(keras.Model):
 
     @classmethod
     def from_pretrained(cls, path: Optional[str] = None, config_file: Optional[str] = None):
-        """Loads a pretrained backbone (see `checkpoints.load_pretrained`) and wraps it.
+        """Loads a pretrained backbone (see `factory.load_pretrained`) and wraps it.
 
         Args:
             path: checkpoint or directory; None loads the embedded MiniLM.
             config_file: overrides the config found beside the checkpoint.
         """
-        from adapter_bert.model.checkpoints import load_pretrained
+        from adapter_bert.model.factory import load_pretrained
         return cls(load_pretrained(path, config_file=config_file))
 
     # ------------------------------------------------------------ adapters

@@ -156,7 +156,7 @@ class BertConfig:
 
 ADAPTER_POSITIONS = ("both", "attention", "ffn")
 
-# Adapter families this package builds into the encoder (see adapters.py).
+# Adapter families this package builds into the encoder (see adapters/layers.py).
 ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora")
 
 # Where each family goes when `positions` is not given, and where it may go.

@@ -149,7 +149,7 @@ def mrpc_batch(shared_dir, minilm_dir):
 
 
 def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir, mrpc_batch):
-    from adapter_bert.model.checkpoints import load_pretrained
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
     adapters = AdapterConfig(size=32, init_scale=0.05)
     tf.random.set_seed(7)
