@@ -59,6 +59,15 @@ def tiny_config():
                       attention_probs_dropout_prob=0.1)
 
 
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory, shared_dir):
+    """A random 2-layer, hidden-16 BERT as a Google TF1 checkpoint folder (real vocab):
+    what the runner tests train in seconds (tests/robustness overrides it)."""
+    from tests.runner_utils import write_tiny_backbone
+    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
+    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """Directory of the embedded MiniLM backbone (skips if the package is missing)."""

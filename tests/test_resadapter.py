@@ -21,7 +21,7 @@ from adapter_bert.adapters.resadapter import (CELLS, VARIANTS, ResAdapterCell, R
 from adapter_bert.training.loop import TrainingCheckpoints
 from adapter_bert.adapters.tuning import apply_tuning, parameter_summary, trained_weights
 from tests.conftest import REPO, tiny_inputs
-from tests.runner_utils import read_results, run_in_process, run_subprocess, write_tiny_backbone
+from tests.runner_utils import read_results, run_in_process, run_subprocess
 
 H, M = 16, 8  # tiny hidden size and bottleneck
 
@@ -317,12 +317,6 @@ def test_training_checkpoints_hold_the_moving_statistics(tmp_path):
 
 
 # --- runners -----------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
-
 
 def runner_flags(backbone, output_dir, **overrides):
     values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": output_dir,

@@ -9,13 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.runner_utils import (flag_list, read_results, run_in_process, run_killable,
-                                run_subprocess, write_tiny_backbone)
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+                                run_subprocess)
 
 
 def common_flags(backbone, output_dir, **overrides):

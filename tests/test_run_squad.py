@@ -11,13 +11,7 @@ import numpy as np
 import pytest
 
 from tests.robustness.helpers import squad_flags as robustness_squad_flags
-from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+from tests.runner_utils import read_results, run_subprocess
 
 
 def write_slice(source, target, articles=1, paragraphs=None, edit=None):
