@@ -1,9 +1,9 @@
-"""BERT + adapters fine-tuning runner for GLUE, flag-compatible with Google's run_classifier.py.
+r"""BERT + adapters fine-tuning runner for GLUE, flag-compatible with Google's run_classifier.py.
 
 Example (adapter-tune MRPC on the embedded MiniLM backbone):
 
     python run_classifier.py --task_name=MRPC --do_train --do_eval \
-        --data_dir=../shared/data/glue/MRPC --output_dir=/tmp/mrpc \
+        --data_dir=glue_data/MRPC --output_dir=/tmp/mrpc \
         --learning_rate=1e-3
 """
 
@@ -11,16 +11,18 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert import flags as adapter_flags
+from adapter_bert.tasks import flags as adapter_flags
 
 adapter_flags.define_classifier_flags()
+# --helpshort lists the flags of the module that defines them: adopt them here.
+flags.adopt_module_key_flags(adapter_flags)
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import classifier, common
-    return common.run_cli("run_classifier.py", lambda: classifier.main(FLAGS))
+    from adapter_bert.tasks import base, classifier
+    return base.run_cli("run_classifier.py", lambda: classifier.main(FLAGS))
 
 
 if __name__ == "__main__":

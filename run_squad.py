@@ -1,10 +1,10 @@
-"""BERT + adapters for SQuAD v1.1 / v2.0, flag-compatible with Google's run_squad.py.
+r"""BERT + adapters for SQuAD v1.1 / v2.0, flag-compatible with Google's run_squad.py.
 
 Example (adapter-tune SQuAD v1.1 on the embedded MiniLM backbone, then score dev):
 
     python run_squad.py --do_train --do_predict \
-        --train_file=../shared/data/squad/train-v1.1-subset.json \
-        --predict_file=../shared/data/squad/dev-v1.1.json \
+        --train_file=squad/train-v1.1.json \
+        --predict_file=squad/dev-v1.1.json \
         --max_seq_length=256 --doc_stride=128 --learning_rate=1e-3 \
         --output_dir=/tmp/squad
 
@@ -16,16 +16,18 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert import flags as adapter_flags
+from adapter_bert.tasks import flags as adapter_flags
 
 adapter_flags.define_squad_flags()
+# --helpshort lists the flags of the module that defines them: adopt them here.
+flags.adopt_module_key_flags(adapter_flags)
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import common, squad
-    return common.run_cli("run_squad.py", lambda: squad.main(FLAGS))
+    from adapter_bert.tasks import base, squad
+    return base.run_cli("run_squad.py", lambda: squad.main(FLAGS))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Builds the embedded MiniLM (all-MiniLM-L6-v2, 6 layers, hidden 384) with a 2-way
 classifier head, applies each tuning mode and writes what a run of that mode stores,
 with the same writers `run_classifier.py` uses:
 
-- adapter modes: `adapter_bert.adapter_files.save_adapter` -> `adapter_config.json` +
+- adapter modes: `adapter_bert.adapters.files.save_adapter` -> `adapter_config.json` +
   `adapter_model.safetensors` (what `<output_dir>/adapter` holds after training);
 - full fine-tuning: the same writer with `tuning_mode="full"` (every weight), and a
   Google-named TF1 checkpoint of the whole model (`save_tf1_checkpoint`);
@@ -88,11 +88,12 @@ def measure(adapter_sizes, work_dir):
     """
     import numpy as np
 
-    from adapter_bert.adapter_files import save_adapter
-    from adapter_bert.checkpoints import load_pretrained, save_tf1_checkpoint
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.naming import tf1_variables
-    from adapter_bert.tuning import apply_tuning, pooler_is_untrained
+    from adapter_bert.adapters.files import save_adapter
+    from adapter_bert.model.checkpoints import save_tf1_checkpoint
+    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.model.naming import tf1_variables
+    from adapter_bert.adapters.tuning import apply_tuning, pooler_is_untrained
 
     labels = ["0", "1"]
 

@@ -74,7 +74,7 @@ def train_flops(config, seq: int, mode: str, adapter_size: int = 0) -> float:
     and 2 when frozen (no weight gradient). The attention products multiply two
     activations, so both of their gradients are needed in every mode: 3 forwards, and
     the scores product once more, since the backward pass recomputes the attention
-    probabilities rather than keep them (adapter_bert/attention_kernel.py).
+    probabilities rather than keep them (adapter_bert/model/attention_kernel.py).
     Adapters (two per layer, `adapter_size` units) are trained: 3 forwards of their two
     projections.
     """
@@ -95,10 +95,10 @@ def _current_rss_mb() -> float:
 
 
 def _model(mode: str, dtype: str):
-    from adapter_bert.checkpoints import load_pretrained
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.training import set_dtype_policy
-    from adapter_bert.tuning import apply_tuning
+    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.training.loop import set_dtype_policy
+    from adapter_bert.adapters.tuning import apply_tuning
     set_dtype_policy(dtype)
     model = load_pretrained(None, AdapterConfig() if mode == "adapter" else None,
                             head="classifier", num_labels=2)
@@ -152,7 +152,7 @@ def worker_train(args) -> dict:
     """Times `args.steps` training steps after `args.warmup` untimed ones."""
     import tensorflow as tf
     import tf_keras as keras
-    from adapter_bert.optimization import create_optimizer
+    from adapter_bert.training.optimizer import create_optimizer
     model = _model(args.mode, args.dtype)
     inputs, labels = _random_batch(model.bert.config, args.batch, args.seq)
     dataset = tf.data.Dataset.from_tensors((inputs, labels)).repeat()
@@ -250,10 +250,10 @@ def worker_epoch(args) -> dict:
     import tf_keras as keras
     from adapter_bert.data.features import convert_examples_to_features
     from adapter_bert.data.glue import get_processor
-    from adapter_bert.optimization import create_optimizer
+    from adapter_bert.training.optimizer import create_optimizer
     from adapter_bert.tasks.pipeline import InputPipeline
-    from adapter_bert.feature_cache import FeatureCache
-    from adapter_bert.tokenization import load_tokenizer
+    from adapter_bert.data.feature_cache import FeatureCache
+    from adapter_bert.data.tokenization import load_tokenizer
     model = _model("adapter", "float32")
     processor = get_processor("mrpc")
     examples = processor.get_examples(args.data_dir, "train")

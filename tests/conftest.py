@@ -52,17 +52,26 @@ def uncased_tokenizer():
 @pytest.fixture
 def tiny_config():
     """A 2-layer, hidden-16 BERT config: builds in milliseconds."""
-    from adapter_bert.config import BertConfig
+    from adapter_bert.model.config import BertConfig
     return BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
                       hidden_act="gelu_erf", hidden_dropout_prob=0.1,
                       attention_probs_dropout_prob=0.1)
 
 
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory, shared_dir):
+    """A random 2-layer, hidden-16 BERT as a Google TF1 checkpoint folder (real vocab):
+    what the runner tests train in seconds (tests/robustness overrides it)."""
+    from tests.runner_utils import write_tiny_backbone
+    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
+    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """Directory of the embedded MiniLM backbone (skips if the package is missing)."""
-    from adapter_bert.checkpoints import CheckpointError, default_backbone_dir
+    from adapter_bert.model.checkpoints import CheckpointError, default_backbone_dir
     try:
         path = Path(default_backbone_dir())
     except CheckpointError as e:

@@ -24,7 +24,7 @@ def _die():
 
 
 def _hook_checkpoints(after: int, before: int):
-    from adapter_bert import training
+    from adapter_bert.training import loop as training
     save = training.TrainingCheckpoints.save
 
     def save_or_die(self, step):

@@ -11,9 +11,9 @@ from tests.conftest import REPO
 
 def write_tiny_backbone(directory: Path, vocab_file: Path) -> Path:
     """Writes a random 2-layer BERT as a Google TF1 checkpoint folder with a real vocab."""
-    from adapter_bert.checkpoints import save_tf1_checkpoint
-    from adapter_bert.config import BertConfig
-    from adapter_bert.modeling import BertModel
+    from adapter_bert.model.checkpoints import save_tf1_checkpoint
+    from adapter_bert.model.config import BertConfig
+    from adapter_bert.model.encoder import BertModel
     directory.mkdir(parents=True, exist_ok=True)
     vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
     config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
@@ -38,14 +38,14 @@ def run_in_process(module_name: str, argv):
 
     from absl import flags
 
-    from adapter_bert.tasks import common
+    from adapter_bert.tasks import base
     module = importlib.import_module(module_name)
     values = flags.FLAGS
     values.unparse_flags()
     values([module_name + ".py", *argv])
     task_module = importlib.import_module(
         "adapter_bert.tasks." + ("classifier" if module_name == "run_classifier" else "squad"))
-    return common.run_cli(module_name + ".py", lambda: task_module.main(values)), module
+    return base.run_cli(module_name + ".py", lambda: task_module.main(values)), module
 
 
 def run_killable(script: str, argv, **hooks) -> subprocess.CompletedProcess:

@@ -18,8 +18,8 @@ def config3(tiny_config):
 
 
 def _classifier(config, adapter_config):
-    from adapter_bert.checkpoints import build_model
-    from adapter_bert.heads import BertClassifier
+    from adapter_bert.model.checkpoints import build_model
+    from adapter_bert.model.heads import BertClassifier
     model = BertClassifier(config, 2, adapter_config)
     build_model(model)
     return model
@@ -27,7 +27,7 @@ def _classifier(config, adapter_config):
 
 def _copy_weights(source, target):
     """Assigns every weight of `target` from the same-named weight of `source`."""
-    from adapter_bert.naming import tf1_variables
+    from adapter_bert.model.naming import tf1_variables
     src = tf1_variables(source)
     for name, variable in tf1_variables(target).items():
         variable.assign(src[name])
@@ -38,7 +38,7 @@ def trained_like(config3):
     """A 3-layer classifier whose adapters are far from the identity (init_scale 0.5)."""
     import tensorflow as tf
 
-    from adapter_bert.config import AdapterConfig
+    from adapter_bert.model.config import AdapterConfig
     import tf_keras as keras
     keras.utils.set_random_seed(3)  # Python, NumPy and TF: the same weights in every run
     adapters = AdapterConfig(size=4, init_scale=0.5)
@@ -62,7 +62,7 @@ def _logits(values):
 
 
 def test_layer_spans_are_all_contiguous_spans():
-    from adapter_bert.ablation import layer_spans
+    from adapter_bert.tasks.ablation import layer_spans
     assert layer_spans(1) == [(0, 0)]
     spans = layer_spans(6)
     assert len(spans) == 21 == len(set(spans))
@@ -72,7 +72,7 @@ def test_layer_spans_are_all_contiguous_spans():
 
 
 def test_every_cell_equals_a_model_built_without_those_layers_adapters(trained_like, config3):
-    from adapter_bert.ablation import run_ablation
+    from adapter_bert.tasks.ablation import run_ablation
     model, adapters = trained_like
     inputs = tiny_inputs()
     result = run_ablation(model, _evaluator(model, inputs))
@@ -90,7 +90,7 @@ def test_every_cell_equals_a_model_built_without_those_layers_adapters(trained_l
 
 
 def test_all_removed_cell_equals_the_model_without_adapters(trained_like, config3):
-    from adapter_bert.ablation import run_ablation
+    from adapter_bert.tasks.ablation import run_ablation
     model, _ = trained_like
     inputs = tiny_inputs(seed=5)
     result = run_ablation(model, _evaluator(model, inputs), spans=[(0, NUM_LAYERS - 1)])
@@ -101,7 +101,7 @@ def test_all_removed_cell_equals_the_model_without_adapters(trained_like, config
 
 
 def test_switches_and_predictions_are_restored(trained_like):
-    from adapter_bert.ablation import adapter_blocks_by_layer, adapters_disabled, run_ablation
+    from adapter_bert.tasks.ablation import adapter_blocks_by_layer, adapters_disabled, run_ablation
     model, _ = trained_like
     inputs = tiny_inputs()
     evaluate = _evaluator(model, inputs)
@@ -118,7 +118,7 @@ def test_switches_and_predictions_are_restored(trained_like):
 
 
 def test_bad_spans_and_models_without_adapters_are_refused(trained_like, config3):
-    from adapter_bert.ablation import adapters_disabled, run_ablation
+    from adapter_bert.tasks.ablation import adapters_disabled, run_ablation
     model, _ = trained_like
     with pytest.raises(ValueError, match="layers \\[3\\]"):
         with adapters_disabled(model, [3]):
@@ -130,7 +130,7 @@ def test_bad_spans_and_models_without_adapters_are_refused(trained_like, config3
 
 
 def _fabricated_result():
-    from adapter_bert.ablation import AblationResult, layer_spans
+    from adapter_bert.tasks.ablation import AblationResult, layer_spans
     cells = {(i, j): {"eval_accuracy": 0.8 - 0.05 * (j - i + 1) - 0.01 * i, "eval_loss": 0.5}
              for i, j in layer_spans(4)}
     return AblationResult(4, {"eval_accuracy": 0.8, "eval_loss": 0.4, "task": "mrpc"}, cells)
@@ -148,7 +148,7 @@ def test_matrix_is_upper_triangular_with_the_cell_values():
 
 
 def test_outputs_csv_json_png_are_written(tmp_path):
-    from adapter_bert.ablation import AblationResult, write_outputs
+    from adapter_bert.tasks.ablation import AblationResult, write_outputs
     result = _fabricated_result()
     paths = write_outputs(result, str(tmp_path / "out"), "eval_accuracy")
     with open(paths["matrix"], newline="") as f:
@@ -193,12 +193,12 @@ def _run_ablation_cli(argv):
     from absl import flags
 
     import ablate_adapters  # noqa: F401 - defines the flags
-    from adapter_bert import ablation
-    from adapter_bert.tasks import common
+    from adapter_bert.tasks import ablation
+    from adapter_bert.tasks import base
     values = flags.FLAGS
     values.unparse_flags()
     values(["ablate_adapters.py", *argv])
-    return common.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(values))
+    return base.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(values))
 
 
 def test_entry_point_ablates_a_trained_run(tiny_mrpc_adapter, shared_dir, tmp_path, capsys):

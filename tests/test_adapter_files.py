@@ -6,17 +6,17 @@ import logging
 import numpy as np
 import pytest
 
-from adapter_bert.adapter_files import (FORMAT_VERSION, AdapterFileError, adapter_config_of,
+from adapter_bert.adapters.files import (FORMAT_VERSION, AdapterFileError, adapter_config_of,
                                         backbone_fingerprint, load_adapter, save_adapter)
-from adapter_bert.config import AdapterConfig, BertConfig
-from adapter_bert.heads import BertClassifier
-from adapter_bert.modeling import BertModel
-from adapter_bert.multitask import MultiAdapterModel
-from adapter_bert.naming import tf1_variables
-from adapter_bert.tuning import apply_tuning
+from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.adapters.multitask import MultiAdapterModel
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.tuning import apply_tuning
 from tests.conftest import tiny_inputs
 
-LOGGER = "adapter_bert.adapter_files"
+LOGGER = "adapter_bert.adapters.files"
 
 
 def classifier(cfg, adapter_config=None, source=None):

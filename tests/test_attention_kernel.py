@@ -1,4 +1,4 @@
-"""Attention with recomputed probabilities (adapter_bert/attention_kernel.py)."""
+"""Attention with recomputed probabilities (adapter_bert/model/attention_kernel.py)."""
 
 import math
 
@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.attention_kernel import attention_context
-from adapter_bert.fast_layers import Dropout, quantized_rate
+from adapter_bert.model.attention_kernel import attention_context
+from adapter_bert.model.fast_layers import Dropout, quantized_rate
 
 SHAPE = [2, 3, 7, 4]                                     # batch, heads, length, head size
 
@@ -150,7 +150,7 @@ def test_keep_mask_under_xla_uses_keras_random_numbers():
 
 # -------------------------------------------------------------------- in the encoder
 def test_self_attention_layer_matches_the_op_by_op_computation(tiny_config):
-    from adapter_bert.modeling import BertSelfAttention, attention_adder_from_mask
+    from adapter_bert.model.encoder import BertSelfAttention, attention_adder_from_mask
     from tests.conftest import tiny_inputs
     layer = BertSelfAttention(tiny_config)
     hidden = tf.random.stateless_normal([2, 7, 16], [5, 5])

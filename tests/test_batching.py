@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from adapter_bert import batching
-from adapter_bert.feature_cache import FeatureCache, records_digest
+from adapter_bert.data import batching
+from adapter_bert.data.feature_cache import FeatureCache, records_digest
 from tests.conftest import tiny_inputs
 
 KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -85,7 +85,7 @@ def test_fixed_training_batches_have_static_shapes():
 
 @pytest.fixture
 def span_model(tiny_config):
-    from adapter_bert.heads import BertSpanModel
+    from adapter_bert.model.heads import BertSpanModel
     model = BertSpanModel(tiny_config)
     model(tiny_inputs(batch=1, seq=4), training=False)
     return model
@@ -113,7 +113,7 @@ def test_predictions_match_fixed_padding_in_the_original_order(span_model, dynam
 
 
 def test_classifier_predictions_keep_their_order(tiny_config):
-    from adapter_bert.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifier
     model = BertClassifier(tiny_config, num_labels=3)
     features, _ = ragged_features(count=9)
     fixed = batching.predict_features(model, features, KEYS, 4, dynamic=False,

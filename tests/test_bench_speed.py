@@ -30,7 +30,7 @@ def test_targets_compare_fixed_and_dynamic_epochs_from_the_stored_results():
 
 
 def test_train_flops_count_both_attention_gradients_in_every_mode():
-    from adapter_bert.config import BertConfig
+    from adapter_bert.model.config import BertConfig
     minilm = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
                         num_attention_heads=12, intermediate_size=1536)
     # Per example and layer at seq 128, by hand: dense 2*128*(4*384^2 + 2*384*1536)

@@ -7,14 +7,15 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import save_file
 
-from adapter_bert import checkpoints
-from adapter_bert.checkpoints import (CheckpointError, hf_name_to_tf1, load_pretrained,
-                                      load_weights, read_tf1_checkpoint, resolve_backbone,
-                                      save_tf1_checkpoint)
-from adapter_bert.config import AdapterConfig, BertConfig
-from adapter_bert.heads import BertClassifier
-from adapter_bert.modeling import BertModel
-from adapter_bert.naming import tf1_variables
+from adapter_bert.model import checkpoints
+from adapter_bert.model.checkpoints import (CheckpointError, hf_name_to_tf1, load_weights,
+                                            read_tf1_checkpoint, resolve_backbone,
+                                            save_tf1_checkpoint)
+from adapter_bert.model.factory import load_pretrained
+from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from adapter_bert.config import AdapterConfig, BertConfig, ConfigError, optional_int_tuple
+from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError, optional_int_tuple
 
 
 def _write(tmp_path, values, name="config.json"):

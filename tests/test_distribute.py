@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from adapter_bert.distribute import (STRATEGIES, get_strategy, is_tpu_strategy, split_cpu,
+from adapter_bert.training.distribute import (STRATEGIES, get_strategy, is_tpu_strategy, split_cpu,
                                      static_shapes_required)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,13 +145,13 @@ def test_missing_tpu_is_a_clear_error(fake_tpu, fail_at):
 _SCRIPT = textwrap.dedent("""
     import sys
     import numpy as np
-    from adapter_bert.distribute import get_strategy, split_cpu
+    from adapter_bert.training.distribute import get_strategy, split_cpu
     split_cpu(2)  # before anything initialises TensorFlow's devices
     import tensorflow as tf
     import tf_keras as keras
-    from adapter_bert.config import AdapterConfig, BertConfig
-    from adapter_bert.heads import BertClassifier
-    from adapter_bert.optimization import create_optimizer
+    from adapter_bert.model.config import AdapterConfig, BertConfig
+    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.training.optimizer import create_optimizer
 
     rng = np.random.default_rng(0)
     x = {"input_ids": rng.integers(1, 60, size=(8, 6)).astype("int32"),

@@ -1,4 +1,4 @@
-"""The CPU-lean Dropout and LayerNorm (adapter_bert/fast_layers.py) and the closed-form GELUs."""
+"""The CPU-lean Dropout and LayerNorm (adapter_bert/model/fast_layers.py) and the closed-form GELUs."""
 
 import math
 
@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert import fast_layers
-from adapter_bert.activations import get_activation
-from adapter_bert.fast_layers import Dropout, LayerNorm, keep_mask, quantized_rate
+from adapter_bert.model import fast_layers
+from adapter_bert.model.activations import get_activation
+from adapter_bert.model.fast_layers import Dropout, LayerNorm, keep_mask, quantized_rate
 
 
 # ------------------------------------------------------------------------------ dropout
@@ -195,7 +195,7 @@ _FORMULAS = {
 @pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
 @pytest.mark.parametrize("lean", [True, False], ids=["xla-kernels", "plain-ops"])
 def test_gelu_matches_its_formula_and_the_formula_gradient(name, dtype, lean, monkeypatch):
-    from adapter_bert import activations
+    from adapter_bert.model import activations
     monkeypatch.setattr(activations, "lean_cpu_kernels", lambda: lean)
     x = tf.cast(tf.linspace(-9.0, 9.0, 2001), dtype)
     with tf.GradientTape(persistent=True) as tape:
@@ -248,9 +248,9 @@ def test_lean_kernels_run_on_cpu_hosts_outside_xla_only():
 
 
 def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.heads import BertClassifier
-    from adapter_bert.naming import walk_layers
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.naming import walk_layers
     from tests.conftest import tiny_inputs
     model = BertClassifier(tiny_config, 2, adapter_config=AdapterConfig(size=4))
     model(tiny_inputs(), training=False)

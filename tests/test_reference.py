@@ -5,9 +5,10 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.checkpoints import load_pretrained, save_tf1_checkpoint
-from adapter_bert.config import AdapterConfig
-from adapter_bert.tuning import apply_tuning
+from adapter_bert.model.checkpoints import save_tf1_checkpoint
+from adapter_bert.model.factory import load_pretrained
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.adapters.tuning import apply_tuning
 from tests.conftest import mrpc_dev_pairs, transformers_minilm
 
 pytestmark = pytest.mark.realweights

@@ -12,16 +12,16 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapter_files import load_adapter, read_adapter_config, save_adapter
-from adapter_bert.config import BertConfig, ConfigError
-from adapter_bert.naming import tf1_variables
-from adapter_bert.resadapter import (CELLS, VARIANTS, ResAdapterCell, ResAdapterClassifier,
+from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.model.config import BertConfig, ConfigError
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.resadapter import (CELLS, VARIANTS, ResAdapterCell, ResAdapterClassifier,
                                      ResAdapterConfig, ResAdapterNetwork, ResAdapterSpanModel,
                                      resnext_groups)
-from adapter_bert.training import TrainingCheckpoints
-from adapter_bert.tuning import apply_tuning, parameter_summary, trained_weights
+from adapter_bert.training.loop import TrainingCheckpoints
+from adapter_bert.adapters.tuning import apply_tuning, parameter_summary, trained_weights
 from tests.conftest import REPO, tiny_inputs
-from tests.runner_utils import read_results, run_in_process, run_subprocess, write_tiny_backbone
+from tests.runner_utils import read_results, run_in_process, run_subprocess
 
 H, M = 16, 8  # tiny hidden size and bottleneck
 
@@ -252,9 +252,9 @@ def test_mirrored_replicas_share_global_batch_statistics():
     """Two CPU replicas, padding on one only: statistics equal one device's on the whole batch."""
     script = textwrap.dedent("""
         import numpy as np, tensorflow as tf
-        from adapter_bert.distribute import split_cpu
+        from adapter_bert.training.distribute import split_cpu
         split_cpu(2)
-        from adapter_bert.resadapter import ResAdapterCell
+        from adapter_bert.adapters.resadapter import ResAdapterCell
         rng = np.random.default_rng(0)
         x = rng.normal(size=(4, 6, 16)).astype("float32")
         mask = np.ones((4, 6), "float32"); mask[:2, 2:] = 0   # padding in replica 0's half
@@ -317,12 +317,6 @@ def test_training_checkpoints_hold_the_moving_statistics(tmp_path):
 
 
 # --- runners -----------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
-
 
 def runner_flags(backbone, output_dir, **overrides):
     values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": output_dir,

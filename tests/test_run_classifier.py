@@ -9,13 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.runner_utils import (flag_list, read_results, run_in_process, run_killable,
-                                run_subprocess, write_tiny_backbone)
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+                                run_subprocess)
 
 
 def common_flags(backbone, output_dir, **overrides):
@@ -228,11 +222,11 @@ def test_killed_run_resumes_from_its_last_checkpoint(backbone, shared_dir, tmp_p
 def test_mixed_float16_trains_with_dynamic_loss_scaling():
     # A subprocess: the dtype policy is process-global. Keras wraps the optimizer only if
     # the model itself took the policy, which is what this checks.
-    probe = ("from adapter_bert.training import set_dtype_policy\n"
+    probe = ("from adapter_bert.training.loop import set_dtype_policy\n"
              "set_dtype_policy('mixed_float16')\n"
              "import tf_keras as keras\n"
-             "from adapter_bert.config import BertConfig\n"
-             "from adapter_bert.heads import BertClassifier\n"
+             "from adapter_bert.model.config import BertConfig\n"
+             "from adapter_bert.model.heads import BertClassifier\n"
              "config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,\n"
              "                    num_attention_heads=2, intermediate_size=32)\n"
              "model = BertClassifier(config, 2)\n"

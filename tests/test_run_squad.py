@@ -11,13 +11,7 @@ import numpy as np
 import pytest
 
 from tests.robustness.helpers import squad_flags as robustness_squad_flags
-from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+from tests.runner_utils import read_results, run_subprocess
 
 
 def write_slice(source, target, articles=1, paragraphs=None, edit=None):
@@ -192,7 +186,7 @@ def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, shared_dir, t
 def test_span_loss_is_the_mean_of_start_and_end_cross_entropy(tiny_config):
     import tf_keras as keras
 
-    from adapter_bert.heads import BertSpanModel
+    from adapter_bert.model.heads import BertSpanModel
     from adapter_bert.tasks.squad import compile_span_model
     from tests.conftest import tiny_inputs
     model = BertSpanModel(tiny_config)

@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.config import AdapterConfig
-from adapter_bert.heads import BertClassifier
-from adapter_bert.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.adapters.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
 from tests.conftest import bench_module, tiny_inputs
 
 op_profile = bench_module("op_profile")
@@ -144,7 +144,7 @@ def test_one_optimizer_step_changes_exactly_the_trainable_variables(tiny_config)
 
 @pytest.mark.parametrize("mode", ["adapter", "layernorm", "full"])
 def test_optimizer_keeps_slots_only_for_trainable_variables(tiny_config, mode):
-    from adapter_bert.optimization import create_optimizer
+    from adapter_bert.training.optimizer import create_optimizer
     model = built_classifier(tiny_config)
     apply_tuning(model, mode)
     optimizer = create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1)
@@ -169,7 +169,7 @@ def test_train_pooler_adds_exactly_the_pooler(tiny_config):
 
 
 def test_untrained_pooler_is_detected_by_its_zero_bias(tiny_config):
-    from adapter_bert.tuning import pooler_is_untrained
+    from adapter_bert.adapters.tuning import pooler_is_untrained
     model = built_classifier(tiny_config)
     assert pooler_is_untrained(model)  # Keras initialises biases to zero
     model.bert.pooler.dense.bias.assign(tf.fill([16], 0.01))
@@ -178,8 +178,8 @@ def test_untrained_pooler_is_detected_by_its_zero_bias(tiny_config):
 
 @pytest.mark.realweights
 def test_minilm_pooler_is_untrained():
-    from adapter_bert.checkpoints import load_pretrained
-    from adapter_bert.tuning import pooler_is_untrained
+    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.adapters.tuning import pooler_is_untrained
     assert pooler_is_untrained(load_pretrained())
 
 
@@ -196,7 +196,7 @@ def executed_matmuls(model, inputs, labels):
 
 @pytest.mark.parametrize("mode", ["adapter", "full"])
 def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
-    from adapter_bert.optimization import create_optimizer
+    from adapter_bert.training.optimizer import create_optimizer
     model = built_classifier(tiny_config)
     apply_tuning(model, mode)
     model.compile(optimizer=create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1),

@@ -4,7 +4,6 @@ Flow: flags -> examples -> features -> tf.data -> model -> fit -> predictions ->
 metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory).
 """
 
-import functools
 import os
 from typing import Dict, List, Tuple
 
@@ -13,20 +12,16 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.adapter_files import load_adapter, save_adapter
 from adapter_bert.data.features import convert_examples_to_features
-from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
-from adapter_bert.flags import FlagError, validate_common
+from adapter_bert.data.glue import get_processor, load_tfds_examples
+from adapter_bert.tasks.flags import FlagError, validate_classifier
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
-from adapter_bert.feature_cache import records_digest
-from adapter_bert.task_models import build_task_model_for_flags
-from adapter_bert.tasks import common
-from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.training import TrainingCheckpoints, fit_with_resume
+from adapter_bert.data.feature_cache import records_digest
+from adapter_bert.tasks import base
+from adapter_bert.training.loop import fit_with_resume
 
-INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
-ADAPTER_DIR = "adapter"
+INPUT_KEYS = base.INPUT_KEYS
 
 
 def _eval_splits(task: str) -> List[Tuple[str, str]]:
@@ -44,52 +39,25 @@ def _test_splits(task: str) -> List[Tuple[str, str]]:
     return [("test", "test_results.tsv")]
 
 
-def validate_flags(values) -> str:
-    """Classifier-specific checks; returns the canonical task name."""
-    validate_common(values)
-    if not values.task_name:
-        raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
-                        "QNLI, RTE, WNLI, AX)")
-    try:
-        task = canonical_task_name(values.task_name)
-    except ValueError as e:
-        raise FlagError(f"--task_name: {e}") from None
-    if values.data_source == "tsv":
-        if not values.data_dir:
-            raise FlagError("--data_dir is required (the task's glue_data folder)")
-        if not os.path.isdir(values.data_dir):
-            raise FlagError(f"--data_dir={values.data_dir}: directory not found")
-    if task == "ax" and (values.do_train or values.do_eval):
-        raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
-                        "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")
-    return task
-
-
-class ClassifierRun:
+class ClassifierRun(base.TaskRun):
     """One invocation of run_classifier.py, configured from parsed flags."""
 
-    def __init__(self, flag_values, strategy=None):
-        self.flags = flag_values
-        self.task = validate_flags(flag_values)
+    HEAD = "classifier"
+    UNTRAINED = "evaluating the pretrained model with an untrained head"
+
+    def validate_flags(self, flag_values) -> None:
+        self.task = validate_classifier(flag_values)
         self.processor = get_processor(self.task)
         self.labels = self.processor.get_labels()
         self.is_regression = self.processor.is_regression
-        self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+        self.num_labels = 1 if self.is_regression else len(self.labels)
+
+    def read_data(self) -> None:
         # Every split the run needs is read now, so a bad dev or test file fails before
         # training rather than after it.
         self._examples = {split: self._read_examples(split) for split in self._splits()}
-        self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
-        self.model, self.param_results = build_task_model_for_flags(
-            self.strategy, self.backbone, flag_values, "classifier",
-            num_labels=1 if self.is_regression else len(self.labels),
-            train_pooler=flag_values.train_pooler)
 
     # ----------------------------------------------------------------- data
-    @functools.cached_property
-    def pipeline(self) -> InputPipeline:
-        return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
-                                     self.strategy)
-
     def _splits(self) -> List[str]:
         """The data splits the requested actions read."""
         splits = ["train"] if self.flags.do_train else []
@@ -125,12 +93,12 @@ class ClassifierRun:
     def train(self) -> Dict[str, float]:
         flag_values = self.flags
         features, count = self.features("train")
-        schedule, spe = common.training_schedule(flag_values, count, self.static_shapes)
+        schedule, spe = base.training_schedule(flag_values, count, self.static_shapes)
         logging.info("***** Training: %d examples, batch %d, %d steps (%d warmup) *****", count,
                      flag_values.train_batch_size, schedule.num_train_steps,
                      schedule.num_warmup_steps)
         with self.strategy.scope():
-            optimizer = common.run_optimizer(flag_values, schedule)
+            optimizer = base.run_optimizer(flag_values, schedule)
             self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe,
                                jit_compile=self.pipeline.jit_compile)
         dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],
@@ -138,8 +106,7 @@ class ClassifierRun:
                                               schedule.num_train_steps, flag_values.seed)
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                flag_values.output_dir, flag_values.save_checkpoints_steps)
-        save_adapter(self.model, os.path.join(flag_values.output_dir, ADAPTER_DIR), self.task,
-                     self.labels, flag_values.tuning_mode)
+        self.save_trained_adapter(self.task, self.labels)
         return logs
 
     def _loss(self):
@@ -147,23 +114,13 @@ class ClassifierRun:
             return keras.losses.MeanSquaredError()
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    def restore_trained_weights(self) -> int:
-        """For eval/predict without training: --load_adapter, else output_dir's checkpoint."""
-        if self.flags.load_adapter:
-            description = load_adapter(self.model, self.flags.load_adapter)
-            if description.get("labels") and list(description["labels"]) != list(self.labels) \
-                    and self.task != "ax":
-                raise FlagError(f"--load_adapter={self.flags.load_adapter} was trained on labels "
-                                f"{description['labels']}, but {self.task} has {self.labels}")
-            logging.info("Loaded adapter %s (task %s)", self.flags.load_adapter,
-                         description.get("task"))
-            return 0
-        checkpoints = TrainingCheckpoints(self.model, None, self.flags.output_dir)
-        if not checkpoints.restore_latest(expect_partial=True):
-            logging.warning("No trained weights in %s and no --load_adapter: evaluating the "
-                            "pretrained model with an untrained head", self.flags.output_dir)
-            return 0
-        return checkpoints.restored_step
+    def load_checked_adapter(self, path: str) -> Dict:
+        description = super().load_checked_adapter(path)
+        if description.get("labels") and list(description["labels"]) != list(self.labels) \
+                and self.task != "ax":
+            raise FlagError(f"--load_adapter={path} was trained on labels "
+                            f"{description['labels']}, but {self.task} has {self.labels}")
+        return description
 
     # ----------------------------------------------------------- inference
     def logits(self, features, count: int, batch_size: int) -> np.ndarray:
@@ -225,7 +182,7 @@ def main(flag_values, strategy=None) -> int:
         global_step = run.restore_trained_weights()
     if flag_values.do_eval:
         results = run.evaluate(global_step)
-        common.write_results(os.path.join(flag_values.output_dir, "eval_results.txt"), results)
+        base.write_results(os.path.join(flag_values.output_dir, "eval_results.txt"), results)
         for key in sorted(results):
             if key.startswith("eval_"):
                 print(f"{key} = {results[key]}", flush=True)

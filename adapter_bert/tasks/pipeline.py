@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from adapter_bert.batching import (example_lengths, predict_features, training_batch_plan,
+from adapter_bert.data.batching import (example_lengths, predict_features, training_batch_plan,
                                    training_dataset)
-from adapter_bert.feature_cache import FeatureCache
+from adapter_bert.data.feature_cache import FeatureCache
 from adapter_bert.io_utils import file_digest
 
 

@@ -16,7 +16,6 @@ Behaviour worth knowing:
   test file without answers only the prediction files are written.
 """
 
-import functools
 import json
 import os
 from typing import Dict, List, Optional, Sequence
@@ -25,23 +24,20 @@ import numpy as np
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.adapter_files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
-from adapter_bert.flags import FlagError, validate_squad
+from adapter_bert.tasks.flags import FlagError, validate_squad
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
-from adapter_bert.feature_cache import records_digest
-from adapter_bert.task_models import build_task_model_for_flags
-from adapter_bert.tasks import common
-from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.training import TrainingCheckpoints, fit_with_resume
+from adapter_bert.data.feature_cache import records_digest
+from adapter_bert.tasks import base
+from adapter_bert.training.loop import fit_with_resume
 
-INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+INPUT_KEYS = base.INPUT_KEYS
 LABEL_KEYS = ("start_positions", "end_positions")
 OUTPUT_KEYS = ("start_logits", "end_logits")
-ADAPTER_DIR = "adapter"
 HEAD_KIND = "SpanHead"
 
 
@@ -160,31 +156,32 @@ def _json_value(value):
 
 def write_eval_results(output_dir: str, results: Dict[str, object]) -> None:
     """Writes eval_results.txt (`key = value`, sorted) and eval_results.json."""
-    common.write_results(os.path.join(output_dir, "eval_results.txt"), results)
+    base.write_results(os.path.join(output_dir, "eval_results.txt"), results)
     as_json = {key: _json_value(results[key]) for key in sorted(results)}
     atomic_write_text(os.path.join(output_dir, "eval_results.json"),
                       json.dumps(as_json, indent=2) + "\n")
 
 
-class SquadRun:
+class SquadRun(base.TaskRun):
     """One invocation of run_squad.py, configured from parsed flags."""
 
-    def __init__(self, flag_values, strategy=None):
-        self.flags = flag_values
+    HEAD = "span"
+    UNTRAINED = "predicting with the pretrained model and an untrained head"
+    # The span head reads the sequence output, never the pooler: it is not trained.
+    train_pooler = "false"
+
+    def validate_flags(self, flag_values) -> None:
         validate_squad(flag_values)
         self.version_2 = bool(flag_values.version_2_with_negative)
-        self.backbone = common.prepare_backbone(flag_values, flag_values.max_seq_length)
+
+    def read_data(self) -> None:
         # The data is read before the model is built, so a bad file fails fast.
-        self.train_examples = self._read(flag_values.train_file, True) \
-            if flag_values.do_train else None
-        self.predict_examples = self._read(flag_values.predict_file, False) \
-            if flag_values.do_predict else None
+        values = self.flags
+        self.train_examples = self._read(values.train_file, True) if values.do_train else None
+        self.predict_examples = self._read(values.predict_file, False) \
+            if values.do_predict else None
         self.scoreable = bool(self.predict_examples) and \
             has_gold_answers(self.predict_examples, self.version_2)
-        self.strategy, self.static_shapes = common.prepare_run(flag_values, strategy)
-        # The span head reads the sequence output, never the pooler: it is not trained.
-        self.model, self.param_results = build_task_model_for_flags(
-            self.strategy, self.backbone, flag_values, "span", train_pooler="false")
 
     # ----------------------------------------------------------------- data
     def _read(self, path: str, is_training: bool) -> SquadExampleList:
@@ -193,11 +190,6 @@ class SquadRun:
             flag = "train_file" if is_training else "predict_file"
             raise FlagError(f"--{flag}={path}: no usable questions")
         return examples
-
-    @functools.cached_property
-    def pipeline(self) -> InputPipeline:
-        return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
-                                     self.strategy)
 
     def _features(self, examples, is_training: bool):
         values = self.flags
@@ -222,12 +214,12 @@ class SquadRun:
         features = self._features(self.train_examples, True)
         stats = self._training_data_report(features)
         arrays = feature_arrays(features, with_labels=True)
-        schedule, spe = common.training_schedule(values, len(features), self.static_shapes)
+        schedule, spe = base.training_schedule(values, len(features), self.static_shapes)
         logging.info("***** Training: %d questions, %d windows, batch %d, %d steps (%d warmup) "
                      "*****", len(self.train_examples), len(features), values.train_batch_size,
                      schedule.num_train_steps, schedule.num_warmup_steps)
         with self.strategy.scope():
-            optimizer = common.run_optimizer(values, schedule)
+            optimizer = base.run_optimizer(values, schedule)
             compile_span_model(self.model, optimizer, spe, self.pipeline.jit_compile)
         batches = self.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS,
                                               values.train_batch_size,
@@ -238,8 +230,7 @@ class SquadRun:
 
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                values.output_dir, values.save_checkpoints_steps)
-        save_adapter(self.model, os.path.join(values.output_dir, ADAPTER_DIR),
-                     task_name(self.version_2), None, values.tuning_mode)
+        self.save_trained_adapter(task_name(self.version_2), None)
         stats.update(global_step=int(logs["global_step"]))
         if "loss" in logs:
             stats["train_loss"] = logs["loss"]
@@ -263,22 +254,11 @@ class SquadRun:
             print(f"skipped training questions: {skipped}", flush=True)
         return stats
 
-    def restore_trained_weights(self) -> int:
-        """For predict without training: --load_adapter, else output_dir's checkpoint."""
-        path = self.flags.load_adapter
-        if path:
-            head = read_adapter_config(path).get("head")
-            if head not in (None, HEAD_KIND):
-                raise FlagError(f"--load_adapter={path} holds a {head}, not a SQuAD span head")
-            description = load_adapter(self.model, path)
-            logging.info("Loaded adapter %s (task %s)", path, description.get("task"))
-            return 0
-        checkpoints = TrainingCheckpoints(self.model, None, self.flags.output_dir)
-        if not checkpoints.restore_latest(expect_partial=True):
-            logging.warning("No trained weights in %s and no --load_adapter: predicting with "
-                            "the pretrained model and an untrained head", self.flags.output_dir)
-            return 0
-        return checkpoints.restored_step
+    def load_checked_adapter(self, path: str) -> Dict:
+        head = read_adapter_config(path).get("head")
+        if head not in (None, HEAD_KIND):
+            raise FlagError(f"--load_adapter={path} holds a {head}, not a SQuAD span head")
+        return super().load_checked_adapter(path)
 
     # ----------------------------------------------------------- inference
     def span_logits(self, features) -> Dict[str, np.ndarray]:

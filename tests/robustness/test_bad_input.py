@@ -42,10 +42,10 @@ def _config_with(backbone: Path, target: Path, **fields) -> Path:
 
 def _foreign_adapter(target: Path, vocab: Path) -> Path:
     """An adapter directory trained on a hidden-32 backbone (the run's backbone is hidden-16)."""
-    from adapter_bert.adapter_files import save_adapter
-    from adapter_bert.checkpoints import build_model
-    from adapter_bert.config import AdapterConfig, BertConfig
-    from adapter_bert.heads import BertClassifier
+    from adapter_bert.adapters.files import save_adapter
+    from adapter_bert.model.checkpoints import build_model
+    from adapter_bert.model.config import AdapterConfig, BertConfig
+    from adapter_bert.model.heads import BertClassifier
     config = BertConfig(vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")), hidden_size=32,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=64)

@@ -1,6 +1,13 @@
-"""Steps shared by the GLUE and SQuAD runners: backbone, model, outputs, errors."""
+"""What every runner shares: `TaskRun` (the set-up order, restore, input pipeline,
+adapter saving) and the steps it uses (backbone, run preparation, results, errors).
+
+A runner (`tasks.classifier.ClassifierRun`, `tasks.squad.SquadRun`) subclasses `TaskRun`
+and says only what is its own: how its flags are checked, how its data is read, which
+head its model has, and what it trains, evaluates and writes.
+"""
 
 import dataclasses
+import functools
 import os
 import sys
 from typing import Callable, Dict, Optional
@@ -8,20 +15,24 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from adapter_bert.adapter_files import AdapterFileError, adapter_config_of
-from adapter_bert.checkpoints import (BackboneFiles, CheckpointError, build_model, load_weights,
-                                      read_weights, resolve_backbone)
-from adapter_bert.config import AdapterConfig, BertConfig, ConfigError
-from adapter_bert.flags import FlagError, was_set
+from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
+from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
+                                            load_tokenizer, validate_case_matches_checkpoint)
 from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
-from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
-                                       validate_case_matches_checkpoint)
-from adapter_bert.distribute import get_strategy, static_shapes_required
-from adapter_bert.optimization import create_optimizer
-from adapter_bert.training import (TrainingError, TrainSchedule, set_dtype_policy, set_seed,
-                                   steps_per_execution)
-from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summary,
-                                  pooler_is_untrained)
+from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resolve_backbone
+from adapter_bert.model.config import BertConfig, ConfigError
+from adapter_bert.tasks.flags import FlagError, was_set
+from adapter_bert.tasks.pipeline import InputPipeline
+from adapter_bert.tasks.task_models import build_task_model_for_flags
+from adapter_bert.training.distribute import get_strategy, static_shapes_required
+from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
+                                        set_dtype_policy, set_seed, steps_per_execution)
+from adapter_bert.training.optimizer import create_optimizer
+
+# The model's inputs, as both runners feed them, and the adapter directory a training
+# run writes into --output_dir.
+INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+ADAPTER_DIR = "adapter"
 
 # Errors that describe bad input or a failed run: shown as one line, exit code 1.
 # OSError covers the file system's own refusals (a directory where a file was expected, a
@@ -37,6 +48,82 @@ class Backbone:
     files: BackboneFiles
     config: BertConfig
     tokenizer: object
+
+
+class TaskRun:
+    """One invocation of a runner, configured from parsed flags.
+
+    Set-up order (the same for every runner, so a bad flag or file fails before anything
+    slow starts): check the flags, resolve the backbone, read the data, prepare the run
+    (output directory, seed, dtype, strategy), build the model with its pretrained
+    weights and tuning mode.
+
+    Subclasses define:
+        HEAD: "classifier" or "span" (the model's head).
+        UNTRAINED: what an untrained run does, for the warning when nothing is restored.
+        validate_flags(flag_values): the runner's one flag check.
+        read_data(): read every input the requested actions need.
+        num_labels, train_pooler: the head's classes and --train_pooler's value.
+        load_checked_adapter(path): load --load_adapter, rejecting one that does not fit.
+    """
+
+    HEAD = ""
+    UNTRAINED = ""
+    num_labels: Optional[int] = None
+
+    def __init__(self, flag_values, strategy=None):
+        self.flags = flag_values
+        self.validate_flags(flag_values)
+        self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
+        self.read_data()
+        self.strategy, self.static_shapes = prepare_run(flag_values, strategy)
+        self.model, self.param_results = build_task_model_for_flags(
+            self.strategy, self.backbone, flag_values, self.HEAD, num_labels=self.num_labels,
+            train_pooler=self.train_pooler)
+
+    def validate_flags(self, flag_values) -> None:
+        raise NotImplementedError
+
+    def read_data(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def train_pooler(self) -> str:
+        return self.flags.train_pooler
+
+    @functools.cached_property
+    def pipeline(self) -> InputPipeline:
+        """Features cache, padding, batching and prediction of this run."""
+        return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
+                                     self.strategy)
+
+    def save_trained_adapter(self, task: str, labels) -> None:
+        """Writes the trained weights into <output_dir>/adapter (see `adapters.files`)."""
+        save_adapter(self.model, os.path.join(self.flags.output_dir, ADAPTER_DIR), task, labels,
+                     self.flags.tuning_mode)
+
+    def restore_trained_weights(self) -> int:
+        """For eval/predict without training: --load_adapter, else output_dir's checkpoint.
+
+        Returns:
+            The restored global step (0 for an adapter directory or nothing restored).
+        """
+        path = self.flags.load_adapter
+        if path:
+            description = self.load_checked_adapter(path)
+            logging.info("Loaded adapter %s (task %s)", path, description.get("task"))
+            return 0
+        checkpoints = TrainingCheckpoints(self.model, None, self.flags.output_dir)
+        if not checkpoints.restore_latest(expect_partial=True):
+            logging.warning("No trained weights in %s and no --load_adapter: %s",
+                            self.flags.output_dir, self.UNTRAINED)
+            return 0
+        return checkpoints.restored_step
+
+    def load_checked_adapter(self, path: str) -> Dict:
+        """Loads --load_adapter into the model; runners override it to reject an adapter
+        that does not fit the run (FlagError) before or after loading."""
+        return load_adapter(self.model, path)
 
 
 def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
@@ -61,55 +148,6 @@ def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
     logging.info("Backbone: %s (%s), config %s, vocab %s", files.weights, files.format,
                  files.config_file, files.vocab_file)
     return Backbone(files, config, tokenizer)
-
-
-def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
-    """The adapters the run's model gets: from --load_adapter's file, or from the flags.
-
-    Only `--tuning_mode=adapter` inserts adapters; the baselines run on plain BERT.
-    `--adapter_type` picks the family (houlsby, pfeiffer, parallel, lora; a ResAdapter
-    is a side network, not adapters inside the backbone: None). `--adapter_positions`
-    applies when given explicitly; otherwise each family goes to its own place.
-    """
-    if flag_values.load_adapter:
-        return adapter_config_of(flag_values.load_adapter)
-    adapter_type = getattr(flag_values, "adapter_type", "houlsby")
-    if flag_values.tuning_mode != "adapter" or adapter_type == "resadapter":
-        return None
-    positions = flag_values.adapter_positions
-    if adapter_type != "houlsby" and not was_set(flag_values, "adapter_positions"):
-        positions = None
-    return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
-                         init_scale=flag_values.adapter_init_scale, positions=positions,
-                         leave_out=[int(i) for i in flag_values.adapter_leave_out],
-                         adapter_type=adapter_type,
-                         lora_alpha=getattr(flag_values, "lora_alpha", None))
-
-
-def build_pretrained(model, backbone: Backbone, tuning_mode: str, top_k: Optional[int],
-                     train_pooler: str = "false"):
-    """Builds `model`, loads the pretrained weights and applies the tuning mode.
-
-    Args:
-        train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
-            was never trained; see `tuning.pooler_is_untrained`).
-    """
-    build_model(model)
-    report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
-    logging.info(report.summary())
-    # A side network (ResAdapter) reads a wholly frozen backbone that has no pooler to train.
-    frozen_backbone = bool(getattr(model, "frozen_backbone", False))
-    has_adapters = bool(model.bert.adapter_config) or frozen_backbone
-    mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
-    pooler = train_pooler == "true"
-    if train_pooler == "auto" and mode in ("adapter", "layernorm") and not frozen_backbone \
-            and pooler_is_untrained(model):
-        pooler = True
-        logging.warning("The checkpoint's pooler was never trained (all-zero bias): training it "
-                        "with the %s weights. Pass --train_pooler=false to freeze it as the "
-                        "original adapter-bert does.", mode)
-    apply_tuning(model, mode, top_k, train_pooler=pooler)
-    return model
 
 
 def prepare_run(flag_values, strategy=None):
@@ -144,30 +182,6 @@ def prepare_run(flag_values, strategy=None):
     return strategy, static_shapes_required(strategy)
 
 
-def build_task_model(strategy, model, backbone: Backbone, flag_values, train_pooler: str):
-    """Builds `model` under the strategy with pretrained weights and the run's tuning mode.
-
-    Returns:
-        (model, parameter figures for eval_results.txt); the report is printed.
-    """
-    with strategy.scope():
-        build_pretrained(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
-                         train_pooler)
-    return model, report_parameters(model)
-
-
-def report_parameters(model) -> Dict[str, str]:
-    """Logs and prints the parameter report; returns its figures for eval_results.txt."""
-    report = parameter_report(model)
-    print(report.splitlines()[0], flush=True)
-    logging.info("Parameters:\n%s", report)
-    summary = parameter_summary(model)
-    trainable = sum(t for t, _ in summary.values())
-    total = sum(n for _, n in summary.values())
-    return {"trainable_params": str(trainable), "all_params": str(total),
-            "trainable_percent": f"{100.0 * trainable / total:.4f}"}
-
-
 def write_results(path: str, results: Dict[str, object]) -> None:
     """Writes `key = value` lines, sorted by key as Google's scripts do, atomically."""
     lines = [f"{key} = {results[key]}" for key in sorted(results)]
@@ -178,9 +192,8 @@ def write_results(path: str, results: Dict[str, object]) -> None:
 
 
 def prepare_output_dir(path: str) -> None:
-    """Creates the output directory (FlagError if a file is in the way)."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise FlagError(f"--output_dir={path} exists and is a file, not a directory")
+    """Creates the output directory (the runner's flag validation already refused a file
+    in the way; a file created since fails here with the OSError naming the path)."""
     os.makedirs(path, exist_ok=True)
 
 

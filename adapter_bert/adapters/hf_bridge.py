@@ -1,7 +1,7 @@
 """Houlsby adapters for `transformers`' TF BERT models (`TFBertModel`, `TFBertFor...`).
 
 `add_adapters(model)` equips an existing transformers TF BERT with this package's
-`HoulsbyAdapter` layers, in place, exactly where the paper (and `adapter_bert.modeling`)
+`HoulsbyAdapter` layers, in place, exactly where the paper (and `adapter_bert.model.encoder`)
 puts them: in both output blocks of every transformer layer (`TFBertSelfOutput` after
 self-attention, `TFBertOutput` after the feed-forward network), after the output
 projection and its dropout, before `LayerNorm(x + residual)`:
@@ -33,9 +33,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters import HoulsbyAdapter
-from adapter_bert.config import AdapterConfig
-from adapter_bert.tuning import parameter_line
+from adapter_bert.adapters.layers import HoulsbyAdapter
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.adapters.tuning import parameter_line
 
 POSITIONS = ("attention", "ffn")
 

@@ -9,9 +9,9 @@ checkpoints load: run_classifier.py's `output_weights [num_labels, H]` and
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.config import AdapterConfig, BertConfig
-from adapter_bert.fast_layers import Dropout
-from adapter_bert.modeling import BertModel
+from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.fast_layers import Dropout
+from adapter_bert.model.encoder import BertModel
 
 
 class _LinearHead(keras.layers.Layer):

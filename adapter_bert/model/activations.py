@@ -9,7 +9,7 @@ import math
 
 import tensorflow as tf
 
-from adapter_bert.fast_layers import lean_cpu_kernels
+from adapter_bert.model.fast_layers import lean_cpu_kernels
 
 _ALIASES = {
     "gelu": "gelu_tanh",          # adapter-bert / Google BERT meaning

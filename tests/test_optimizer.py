@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.optimization import (NO_DECAY_PATTERNS, BertAdamW, WarmupLinearDecay,
+from adapter_bert.training.optimizer import (NO_DECAY_PATTERNS, BertAdamW, WarmupLinearDecay,
                                        create_optimizer)
 
 
@@ -53,8 +53,8 @@ def test_schedule_rejects_bad_steps(kwargs):
 # --- weight-decay exclusions ------------------------------------------------------------
 
 def _tiny_classifier():
-    from adapter_bert.config import AdapterConfig, BertConfig
-    from adapter_bert.heads import BertClassifier
+    from adapter_bert.model.config import AdapterConfig, BertConfig
+    from adapter_bert.model.heads import BertClassifier
     model = BertClassifier(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
                                       num_attention_heads=2, intermediate_size=32),
                            2, AdapterConfig(size=4))

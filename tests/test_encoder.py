@@ -5,14 +5,14 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.activations import canonical_activation, get_activation
-from adapter_bert.adapters import HoulsbyAdapter
-from adapter_bert.config import AdapterConfig
-from adapter_bert.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
-from adapter_bert.modeling import (BertAttention, BertEmbeddings, BertEncoder, BertIntermediate,
+from adapter_bert.model.activations import canonical_activation, get_activation
+from adapter_bert.adapters.layers import HoulsbyAdapter
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
+from adapter_bert.model.encoder import (BertAttention, BertEmbeddings, BertEncoder, BertIntermediate,
                                    BertModel, BertPooler, BertResidualOutput, BertSelfAttention,
                                    BertTransformerLayer, EmbeddingTable)
-from adapter_bert.naming import tf1_variables
+from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 
 

@@ -43,11 +43,11 @@ from typing import List, Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.activations import canonical_activation, get_activation
-from adapter_bert.config import BertConfig, ConfigError
-from adapter_bert.fast_layers import Dropout, LayerNorm
-from adapter_bert.heads import ClassifierHead, SpanHead
-from adapter_bert.modeling import BertModel
+from adapter_bert.model.activations import canonical_activation, get_activation
+from adapter_bert.model.config import BertConfig, ConfigError
+from adapter_bert.model.fast_layers import Dropout, LayerNorm
+from adapter_bert.model.heads import ClassifierHead, SpanHead
+from adapter_bert.model.encoder import BertModel
 
 VARIANTS = ("pipeline", "resnet", "resnext")
 CELLS = ("feedforward", "attention")

@@ -12,17 +12,17 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters import (HoulsbyAdapter, LoraAdapter, ParallelAdapter,
+from adapter_bert.adapters.layers import (HoulsbyAdapter, LoraAdapter, ParallelAdapter,
                                    PfeifferAdapter)
-from adapter_bert.config import AdapterConfig, ConfigError
-from adapter_bert.fusion import AdapterFusion
-from adapter_bert.heads import BertClassifier
-from adapter_bert.modeling import BertModel, BertResidualOutput, BertSelfAttention
-from adapter_bert.multitask import MultiAdapterModel
-from adapter_bert.naming import tf1_variables
-from adapter_bert.tuning import apply_tuning, parameter_summary
+from adapter_bert.model.config import AdapterConfig, ConfigError
+from adapter_bert.adapters.fusion import AdapterFusion
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.encoder import BertModel, BertResidualOutput, BertSelfAttention
+from adapter_bert.adapters.multitask import MultiAdapterModel
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
 from tests.conftest import tiny_inputs
-from tests.runner_utils import read_results, run_in_process, write_tiny_backbone
+from tests.runner_utils import read_results, run_in_process
 
 M = 4
 TYPES = ("houlsby", "pfeiffer", "parallel", "lora")
@@ -286,12 +286,6 @@ def test_fusion_refuses_lora_and_mismatched_slots(tiny_config):
 
 
 # --------------------------------------------------------- run_classifier.py
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
-
-
 @pytest.mark.parametrize("adapter_type", ("pfeiffer", "parallel", "lora"))  # houlsby: test_run_classifier
 def test_run_classifier_trains_each_family(backbone, shared_dir, tmp_path, adapter_type):
     out = tmp_path / "out"

@@ -339,7 +339,7 @@ def define_flags() -> None:
     """Defines ablate_adapters.py's flags: run_classifier.py's plus the ablation's own."""
     from absl import flags
 
-    from adapter_bert import flags as adapter_flags
+    from adapter_bert.tasks import flags as adapter_flags
     adapter_flags.define_classifier_flags()
     if "ablation_metric" in flags.FLAGS:
         return
@@ -364,7 +364,7 @@ def classifier_main(flag_values) -> int:
     """
     from absl import logging
 
-    from adapter_bert.flags import FlagError
+    from adapter_bert.tasks.flags import FlagError
     from adapter_bert.tasks.classifier import ClassifierRun
 
     if flag_values.do_train or flag_values.do_predict:

@@ -25,10 +25,10 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from adapter_bert.config import AdapterConfig, BertConfig
+from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.io_utils import atomic_write_text, atomic_write_with, file_digest
-from adapter_bert.naming import tf1_variables
-from adapter_bert.tuning import trained_weights
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.tuning import trained_weights
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"

@@ -5,12 +5,12 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapter_files import load_adapter, save_adapter
-from adapter_bert.config import AdapterConfig
-from adapter_bert.heads import BertClassifier
-from adapter_bert.modeling import BertModel
-from adapter_bert.multitask import MultiAdapterModel
-from adapter_bert.naming import tf1_variables
+from adapter_bert.adapters.files import load_adapter, save_adapter
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.adapters.multitask import MultiAdapterModel
+from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 
 M = 4
@@ -233,7 +233,7 @@ def test_run_classifier_style_file_loads_as_a_named_adapter(bert, tiny_config, t
     single(tiny_inputs())
     for name, variable in tf1_variables(bert).items():  # the same frozen backbone
         tf1_variables(single)[name].assign(variable)
-    from adapter_bert.tuning import apply_tuning
+    from adapter_bert.adapters.tuning import apply_tuning
     apply_tuning(single, "adapter", train_pooler=True)
     rng = np.random.default_rng(4)
     for variable in single.trainable_weights:
@@ -248,7 +248,7 @@ def test_run_classifier_style_file_loads_as_a_named_adapter(bert, tiny_config, t
 
 
 def test_loading_a_full_fine_tuning_file_is_refused(bert, tiny_config, tmp_path):
-    from adapter_bert.adapter_files import AdapterFileError
+    from adapter_bert.adapters.files import AdapterFileError
     single = BertClassifier(tiny_config, 2)
     single(tiny_inputs())
     save_adapter(single, str(tmp_path / "full"), task="mrpc", tuning_mode="full")
@@ -277,7 +277,7 @@ def test_minilm_mrpc_then_sst2_keeps_each_dev_metric(minilm_dir, shared_dir):
     """Two real GLUE tasks trained in turn on one frozen MiniLM: A's dev outputs survive B."""
     from adapter_bert.data.features import convert_examples_to_features
     from adapter_bert.data.glue import get_processor
-    from adapter_bert.tokenization import load_tokenizer
+    from adapter_bert.data.tokenization import load_tokenizer
 
     tf.keras.utils.set_random_seed(1)
     tokenizer = load_tokenizer(str(minilm_dir / "vocab.txt"), True)

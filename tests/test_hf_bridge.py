@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.config import AdapterConfig
+from adapter_bert.model.config import AdapterConfig
 from tests.conftest import mrpc_dev_pairs, tiny_inputs, transformers_minilm
 
 
@@ -39,9 +39,9 @@ def _outputs(model, inputs):
 
 
 def test_adapters_sit_in_both_output_blocks_with_block_scoped_names(tiny_hf):
-    from adapter_bert.adapters import HoulsbyAdapter
-    from adapter_bert.hf_adapters import DropoutThenAdapter, adapters_by_position, output_blocks
-    from adapter_bert.hf_adapters import add_adapters
+    from adapter_bert.adapters.layers import HoulsbyAdapter
+    from adapter_bert.adapters.hf_bridge import DropoutThenAdapter, adapters_by_position, output_blocks
+    from adapter_bert.adapters.hf_bridge import add_adapters
     adapters = add_adapters(tiny_hf, size=4)
     assert len(adapters) == 4 and all(isinstance(a, HoulsbyAdapter) for a in adapters)
     assert sorted(adapters_by_position(tiny_hf)) == [(0, "attention"), (0, "ffn"),
@@ -56,7 +56,7 @@ def test_adapters_sit_in_both_output_blocks_with_block_scoped_names(tiny_hf):
 
 
 def test_positions_and_leave_out_are_honoured(tiny_hf):
-    from adapter_bert.hf_adapters import adapters_by_position, add_adapters
+    from adapter_bert.adapters.hf_bridge import adapters_by_position, add_adapters
     add_adapters(tiny_hf, AdapterConfig(size=4, positions="ffn", leave_out=[0]))
     assert sorted(adapters_by_position(tiny_hf)) == [(1, "ffn")]
     with pytest.raises(ValueError, match="leave_out"):
@@ -66,7 +66,7 @@ def test_positions_and_leave_out_are_honoured(tiny_hf):
 
 
 def test_near_identity_at_init_and_exact_identity_with_zeroed_adapters(tiny_hf):
-    from adapter_bert.hf_adapters import add_adapters, remove_adapters
+    from adapter_bert.adapters.hf_bridge import add_adapters, remove_adapters
     inputs = tiny_inputs(seed=1)
     before_seq, before_pooled = _outputs(tiny_hf, inputs)
     adapters = add_adapters(tiny_hf, size=8, init_scale=1e-7)
@@ -89,7 +89,7 @@ def test_near_identity_at_init_and_exact_identity_with_zeroed_adapters(tiny_hf):
 
 
 def test_disabled_adapters_are_bypassed(tiny_hf):
-    from adapter_bert.hf_adapters import add_adapters, set_adapters_enabled
+    from adapter_bert.adapters.hf_bridge import add_adapters, set_adapters_enabled
     inputs = tiny_inputs(seed=2)
     before = _outputs(tiny_hf, inputs)[0]
     add_adapters(tiny_hf, size=4, init_scale=0.5)
@@ -117,7 +117,7 @@ def _one_step_changes(model, inputs, labels):
 def test_one_step_trains_only_adapters_layernorms_and_head(train_pooler):
     from transformers import TFBertForSequenceClassification
 
-    from adapter_bert.hf_adapters import add_adapters, parameter_counts, unfreeze
+    from adapter_bert.adapters.hf_bridge import add_adapters, parameter_counts, unfreeze
     tf.random.set_seed(1)
     model = TFBertForSequenceClassification(_hf_config(num_labels=2))
     inputs = tiny_inputs(batch=4, seed=3, pad_last=0)
@@ -149,8 +149,8 @@ def mrpc_batch(shared_dir, minilm_dir):
 
 
 def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir, mrpc_batch):
-    from adapter_bert.checkpoints import load_pretrained
-    from adapter_bert.hf_adapters import add_adapters, copy_adapter_weights
+    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
     adapters = AdapterConfig(size=32, init_scale=0.05)
     tf.random.set_seed(7)
     ours = load_pretrained(adapter_config=adapters)
@@ -170,8 +170,8 @@ def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir
 
 
 def test_copy_refuses_different_layouts(tiny_hf, tiny_config):
-    from adapter_bert.hf_adapters import add_adapters, copy_adapter_weights
-    from adapter_bert.modeling import BertModel
+    from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
+    from adapter_bert.model.encoder import BertModel
     ours = BertModel(tiny_config, AdapterConfig(size=4, positions="ffn"))
     ours.build_with_dummy_inputs()
     add_adapters(tiny_hf, size=4)
@@ -182,7 +182,7 @@ def test_copy_refuses_different_layouts(tiny_hf, tiny_config):
 def test_unbuilt_model_is_built_first_with_its_own_weight_names():
     from transformers import TFBertModel
 
-    from adapter_bert.hf_adapters import add_adapters
+    from adapter_bert.adapters.hf_bridge import add_adapters
     model = TFBertModel(_hf_config())
     add_adapters(model, size=4)
     names = {v.name for v in model.weights}
@@ -194,8 +194,8 @@ def test_unbuilt_model_is_built_first_with_its_own_weight_names():
 
 
 def test_dropout_then_adapter_config_round_trip():
-    from adapter_bert.adapters import HoulsbyAdapter
-    from adapter_bert.hf_adapters import DropoutThenAdapter
+    from adapter_bert.adapters.layers import HoulsbyAdapter
+    from adapter_bert.adapters.hf_bridge import DropoutThenAdapter
     layer = DropoutThenAdapter(keras.layers.Dropout(0.3), HoulsbyAdapter(5, init_scale=0.1),
                                enabled=False)
     again = DropoutThenAdapter.from_config(layer.get_config())
@@ -206,7 +206,7 @@ def test_dropout_then_adapter_config_round_trip():
 def test_keras_fit_updates_adapters_and_leaves_frozen_weights():
     from transformers import TFBertForSequenceClassification
 
-    from adapter_bert.hf_adapters import add_adapters
+    from adapter_bert.adapters.hf_bridge import add_adapters
     tf.random.set_seed(2)
     model = TFBertForSequenceClassification(_hf_config(num_labels=2))
     inputs = tiny_inputs(batch=4, seed=4, pad_last=0)

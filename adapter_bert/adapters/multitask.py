@@ -31,15 +31,15 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapter_files import (AdapterFileError, backbone_fingerprint, check_backbone,
+from adapter_bert.adapters.files import (AdapterFileError, backbone_fingerprint, check_backbone,
                                         check_fingerprint, read_adapter_config,
                                         read_adapter_weights, write_adapter_files)
-from adapter_bert.config import AdapterConfig
-from adapter_bert.heads import ClassifierHead, SpanHead
-from adapter_bert.modeling import BertModel, TaskBranch
-from adapter_bert.named_adapters import (add_named_adapter, delete_named_adapter,
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.heads import ClassifierHead, SpanHead
+from adapter_bert.model.encoder import BertModel, TaskBranch
+from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter,
                                          named_adapter_info, named_adapter_variables)
-from adapter_bert.naming import direct_weights, walk_layers
+from adapter_bert.model.naming import direct_weights, walk_layers
 
 HEAD_KINDS = {"classifier": ClassifierHead, "span": SpanHead}
 _HEAD_FILE_NAMES = {"ClassifierHead": "classifier", "SpanHead": "span"}
@@ -77,13 +77,13 @@ class MultiAdapterModel(keras.Model):
 
     @classmethod
     def from_pretrained(cls, path: Optional[str] = None, config_file: Optional[str] = None):
-        """Loads a pretrained backbone (see `checkpoints.load_pretrained`) and wraps it.
+        """Loads a pretrained backbone (see `factory.load_pretrained`) and wraps it.
 
         Args:
             path: checkpoint or directory; None loads the embedded MiniLM.
             config_file: overrides the config found beside the checkpoint.
         """
-        from adapter_bert.checkpoints import load_pretrained
+        from adapter_bert.model.factory import load_pretrained
         return cls(load_pretrained(path, config_file=config_file))
 
     # ------------------------------------------------------------ adapters

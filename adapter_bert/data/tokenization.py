@@ -5,7 +5,7 @@ import os
 import re
 from typing import Optional
 
-from adapter_bert.config import BertConfig
+from adapter_bert.model.config import BertConfig
 
 
 class TokenizerError(ValueError):

@@ -9,14 +9,14 @@ Data flow of one transformer layer (post-LayerNorm BERT, adapters as in Houlsby 
     a = LayerNorm(x + Adapter(Dropout(Dense(SelfAttention(x)))))
     y = LayerNorm(a + Adapter(Dropout(Dense(act(Dense(a))))))
 
-The other families use the same slots (see adapters.py): Pfeiffer and parallel adapters
+The other families use the same slots (see adapters/layers.py): Pfeiffer and parallel adapters
 in the output blocks, LoRA in self-attention.
 
 Named adapters: besides its own adapters and LayerNorms (the single-adapter path), every
 block can hold one `TaskBranch` per named adapter, with that task's adapter, LayerNorm
 (and pooler, fusion) under the TF1 scope `<block>/<task>`. `BertModel(...,
 adapter_name="mrpc")` runs the frozen backbone with task "mrpc"'s branches; see
-named_adapters.py and multitask.py.
+adapters/named.py and adapters/multitask.py.
 """
 
 import math
@@ -25,11 +25,11 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.activations import get_activation
-from adapter_bert.adapters import attention_adapter, output_adapter
-from adapter_bert.attention_kernel import attention_context
-from adapter_bert.config import AdapterConfig, BertConfig
-from adapter_bert.fast_layers import Dropout, LayerNorm
+from adapter_bert.model.activations import get_activation
+from adapter_bert.adapters.layers import attention_adapter, output_adapter
+from adapter_bert.model.attention_kernel import attention_context
+from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.fast_layers import Dropout, LayerNorm
 
 # Added to attention scores of padding positions, as Google's BERT does.
 _MASK_ADDER = -10000.0
@@ -223,7 +223,7 @@ class BertResidualOutput(_ConfiguredLayer):
     Used twice per transformer layer: after self-attention (scope `attention/output`)
     and after the feed-forward network (scope `output`). `adapter` is the adapter
     slot; it is empty (None) for a plain BERT. An adapter is called as
-    `adapter(hidden, residual, layer_norm)` (see adapters.py), so Houlsby, Pfeiffer and
+    `adapter(hidden, residual, layer_norm)` (see adapters/layers.py), so Houlsby, Pfeiffer and
     parallel adapters share the slot.
     """
 

@@ -18,8 +18,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from adapter_bert.config import BertConfig
-from adapter_bert.naming import tf1_variables
+from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
 
@@ -266,43 +265,6 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
                               f"e.g. {backbone_missing[0]}")
     log.info("%s from %s", report.summary(), source)
     return report
-
-
-def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
-                    num_labels: int = 2, config_file: Optional[str] = None):
-    """Builds a model from a pretrained checkpoint and loads its weights.
-
-    Args:
-        path: checkpoint (see `resolve_backbone`); None loads the embedded MiniLM.
-        adapter_config: `AdapterConfig` to insert Houlsby adapters, or None.
-        head: None (bare `BertModel`), "classifier" or "span".
-        num_labels: classes of the classifier head (1 for regression).
-        config_file: overrides the config found next to the checkpoint.
-
-    Returns:
-        The built model; its `load_report` attribute holds the `LoadReport` and
-        `backbone_files` the resolved `BackboneFiles`.
-
-    Raises:
-        CheckpointError, ConfigError: files missing or inconsistent.
-    """
-    from adapter_bert.heads import BertClassifier, BertSpanModel
-    from adapter_bert.modeling import BertModel
-
-    files = resolve_backbone(path, config_file)
-    config = BertConfig.from_json_file(files.config_file)
-    if head is None:
-        model = BertModel(config, adapter_config)
-    elif head == "classifier":
-        model = BertClassifier(config, num_labels, adapter_config)
-    elif head == "span":
-        model = BertSpanModel(config, adapter_config)
-    else:
-        raise ValueError(f"head must be None, 'classifier' or 'span', got {head!r}")
-    build_model(model)
-    model.load_report = load_weights(model, read_weights(files), source=files.weights)
-    model.backbone_files = files
-    return model
 
 
 def build_model(model, seq_length: int = 2) -> None:

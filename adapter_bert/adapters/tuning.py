@@ -24,8 +24,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tf_keras as keras
 
-from adapter_bert.adapters import AdapterLayer
-from adapter_bert.naming import direct_weights, state_weights, walk_layers
+from adapter_bert.adapters.layers import AdapterLayer
+from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
 
@@ -64,8 +64,8 @@ def _is_leaf(layer) -> bool:
     if direct_weights(layer):
         return True
     # Before building no layer owns weights yet: recognise leaves by type.
-    from adapter_bert.heads import _LinearHead
-    from adapter_bert.modeling import EmbeddingTable
+    from adapter_bert.model.heads import _LinearHead
+    from adapter_bert.model.encoder import EmbeddingTable
     return isinstance(layer, (keras.layers.Dense, keras.layers.LayerNormalization,
                               AdapterLayer, EmbeddingTable, _LinearHead))
 

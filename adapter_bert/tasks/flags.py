@@ -9,10 +9,11 @@ import os
 
 from absl import flags
 
-from adapter_bert.activations import ACTIVATION_NAMES
-from adapter_bert.config import ADAPTER_POSITIONS
-from adapter_bert.distribute import STRATEGIES
-from adapter_bert.tuning import TUNING_MODES
+from adapter_bert.model.activations import ACTIVATION_NAMES
+from adapter_bert.data.glue import canonical_task_name
+from adapter_bert.model.config import ADAPTER_POSITIONS
+from adapter_bert.training.distribute import STRATEGIES
+from adapter_bert.adapters.tuning import TUNING_MODES
 
 FLAGS = flags.FLAGS
 
@@ -192,6 +193,38 @@ def define_classifier_flags():
     _define_shared_groups()
 
 
+def validate_classifier(values) -> str:
+    """run_classifier.py's checks, before anything is loaded or written.
+
+    Args:
+        values: the parsed FLAGS (or any object with the same attributes).
+
+    Returns:
+        The canonical task name.
+
+    Raises:
+        FlagError: naming the flag and what was expected.
+    """
+    validate_common(values)
+    if not values.task_name:
+        raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
+                        "QNLI, RTE, WNLI, AX)")
+    try:
+        task = canonical_task_name(values.task_name)
+    except ValueError as e:
+        raise FlagError(f"--task_name: {e}") from None
+    if values.data_source == "tsv":
+        if not values.data_dir:
+            raise FlagError("--data_dir is required (the task's glue_data folder)")
+        if not os.path.isdir(values.data_dir):
+            raise FlagError(f"--data_dir={values.data_dir}: directory not found")
+    if task == "ax" and (values.do_train or values.do_eval):
+        raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
+                        "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")
+    validate_resadapter_flags(values)
+    return task
+
+
 def was_set(values, name: str) -> bool:
     """Whether the user gave --name explicitly (absl FlagValues); False for other objects."""
     try:
@@ -242,6 +275,51 @@ def validate_common(values) -> None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
     if values.load_adapter and not os.path.isdir(values.load_adapter):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
+
+
+# Flags that place Houlsby adapters inside BERT; a ResAdapter has no use for them.
+_INSIDE_ADAPTER_FLAGS = ("adapter_positions", "adapter_leave_out", "adapter_init_scale")
+_RESADAPTER_FLAGS = ("resadapter_variant", "resadapter_cell", "resadapter_pooling")
+
+
+def adapter_type(flag_values) -> str:
+    """--adapter_type, houlsby for flag objects that have none."""
+    return getattr(flag_values, "adapter_type", None) or "houlsby"
+
+
+def validate_resadapter_flags(flag_values) -> None:
+    """Rejects flag combinations that mean nothing for the chosen adapter type.
+
+    Args:
+        flag_values: parsed flags (absl FLAGS or an object with the same attributes;
+            "explicitly given" can only be told for absl FLAGS).
+
+    Raises:
+        FlagError: naming the flags and why they do not go together.
+    """
+    kind = adapter_type(flag_values)
+    if kind != "resadapter":
+        given = [f"--{name}" for name in _RESADAPTER_FLAGS if was_set(flag_values, name)]
+        if given:
+            raise FlagError(f"{', '.join(given)} only apply with --adapter_type=resadapter "
+                            f"(got --adapter_type={kind})")
+        return
+    if flag_values.tuning_mode != "adapter":
+        raise FlagError(f"--adapter_type=resadapter trains a side network beside a frozen BERT; "
+                        f"it needs --tuning_mode=adapter, not --tuning_mode="
+                        f"{flag_values.tuning_mode}")
+    if getattr(flag_values, "train_pooler", "auto") == "true":
+        raise FlagError("--train_pooler=true does not apply with --adapter_type=resadapter: the "
+                        "whole BERT stays frozen and the heads read the side network, not the "
+                        "pooler")
+    given = [f"--{name}" for name in _INSIDE_ADAPTER_FLAGS if was_set(flag_values, name)]
+    if given:
+        raise FlagError(f"{', '.join(given)} place(s) adapters inside BERT; a ResAdapter has one "
+                        f"cell beside every layer: drop them with --adapter_type=resadapter")
+    if getattr(flag_values, "resadapter_cell", "feedforward") == "attention" \
+            and was_set(flag_values, "adapter_activation"):
+        raise FlagError("--adapter_activation is the feedforward cell's non-linearity; "
+                        "--resadapter_cell=attention has self-attention in its place")
 
 
 def define_squad_flags():
@@ -323,3 +401,7 @@ def validate_squad(values) -> None:
         raise FlagError(f"--doc_stride ({values.doc_stride}) is larger than the context window "
                         f"max_seq_length - max_query_length - 3 = {window}: context tokens "
                         f"would be skipped")
+    validate_resadapter_flags(values)
+    if was_set(values, "resadapter_pooling"):
+        raise FlagError("--resadapter_pooling chooses a classification head's input; the "
+                        "span head scores every token")

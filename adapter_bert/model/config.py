@@ -9,7 +9,7 @@ import json
 import os
 from typing import Optional, Sequence, Tuple
 
-from adapter_bert.activations import canonical_activation
+from adapter_bert.model.activations import canonical_activation
 
 # Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
 _GOOGLE_REQUIRED = (
@@ -156,7 +156,7 @@ class BertConfig:
 
 ADAPTER_POSITIONS = ("both", "attention", "ffn")
 
-# Adapter families this package builds into the encoder (see adapters.py).
+# Adapter families this package builds into the encoder (see adapters/layers.py).
 ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora")
 
 # Where each family goes when `positions` is not given, and where it may go.

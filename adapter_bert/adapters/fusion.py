@@ -17,7 +17,7 @@ from typing import Sequence
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters import AdapterLayer
+from adapter_bert.adapters.layers import AdapterLayer
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")

@@ -16,8 +16,8 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.naming import tf1_variables
-from adapter_bert.tuning import trained_weights
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.tuning import trained_weights
 
 
 class TrainingError(RuntimeError):

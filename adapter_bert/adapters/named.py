@@ -19,12 +19,12 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters import attention_adapter, output_adapter
-from adapter_bert.config import AdapterConfig
-from adapter_bert.fast_layers import LayerNorm
-from adapter_bert.fusion import AdapterFusion
-from adapter_bert.modeling import BertModel, BertSelfAttention, TaskBranch, adapter_slots
-from adapter_bert.naming import direct_weights, walk_layers
+from adapter_bert.adapters.layers import attention_adapter, output_adapter
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.fast_layers import LayerNorm
+from adapter_bert.adapters.fusion import AdapterFusion
+from adapter_bert.model.encoder import BertModel, BertSelfAttention, TaskBranch, adapter_slots
+from adapter_bert.model.naming import direct_weights, walk_layers
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -25,7 +25,7 @@ import math
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.activations import canonical_activation, get_activation
+from adapter_bert.model.activations import canonical_activation, get_activation
 
 
 class AdapterLayer(keras.layers.Layer):

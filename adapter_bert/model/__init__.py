@@ -1,0 +1,1 @@
+"""The BERT network: config, layers, encoder, heads, checkpoints and the model factory."""

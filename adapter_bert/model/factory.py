@@ -1,0 +1,67 @@
+"""The one place that decides which Keras model is built: bare BERT or BERT with a head.
+
+`task_model` maps a head name to its class; `load_pretrained` (the library's entry point)
+and the runners (through `adapter_bert.tasks.task_models`) both build their models with
+it, so a model built by a run and one built in a notebook are the same class with the
+same weights' names.
+"""
+
+from typing import Optional
+
+from adapter_bert.model.checkpoints import build_model, load_weights, read_weights, resolve_backbone
+from adapter_bert.model.config import BertConfig
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.heads import BertClassifier, BertSpanModel
+
+HEADS = ("classifier", "span")
+
+
+def task_model(bert_config: BertConfig, head: Optional[str] = None,
+               num_labels: Optional[int] = None, adapter_config=None):
+    """An unbuilt model: `BertModel` (head None), `BertClassifier` or `BertSpanModel`.
+
+    Args:
+        bert_config: the backbone's `BertConfig`.
+        head: None (bare encoder), "classifier" or "span".
+        num_labels: classes of the classifier head (1 for regression).
+        adapter_config: `AdapterConfig` for adapters inside BERT, or None.
+
+    Raises:
+        ValueError: unknown head, or a classifier without `num_labels`.
+    """
+    if head is None:
+        return BertModel(bert_config, adapter_config)
+    if head not in HEADS:
+        raise ValueError(f"head must be None, 'classifier' or 'span', got {head!r}")
+    if head == "classifier":
+        if num_labels is None:
+            raise ValueError("a classifier head needs num_labels")
+        return BertClassifier(bert_config, num_labels, adapter_config)
+    return BertSpanModel(bert_config, adapter_config)
+
+
+def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
+                    num_labels: int = 2, config_file: Optional[str] = None):
+    """Builds a model from a pretrained checkpoint and loads its weights.
+
+    Args:
+        path: checkpoint (see `resolve_backbone`); None loads the embedded MiniLM.
+        adapter_config: `AdapterConfig` to insert Houlsby adapters, or None.
+        head: None (bare `BertModel`), "classifier" or "span".
+        num_labels: classes of the classifier head (1 for regression).
+        config_file: overrides the config found next to the checkpoint.
+
+    Returns:
+        The built model; its `load_report` attribute holds the `LoadReport` and
+        `backbone_files` the resolved `BackboneFiles`.
+
+    Raises:
+        CheckpointError, ConfigError: files missing or inconsistent.
+    """
+    files = resolve_backbone(path, config_file)
+    model = task_model(BertConfig.from_json_file(files.config_file), head, num_labels,
+                       adapter_config)
+    build_model(model)
+    model.load_report = load_weights(model, read_weights(files), source=files.weights)
+    model.backbone_files = files
+    return model

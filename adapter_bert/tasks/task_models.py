@@ -1,0 +1,179 @@
+"""Which task model a run builds: the one seam between the flags and the model classes.
+
+`build_task_model_for_flags` is what both runners call. It builds
+- a `ResAdapterClassifier` / `ResAdapterSpanModel` with `--adapter_type=resadapter`
+  (a side network of cells beside a wholly frozen BERT, see `resadapter`), or
+- a `BertClassifier` / `BertSpanModel` otherwise (adapters inside BERT, or none),
+
+then loads the pretrained backbone under the run's strategy, applies the tuning mode and
+prints the parameter line. With `--load_adapter` the adapter directory, not the flags,
+says which kind of model to build, so an evaluation run needs no architecture flags.
+"""
+
+from typing import Dict, Optional, Tuple
+
+from absl import logging
+
+from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
+from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterConfig,
+                                              ResAdapterSpanModel)
+from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
+                                          pooler_is_untrained)
+from adapter_bert.model.checkpoints import build_model, load_weights, read_weights
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.factory import HEADS, task_model
+from adapter_bert.tasks.flags import FlagError, adapter_type, was_set
+
+
+def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
+    """The run's ResAdapter: from --load_adapter's file, or from the flags (None: none).
+
+    Raises:
+        FlagError: --adapter_type contradicts the kind of adapter in --load_adapter.
+    """
+    if flag_values.load_adapter:
+        stored = read_adapter_config(flag_values.load_adapter).get("resadapter")
+        if was_set(flag_values, "adapter_type") and \
+                (adapter_type(flag_values) == "resadapter") != bool(stored):
+            raise FlagError(f"--load_adapter={flag_values.load_adapter} holds "
+                            f"{'a ResAdapter' if stored else 'no ResAdapter'}, but "
+                            f"--adapter_type={adapter_type(flag_values)}")
+        return ResAdapterConfig.from_dict(stored) if stored else None
+    if adapter_type(flag_values) != "resadapter":
+        return None
+    return ResAdapterConfig(size=flag_values.adapter_size, variant=flag_values.resadapter_variant,
+                            cell=flag_values.resadapter_cell,
+                            activation=flag_values.adapter_activation,
+                            pooling=flag_values.resadapter_pooling)
+
+
+def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
+                   adapter_config=None, resadapter_config: Optional[ResAdapterConfig] = None):
+    """An unbuilt task model: a ResAdapter one when `resadapter_config` is given.
+
+    Args:
+        bert_config: the backbone's `BertConfig`.
+        head: "classifier" or "span".
+        num_labels: classes of the classifier head (1 for regression).
+        adapter_config: `AdapterConfig` for adapters inside BERT (BertClassifier /
+            BertSpanModel only).
+        resadapter_config: `ResAdapterConfig`, or None.
+
+    Returns:
+        The Keras model.
+
+    Raises:
+        ValueError: unknown head, a classifier without `num_labels`, or both kinds of
+            adapter at once.
+    """
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+    if resadapter_config is None:
+        return task_model(bert_config, head, num_labels, adapter_config)
+    if head == "classifier" and num_labels is None:
+        raise ValueError("a classifier head needs num_labels")
+    if adapter_config is not None:
+        raise ValueError("a ResAdapter model keeps BERT free of inner adapters")
+    if head == "classifier":
+        return ResAdapterClassifier(bert_config, num_labels, resadapter_config)
+    return ResAdapterSpanModel(bert_config, resadapter_config)
+
+
+def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
+                               num_labels: Optional[int] = None,
+                               train_pooler: str = "false") -> Tuple[object, Dict[str, str]]:
+    """Builds the run's task model under `strategy`, with pretrained weights and tuning.
+
+    Args:
+        strategy: the run's `tf.distribute.Strategy`.
+        backbone: the resolved pretrained backbone (`base.Backbone`).
+        flag_values: parsed flags.
+        head: "classifier" (GLUE) or "span" (SQuAD).
+        num_labels: classes of the classifier head (1 for regression).
+        train_pooler: "true", "false" or "auto" for models that read the pooler; a
+            ResAdapter model never trains it.
+
+    Returns:
+        (model, parameter figures for eval_results.txt); the parameter line is printed.
+
+    Raises:
+        FlagError: --adapter_type contradicts --load_adapter's file.
+    """
+    resadapter_config = resadapter_config_for_run(flag_values)
+    adapter_config = None if resadapter_config else adapter_config_for_run(flag_values)
+    model = new_task_model(backbone.config, head, num_labels, adapter_config, resadapter_config)
+    return build_task_model(strategy, model, backbone, flag_values,
+                                   "false" if resadapter_config else train_pooler)
+
+
+def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
+    """The adapters the run's model gets: from --load_adapter's file, or from the flags.
+
+    Only `--tuning_mode=adapter` inserts adapters; the baselines run on plain BERT.
+    `--adapter_type` picks the family (houlsby, pfeiffer, parallel, lora; a ResAdapter
+    is a side network, not adapters inside the backbone: None). `--adapter_positions`
+    applies when given explicitly; otherwise each family goes to its own place.
+    """
+    if flag_values.load_adapter:
+        return adapter_config_of(flag_values.load_adapter)
+    adapter_type = getattr(flag_values, "adapter_type", "houlsby")
+    if flag_values.tuning_mode != "adapter" or adapter_type == "resadapter":
+        return None
+    positions = flag_values.adapter_positions
+    if adapter_type != "houlsby" and not was_set(flag_values, "adapter_positions"):
+        positions = None
+    return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
+                         init_scale=flag_values.adapter_init_scale, positions=positions,
+                         leave_out=[int(i) for i in flag_values.adapter_leave_out],
+                         adapter_type=adapter_type,
+                         lora_alpha=getattr(flag_values, "lora_alpha", None))
+
+
+def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
+                     train_pooler: str = "false"):
+    """Builds `model`, loads the pretrained weights and applies the tuning mode.
+
+    Args:
+        train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
+            was never trained; see `tuning.pooler_is_untrained`).
+    """
+    build_model(model)
+    report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
+    logging.info(report.summary())
+    # A side network (ResAdapter) reads a wholly frozen backbone that has no pooler to train.
+    frozen_backbone = bool(getattr(model, "frozen_backbone", False))
+    has_adapters = bool(model.bert.adapter_config) or frozen_backbone
+    mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
+    pooler = train_pooler == "true"
+    if train_pooler == "auto" and mode in ("adapter", "layernorm") and not frozen_backbone \
+            and pooler_is_untrained(model):
+        pooler = True
+        logging.warning("The checkpoint's pooler was never trained (all-zero bias): training it "
+                        "with the %s weights. Pass --train_pooler=false to freeze it as the "
+                        "original adapter-bert does.", mode)
+    apply_tuning(model, mode, top_k, train_pooler=pooler)
+    return model
+
+
+def build_task_model(strategy, model, backbone, flag_values, train_pooler: str):
+    """Builds `model` under the strategy with pretrained weights and the run's tuning mode.
+
+    Returns:
+        (model, parameter figures for eval_results.txt); the report is printed.
+    """
+    with strategy.scope():
+        build_pretrained(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
+                         train_pooler)
+    return model, report_parameters(model)
+
+
+def report_parameters(model) -> Dict[str, str]:
+    """Logs and prints the parameter report; returns its figures for eval_results.txt."""
+    report = parameter_report(model)
+    print(report.splitlines()[0], flush=True)
+    logging.info("Parameters:\n%s", report)
+    summary = parameter_summary(model)
+    trainable = sum(t for t, _ in summary.values())
+    total = sum(n for _, n in summary.values())
+    return {"trainable_params": str(trainable), "all_params": str(total),
+            "trainable_percent": f"{100.0 * trainable / total:.4f}"}

@@ -1,0 +1,1 @@
+"""Training: optimizer, distribution strategy and the fit-with-resume loop."""

@@ -1,0 +1,98 @@
+"""The command-line entry points explain themselves: --helpshort and the docstring example.
+
+`--helpshort` lists the key flags of the main module; the flags are defined in
+adapter_bert/tasks/flags.py (and tasks/ablation.py), so each entry point adopts them.
+Each entry point's docstring shows an example command: it must pass the runner's flag
+validation with nothing but the data paths swapped for real files (no flag beyond
+--learning_rate needed to make it work).
+"""
+
+import importlib
+import shlex
+
+import pytest
+from absl import flags
+
+from tests.runner_utils import run_subprocess
+
+# (entry point, flags --helpshort must list, a help text it must show)
+HELP_CASES = [
+    ("run_classifier.py", ["--task_name", "--data_dir", "--learning_rate", "--adapter_size",
+                           "--tuning_mode", "--output_dir"], "The name of the task to train."),
+    ("run_squad.py", ["--train_file", "--predict_file", "--doc_stride", "--adapter_size",
+                      "--version_2_with_negative", "--learning_rate"],
+     "When splitting up a long document into chunks"),
+    ("ablate_adapters.py", ["--ablation_metric", "--task_name", "--load_adapter",
+                            "--eval_batch_size"], "Heatmap title"),
+]
+
+
+@pytest.mark.parametrize("script,names,help_text", HELP_CASES, ids=[c[0] for c in HELP_CASES])
+def test_helpshort_lists_the_runners_flags(script, names, help_text):
+    result = run_subprocess(script, ["--helpshort"], timeout=300)
+    # absl's help flags print and exit with status 1.
+    assert result.returncode == 1 and result.stdout, result.stderr[-2000:]
+    listed = {line.split(":")[0].strip().replace("--[no]", "--")
+              for line in result.stdout.splitlines() if line.startswith("  --")}
+    assert set(names) <= listed, sorted(set(names) - listed)
+    assert help_text in result.stdout
+    # The docstring example keeps its line continuations.
+    assert "\\\n" in result.stdout
+
+
+def _example_argv(module) -> list:
+    """The flags of the `python <script> ...` command in the module's docstring."""
+    text = module.__doc__.replace("\\\n", " ")
+    line = next(line for line in text.splitlines() if line.strip().startswith("python "))
+    return shlex.split(line)[2:]
+
+
+def _parse(script: str, argv):
+    module = importlib.import_module(script)
+    values = flags.FLAGS
+    values.unparse_flags()
+    values([script + ".py", *argv])
+    return module, values
+
+
+def _swap(argv, old: str, new: str) -> list:
+    swapped = [arg.replace(old, new) for arg in argv]
+    assert swapped != argv, f"{old} not in the example {argv}"
+    return swapped
+
+
+def test_run_classifier_example_passes_validation(shared_dir, tmp_path):
+    from adapter_bert.tasks import flags as adapter_flags
+    module = importlib.import_module("run_classifier")
+    argv = _swap(_example_argv(module), "glue_data/MRPC", str(shared_dir / "data/glue/MRPC"))
+    argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
+    _, values = _parse("run_classifier", argv)
+    assert adapter_flags.validate_classifier(values) == "mrpc"
+    assert values.tuning_mode == "adapter" and values.do_train and values.do_eval
+
+
+def test_run_squad_example_passes_validation(shared_dir, tmp_path):
+    from adapter_bert.tasks import flags as adapter_flags
+    module = importlib.import_module("run_squad")
+    squad = shared_dir / "data/squad"
+    argv = _swap(_example_argv(module), "squad/train-v1.1.json",
+                 str(squad / "train-v1.1-subset.json"))
+    argv = _swap(argv, "squad/dev-v1.1.json", str(squad / "dev-v1.1.json"))
+    argv = _swap(argv, "/tmp/squad", str(tmp_path / "squad"))
+    # run_classifier.py may have defined --max_seq_length (default 128) first in this
+    # process: the example passes it explicitly.
+    _, values = _parse("run_squad", argv)
+    adapter_flags.validate_squad(values)
+    assert values.tuning_mode == "adapter" and values.do_train and values.do_predict
+
+
+def test_ablate_adapters_example_passes_validation(shared_dir, tmp_path):
+    from adapter_bert.tasks import flags as adapter_flags
+    module = importlib.import_module("ablate_adapters")
+    (tmp_path / "mrpc" / "adapter").mkdir(parents=True)
+    argv = _swap(_example_argv(module), "glue_data/MRPC", str(shared_dir / "data/glue/MRPC"))
+    argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
+    _, values = _parse("ablate_adapters", argv)
+    # The ablation evaluates a trained adapter: --do_eval is implied, not needed.
+    values.do_eval = True
+    assert adapter_flags.validate_classifier(values) == "mrpc"

@@ -1,0 +1,52 @@
+"""adapter_bert/model/factory.py: one factory picks the model class for every caller.
+
+The runners (through tasks/task_models.py) and `load_pretrained` build the same classes,
+so a model from `run_classifier.py` and one from a notebook share weight names.
+"""
+
+import pytest
+
+from adapter_bert.adapters.resadapter import ResAdapterClassifier, ResAdapterConfig
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.factory import task_model
+from adapter_bert.model.heads import BertClassifier, BertSpanModel
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.tasks.task_models import new_task_model
+
+
+@pytest.mark.parametrize("head,cls", [(None, BertModel), ("classifier", BertClassifier),
+                                      ("span", BertSpanModel)])
+def test_task_model_picks_the_class_of_the_head(tiny_config, head, cls):
+    model = task_model(tiny_config, head, num_labels=3, adapter_config=AdapterConfig(size=4))
+    assert type(model) is cls
+    bert = model if head is None else model.bert
+    assert bert.adapter_config.size == 4
+
+
+def test_task_model_refuses_unknown_heads_and_classifiers_without_labels(tiny_config):
+    with pytest.raises(ValueError, match="head must be None, 'classifier' or 'span'"):
+        task_model(tiny_config, "tagger")
+    with pytest.raises(ValueError, match="needs num_labels"):
+        task_model(tiny_config, "classifier")
+
+
+def test_runners_build_the_factorys_models(tiny_config):
+    from adapter_bert.model.checkpoints import build_model
+    ours = new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
+    theirs = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
+    build_model(ours)
+    build_model(theirs)
+    assert type(ours) is type(theirs)
+    assert sorted(tf1_variables(ours)) == sorted(tf1_variables(theirs))
+
+
+def test_runners_build_a_resadapter_beside_the_factory(tiny_config):
+    model = new_task_model(tiny_config, "classifier", 2,
+                           resadapter_config=ResAdapterConfig(size=4))
+    assert isinstance(model, ResAdapterClassifier)
+    with pytest.raises(ValueError, match="free of inner adapters"):
+        new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4),
+                       ResAdapterConfig(size=4))
+    with pytest.raises(ValueError, match="head must be one of"):
+        new_task_model(tiny_config, None)
