@@ -16,7 +16,12 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert import ablation
+from adapter_bert.install_check import require_tensorflow
+
+# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
+require_tensorflow("ablate_adapters.py")
+
+from adapter_bert import ablation  # noqa: E402
 
 ablation.define_flags()
 FLAGS = flags.FLAGS

@@ -15,7 +15,8 @@ from absl import logging
 
 from adapter_bert.adapter_files import load_adapter, save_adapter
 from adapter_bert.data.features import convert_examples_to_features
-from adapter_bert.data.glue import canonical_task_name, get_processor, load_tfds_examples
+from adapter_bert.data.glue import (GlueDataFileNotFoundError, canonical_task_name,
+                                     get_processor, how_to_get_data, load_tfds_examples)
 from adapter_bert.flags import FlagError, validate_common
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
@@ -56,9 +57,10 @@ def validate_flags(values) -> str:
         raise FlagError(f"--task_name: {e}") from None
     if values.data_source == "tsv":
         if not values.data_dir:
-            raise FlagError("--data_dir is required (the task's glue_data folder)")
+            raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
         if not os.path.isdir(values.data_dir):
-            raise FlagError(f"--data_dir={values.data_dir}: directory not found")
+            raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
+                            f"{how_to_get_data(task, values.data_dir)}")
     if task == "ax" and (values.do_train or values.do_eval):
         raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
                         "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")
@@ -103,7 +105,10 @@ class ClassifierRun:
         if self.flags.data_source == "tfds":
             examples = load_tfds_examples(self.task, split)
         else:
-            examples = self.processor.get_examples(self.flags.data_dir, split)
+            try:
+                examples = self.processor.get_examples(self.flags.data_dir, split)
+            except GlueDataFileNotFoundError as e:
+                raise FlagError(f"{e}; {how_to_get_data(self.task, self.flags.data_dir)}") from e
         if not examples:
             raise FlagError(f"the {split} split of {self.task} has no examples")
         return examples
