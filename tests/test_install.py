@@ -242,7 +242,7 @@ def test_each_entry_point_runs(made_up, tmp_path):
     answer = run_subprocess("run_squad.py", [
         "--do_train", "--do_predict", f"--train_file={squad}", f"--predict_file={squad}",
         "--doc_stride=16", "--max_query_length=12", "--num_train_epochs=1",
-        *_flags(backbone, tmp_path / "squad")])
+        *_flags(backbone, tmp_path / "squad", eval_batch_size=None)])
     assert answer.returncode == 0, answer.stderr[-3000:]
     predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
     assert sorted(predictions) == sorted(f"q{p}{s}" for p in range(6) for s in "ab")
