@@ -111,6 +111,9 @@ def find_problem() -> Optional[str]:
 
     Looks only at installed distributions' metadata; TensorFlow is not imported.
     """
+    # The check is running now: the first-import hook is done, and must not run it again
+    # from inside the module lookup below.
+    _CheckOnFirstImport.remove_all()
     tensorflow = installed_versions(TENSORFLOW_DISTRIBUTIONS)
     keras = installed_versions(KERAS_DISTRIBUTIONS)
     if not tensorflow:
@@ -179,13 +182,12 @@ class _CheckOnFirstImport:
 
     def find_spec(self, fullname, path=None, target=None):  # noqa: D102 (finder protocol)
         if fullname in self.MODULES:
-            self.remove()
             check_tensorflow()
         return None
 
-    def remove(self):
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
+    @classmethod
+    def remove_all(cls):
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, cls)]
 
 
 def check_before_import() -> None:

@@ -158,6 +158,23 @@ except ImportError as e:
                              '--no-deps "tf-keras==2.21.*"\n')
 
 
+def test_an_interpreter_without_tensorflow_gets_the_install_line():
+    """No mocks: an interpreter that sees no site-packages finds no TensorFlow at all."""
+    no_site = ("import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p "
+               "and 'dist-packages' not in p]; sys.path.insert(0, sys.argv[1]); ")
+    expected = ('adapter_bert needs TensorFlow 2.20 or 2.21 with the matching tf-keras and no '
+                'TensorFlow is installed: run  pip install "tensorflow==2.21.*" '
+                '"tf-keras==2.21.*"  (NVIDIA GPU: tensorflow[and-cuda]; TPU: see docs/install.md)')
+    report = subprocess.run([sys.executable, "-I", "-c", no_site + "import runpy; "
+                             "runpy.run_module('adapter_bert', run_name='__main__')", str(REPO)],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 1 and report.stderr.splitlines() == [expected]
+    first_import = subprocess.run([sys.executable, "-I", "-c", no_site + (
+        "import adapter_bert\ntry:\n    import tensorflow\nexcept ImportError as e:\n"
+        "    print(type(e).__name__, e)"), str(REPO)], capture_output=True, text=True, timeout=120)
+    assert first_import.stdout == f"TensorFlowInstallError {expected}\n", first_import.stderr
+
+
 @pytest.mark.parametrize("script", ["run_classifier.py", "run_squad.py", "ablate_adapters.py"])
 def test_entry_points_print_one_line_and_exit_1(script):
     result = _python(MISMATCHED + "import runpy; sys.argv = sys.argv[1:]; "
