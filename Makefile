@@ -56,7 +56,8 @@ test-fast: setup
 # The oldest supported TensorFlow, 2.20, in its own virtual environment beside the
 # default one: tensorflow-cpu with a --no-deps tf-keras, so that installing the package
 # is seen to add no `tensorflow` distribution. Runs the core model, loading, tuning and
-# one short run of each entry point (TF220_TESTS), about 10 minutes on 2 cores.
+# one short run of each entry point (TF220_TESTS): 10 minutes on a busy 2-core machine once
+# the environment exists, 23 minutes with creating it.
 TF220_VENV  ?= .venv-tf220
 TF220_PY    := $(TF220_VENV)/bin/python
 TF220_TESTS ?= tests/test_install.py tests/test_modeling.py tests/test_checkpoints.py \
