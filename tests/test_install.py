@@ -148,7 +148,7 @@ def test_package_import_is_cheap_and_the_first_tensorflow_import_checks():
 import adapter_bert
 assert "tensorflow" not in sys.modules and "tf_keras" not in sys.modules
 try:
-    import adapter_bert.modeling
+    import adapter_bert.model.encoder
 except ImportError as e:
     print(type(e).__name__, e)
 """)
