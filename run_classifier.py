@@ -11,7 +11,12 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert.tasks import flags as adapter_flags
+from adapter_bert.install_check import require_tensorflow
+
+# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
+require_tensorflow("run_classifier.py")
+
+from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
 
 adapter_flags.define_classifier_flags()
 # --helpshort lists the flags of the module that defines them: adopt them here.

@@ -16,7 +16,12 @@ import sys
 
 from absl import app, flags
 
-from adapter_bert.tasks import flags as adapter_flags
+from adapter_bert.install_check import require_tensorflow
+
+# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
+require_tensorflow("run_squad.py")
+
+from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
 
 adapter_flags.define_squad_flags()
 # --helpshort lists the flags of the module that defines them: adopt them here.

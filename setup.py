@@ -8,6 +8,9 @@ from setuptools import find_packages, setup
 VERSION = re.search(r'__version__ = "([^"]+)"',
                     Path(__file__).with_name("adapter_bert").joinpath("__init__.py").read_text()).group(1)
 
+# The TensorFlow (and tf-keras) releases adapter_bert is tested on: 2.20 and 2.21.
+TENSORFLOW = ">=2.20,<2.22"
+
 setup(
     name="adapter-bert-tf2",
     version=VERSION,
@@ -17,9 +20,11 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["adapter_bert", "adapter_bert.*"]),
     py_modules=["run_classifier", "run_squad"],
+    # TensorFlow and tf-keras come from an extra below, or are already installed: a plain
+    # requirement would make pip add the `tensorflow` distribution over a machine's own
+    # build (tensorflow-tpu, tensorflow-cpu). adapter_bert.install_check says at the first
+    # TensorFlow import what is missing or mismatched, and the command that fixes it.
     install_requires=[
-        "tensorflow==2.21.*",
-        "tf-keras==2.21.*",
         # transformers 5 drops the TF models our reference tests compare against.
         "transformers>=4.57,<5",
         "tokenizers>=0.20",
@@ -35,8 +40,17 @@ setup(
         # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too.
         "test": ["pytest>=8", "matplotlib>=3.7"],
         "plots": ["matplotlib>=3.7"],
-        # Cloud TPU VMs ship their own TensorFlow build; this only pins the client lib.
-        "tpu": ["cloud-tpu-client>=0.10"],
+        # TensorFlow with its tf-keras, for a machine that has none. tf-keras requires the
+        # `tensorflow` distribution of its own minor version, so pip keeps the two matched.
+        # CPU: the `tensorflow` wheel (tensorflow-cpu would come with a second copy of
+        # TensorFlow, the `tensorflow` that tf-keras requires).
+        "cpu": [f"tensorflow{TENSORFLOW}", f"tf-keras{TENSORFLOW}"],
+        # NVIDIA GPU: TensorFlow with the CUDA and cuDNN libraries it was built against.
+        "gpu": [f"tensorflow[and-cuda]{TENSORFLOW}", f"tf-keras{TENSORFLOW}"],
+        # TPU (Colab TPU runtime, Cloud TPU VM): the TPU build of TensorFlow. Its tf-keras
+        # must then be installed with `pip install --no-deps "tf-keras==2.20.*"`, since
+        # tf-keras' requirement on `tensorflow` would replace the TPU build.
+        "tpu": [f"tensorflow-tpu{TENSORFLOW}"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -24,6 +24,13 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 __version__ = "0.1.0"
 
+# TensorFlow 2.20 or 2.21 with the matching tf-keras must be installed (pip does not add
+# them: see install_check). The check reads package metadata only when TensorFlow is
+# first imported, so importing the package stays cheap (about 2 ms more).
+from adapter_bert import install_check as _install_check  # noqa: E402
+
+_install_check.check_before_import()
+
 _EXPORTS = {
     "BertConfig": "adapter_bert.model.config",
     "AdapterConfig": "adapter_bert.model.config",

@@ -407,6 +407,34 @@ def get_processor(task_name: str) -> DataProcessor:
     return PROCESSORS[canonical_task_name(task_name)]()
 
 
+# Folder of each task in a glue_data folder as download_glue_data.py writes it.
+GLUE_DATA_FOLDERS = {
+    "cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP",
+    "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI", "ax": "diagnostic",
+}
+
+
+def how_to_get_data(task_name: str, data_dir: Optional[str] = None) -> str:
+    """How to point run_classifier.py at a task's data, for an error's one line.
+
+    Where `data_dir` is a whole glue_data folder (the task's folder inside it holds the
+    task's files), names that folder; otherwise says where GLUE data comes from: a
+    glue_data folder as download_glue_data.py writes it, or tensorflow-datasets.
+
+    Args:
+      task_name: A GLUE task name or alias.
+      data_dir: The --data_dir given, if any.
+    """
+    task = canonical_task_name(task_name)
+    folder = GLUE_DATA_FOLDERS[task]
+    first_file = next(iter(PROCESSORS[task].layouts.values())).filename
+    if data_dir and os.path.isfile(os.path.join(data_dir, folder, first_file)):
+        return f"did you mean --data_dir={os.path.join(data_dir, folder)}?"
+    return (f"pass --data_dir=<glue_data>/{folder}, the task's folder in a glue_data folder "
+            f"as download_glue_data.py writes it ({first_file}, ...), or --data_source=tfds "
+            f"to download GLUE with tensorflow-datasets (needs internet)")
+
+
 # ---------------------------------------------------------------------------
 # TensorFlow Datasets source.
 

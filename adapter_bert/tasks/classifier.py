@@ -13,7 +13,8 @@ import tf_keras as keras
 from absl import logging
 
 from adapter_bert.data.features import convert_examples_to_features
-from adapter_bert.data.glue import get_processor, load_tfds_examples
+from adapter_bert.data.glue import (GlueDataFileNotFoundError, get_processor, how_to_get_data,
+                                     load_tfds_examples)
 from adapter_bert.tasks.flags import FlagError, validate_classifier
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
@@ -71,7 +72,10 @@ class ClassifierRun(base.TaskRun):
         if self.flags.data_source == "tfds":
             examples = load_tfds_examples(self.task, split)
         else:
-            examples = self.processor.get_examples(self.flags.data_dir, split)
+            try:
+                examples = self.processor.get_examples(self.flags.data_dir, split)
+            except GlueDataFileNotFoundError as e:
+                raise FlagError(f"{e}; {how_to_get_data(self.task, self.flags.data_dir)}") from e
         if not examples:
             raise FlagError(f"the {split} split of {self.task} has no examples")
         return examples

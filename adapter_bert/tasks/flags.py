@@ -10,7 +10,7 @@ import os
 from absl import flags
 
 from adapter_bert.model.activations import ACTIVATION_NAMES
-from adapter_bert.data.glue import canonical_task_name
+from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.model.config import ADAPTER_POSITIONS
 from adapter_bert.training.distribute import STRATEGIES
 from adapter_bert.adapters.tuning import TUNING_MODES
@@ -215,9 +215,10 @@ def validate_classifier(values) -> str:
         raise FlagError(f"--task_name: {e}") from None
     if values.data_source == "tsv":
         if not values.data_dir:
-            raise FlagError("--data_dir is required (the task's glue_data folder)")
+            raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
         if not os.path.isdir(values.data_dir):
-            raise FlagError(f"--data_dir={values.data_dir}: directory not found")
+            raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
+                            f"{how_to_get_data(task, values.data_dir)}")
     if task == "ax" and (values.do_train or values.do_eval):
         raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
                         "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")

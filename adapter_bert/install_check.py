@@ -1,0 +1,212 @@
+"""Checks the installed TensorFlow and tf-keras before TensorFlow is first imported.
+
+adapter_bert runs on TensorFlow 2.20 and 2.21 with the tf-keras of the same minor
+version. It does not make pip install TensorFlow: pip would then add the plain
+`tensorflow` distribution beside the build a machine already has (`tensorflow-tpu` on a
+TPU VM, `tensorflow-cpu`), and whichever is installed last overwrites the shared
+`tensorflow` module (a TPU build loses its TPU kernels). So the installed distributions
+are read from their metadata here, without importing TensorFlow, and a missing or
+mismatched install stops with one line naming the command that fixes it.
+
+`import adapter_bert` stays cheap: the package only registers `check_before_import`,
+which runs the check when `tensorflow` or `tf_keras` is imported for the first time.
+`python -m adapter_bert` prints what is installed, or the problem.
+Set ADAPTER_BERT_SKIP_TF_CHECK=1 to skip the check (a TensorFlow built from source
+whose metadata names another distribution).
+"""
+
+import os
+import re
+import sys
+import warnings
+from typing import Dict, Optional, Tuple
+
+# The TensorFlow minor versions the tests run on (CI runs them on both).
+SUPPORTED = ((2, 20), (2, 21))
+NEWEST = "%d.%d" % SUPPORTED[-1]
+
+# Distributions that install the `tensorflow` module. Several can be installed at once
+# (tf-keras depends on `tensorflow`, so `pip install tensorflow-cpu tf-keras` adds both);
+# they then share, and overwrite, one module folder.
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow-tpu", "tensorflow-cpu", "tensorflow",
+                            "tensorflow-gpu", "tensorflow-intel", "tensorflow-macos",
+                            "tf-nightly", "tf-nightly-cpu")
+KERAS_DISTRIBUTIONS = ("tf-keras", "tf-keras-nightly")
+
+SKIP_VARIABLE = "ADAPTER_BERT_SKIP_TF_CHECK"
+
+
+class TensorFlowInstallError(ImportError):
+    """TensorFlow or tf-keras is missing, or their versions do not fit together."""
+
+
+def minor_version(version: str) -> Optional[Tuple[int, int]]:
+    """(major, minor) of a version string such as "2.20.0" or "2.22.0.dev20251101"."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _minor_text(version: str) -> str:
+    minor = minor_version(version)
+    return "%d.%d" % minor if minor else version
+
+
+def installed_versions(names) -> Dict[str, str]:
+    """{distribution name: version} of those of `names` that are installed, in order."""
+    import importlib.metadata  # Imported here: about 50 ms, paid only when checking.
+    found = {}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _module_exists(name: str) -> bool:
+    """Whether `name` can be imported (found on sys.path, not imported)."""
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+def _pip(*requirements: str, no_deps: bool = False) -> str:
+    quoted = " ".join(f'"{r}"' for r in requirements)
+    return f"pip install {'--no-deps ' if no_deps else ''}{quoted}"
+
+
+def _no_tensorflow_problem(keras: Dict[str, str]) -> str:
+    if keras:
+        name, version = next(iter(keras.items()))
+        minor = _minor_text(version)
+        return (f"adapter_bert needs TensorFlow and none is installed ({name} {version} is): "
+                f"run  {_pip(f'tensorflow=={minor}.*')}  (NVIDIA GPU: "
+                f"{_pip(f'tensorflow[and-cuda]=={minor}.*')}; TPU: see docs/install.md)")
+    return (f"adapter_bert needs TensorFlow 2.20 or 2.21 with the matching tf-keras and no "
+            f"TensorFlow is installed: run  {_pip(f'tensorflow=={NEWEST}.*', f'tf-keras=={NEWEST}.*')}"
+            f"  (NVIDIA GPU: tensorflow[and-cuda]; TPU: see docs/install.md)")
+
+
+def _mixed_problem(tensorflow: Dict[str, str]) -> Optional[str]:
+    """Two TensorFlow distributions that overwrite each other's files, or None.
+
+    Same-minor copies of `tensorflow` and `tensorflow-cpu` are harmless (tf-keras pulls
+    `tensorflow` in beside `tensorflow-cpu`); anything beside `tensorflow-tpu` may have
+    replaced its TPU kernels, and different minor versions leave a mix of two releases.
+    """
+    if len(tensorflow) < 2:
+        return None
+    minors = {minor_version(v) for v in tensorflow.values()}
+    if len(minors) == 1 and "tensorflow-tpu" not in tensorflow:
+        return None
+    keep = next(name for name in tensorflow if name != "tensorflow")  # the one chosen
+    others = [name for name in tensorflow if name != keep]
+    listing = ", ".join(f"{name} {version}" for name, version in tensorflow.items())
+    return (f"{listing} are all installed and overwrite one another's `tensorflow` module: "
+            f"run  pip uninstall -y {' '.join(others)} && pip install --force-reinstall "
+            f"--no-deps \"{keep}=={tensorflow[keep]}\"")
+
+
+def find_problem() -> Optional[str]:
+    """The one-line description of what is wrong with the TensorFlow install, or None.
+
+    Looks only at installed distributions' metadata; TensorFlow is not imported.
+    """
+    # The check is running now: the first-import hook is done, and must not run it again
+    # from inside the module lookup below.
+    _CheckOnFirstImport.remove_all()
+    tensorflow = installed_versions(TENSORFLOW_DISTRIBUTIONS)
+    keras = installed_versions(KERAS_DISTRIBUTIONS)
+    if not tensorflow:
+        if _module_exists("tensorflow"):
+            return None  # A build without pip metadata (from source): nothing to compare.
+        return _no_tensorflow_problem(keras)
+    mixed = _mixed_problem(tensorflow)
+    if mixed:
+        return mixed
+    name, version = next(iter(tensorflow.items()))
+    minor = _minor_text(version)
+    keras_name, keras_version = next(iter(keras.items()), (None, None))
+    if keras_version is not None and _minor_text(keras_version) == minor:
+        return None
+    found = (f"{keras_name} {keras_version} is installed" if keras_name
+             else "tf-keras is not installed")
+    # --no-deps: tf-keras requires the `tensorflow` distribution, which would otherwise
+    # be installed over `tensorflow-cpu` or `tensorflow-tpu`.
+    return (f"adapter_bert needs tf-keras {minor} to match {name} {version} ({found}): "
+            f"run  {_pip(f'tf-keras=={minor}.*', no_deps=True)}")
+
+
+def unsupported_note() -> Optional[str]:
+    """A note when the installed TensorFlow is not one the tests run on, else None."""
+    tensorflow = installed_versions(TENSORFLOW_DISTRIBUTIONS)
+    if not tensorflow:
+        return None
+    name, version = next(iter(tensorflow.items()))
+    if minor_version(version) in SUPPORTED:
+        return None
+    return (f"adapter_bert is tested on TensorFlow 2.20 and 2.21, not {name} {version}; "
+            f"if it fails, install one of those (see docs/install.md)")
+
+
+def check_tensorflow() -> None:
+    """Raises `TensorFlowInstallError` (one line) where the install cannot work.
+
+    Warns, without stopping, about a TensorFlow version outside `SUPPORTED`.
+    Does nothing when ADAPTER_BERT_SKIP_TF_CHECK=1.
+    """
+    if os.environ.get(SKIP_VARIABLE) == "1":
+        return
+    problem = find_problem()
+    if problem:
+        raise TensorFlowInstallError(problem)
+    note = unsupported_note()
+    if note:
+        warnings.warn(note, stacklevel=2)
+
+
+def require_tensorflow(program: str) -> None:
+    """For entry points: runs the check, and on a problem prints
+    `<program>: error: <problem>` and exits with status 1."""
+    try:
+        check_tensorflow()
+    except TensorFlowInstallError as e:
+        print(f"{program}: error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+class _CheckOnFirstImport:
+    """A `sys.meta_path` finder that runs the check once, when TensorFlow or tf-keras is
+    first imported, then steps aside (it never finds a module itself)."""
+
+    MODULES = ("tensorflow", "tf_keras")
+
+    def find_spec(self, fullname, path=None, target=None):  # noqa: D102 (finder protocol)
+        if fullname in self.MODULES:
+            check_tensorflow()
+        return None
+
+    @classmethod
+    def remove_all(cls):
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, cls)]
+
+
+def check_before_import() -> None:
+    """Arranges for `check_tensorflow` to run before TensorFlow is first imported (or
+    runs it now, when TensorFlow is already imported)."""
+    if any(m in sys.modules for m in _CheckOnFirstImport.MODULES):
+        check_tensorflow()
+    elif not any(isinstance(f, _CheckOnFirstImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckOnFirstImport())
+
+
+def main() -> int:
+    """`python -m adapter_bert`: one line, exit status 1 on a problem."""
+    problem = find_problem()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    found = {**installed_versions(TENSORFLOW_DISTRIBUTIONS),
+             **installed_versions(KERAS_DISTRIBUTIONS)}
+    note = unsupported_note()
+    print(", ".join(f"{n} {v}" for n, v in found.items()) + (f": {note}" if note else ": OK"))
+    return 0
