@@ -81,8 +81,8 @@ test-tf220:
 # Speed, memory and FLOP/s (~15 min), then MRPC accuracy of adapters vs full fine-tuning
 # over 5 seeds, each mode at its better optimizer (~30 min): the README's tables.
 bench: setup
-	$(PYTHON) bench/speed.py --data_dir=$(GLUE_DIR)/MRPC
-	$(PYTHON) bench/mrpc_adapter_vs_full.py --data_dir=$(GLUE_DIR)/MRPC \
+	$(PYTHON) -m bench.speed --data_dir=$(GLUE_DIR)/MRPC
+	$(PYTHON) -m bench.mrpc_adapter_vs_full --data_dir=$(GLUE_DIR)/MRPC \
 	  --seeds=42,43,44,45,46 --adapter_lr=2e-3 --bias_correction=adapter \
 	  --out=bench/results/mrpc_adapter_vs_full_seeds
 

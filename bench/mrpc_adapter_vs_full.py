@@ -7,57 +7,33 @@ variant, --bias_correction=MODES; see bench/mode_flags.py), times each run, and 
 the table adds each mode's mean and sample standard deviation: MRPC's 408 dev examples
 make one run's accuracy move by a point or more with the seed alone.
 
-Usage:
-    python bench/mrpc_adapter_vs_full.py --data_dir=../shared/data/glue/MRPC --seeds=42,43,44
+Usage (from the repository root):
+    python -m bench.mrpc_adapter_vs_full --data_dir=$GLUE_DIR/MRPC --seeds=42,43,44
 """
 
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
-import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-from mode_flags import (DEFAULT_RATES, add_mode_arguments, check_mode_arguments,  # noqa: E402
-                        mode_flags, modes, optimizer_label, row_fields)
-
-
-def read_results(path):
-    """Parses `key = value` lines of eval_results.txt."""
-    results = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            key, _, value = line.strip().partition(" = ")
-            try:
-                results[key] = float(value)
-            except ValueError:
-                results[key] = value
-    return results
+from bench import harness
+from bench.mode_flags import (DEFAULT_RATES, add_mode_arguments, check_mode_arguments,
+                              mode_flags, modes, optimizer_label, row_fields)
 
 
 def run_mode(mode, seed, args):
+    """Runs run_classifier.py for one mode and seed (afresh); returns its row."""
     output_dir = os.path.join(args.work_dir, f"{mode}_seed{seed}")
-    # A finished run left here would be resumed (evaluated without training); start clean.
-    shutil.rmtree(output_dir, ignore_errors=True)
-    command = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
-               "--do_train", "--do_eval", f"--data_dir={args.data_dir}",
-               f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
-               f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
-               "--eval_batch_size=64", f"--seed={seed}", "--save_checkpoints_steps=100000",
-               *mode_flags(mode, args), *args.extra]
-    print("+", " ".join(command), flush=True)
-    start = time.time()
-    subprocess.run(command, check=True, cwd=REPO)
-    wall = time.time() - start
-    results = read_results(os.path.join(output_dir, "eval_results.txt"))
+    command = harness.runner_command("run_classifier.py", [
+        "--task_name=MRPC", "--do_train", "--do_eval", f"--data_dir={args.data_dir}",
+        f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
+        f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
+        "--eval_batch_size=64", f"--seed={seed}", "--save_checkpoints_steps=100000",
+        *mode_flags(mode, args), *args.extra])
+    done = harness.run(command, output_dir)
+    results = done.results
     return {"mode": mode, "seed": seed, **row_fields(mode, args),
-            "command": " ".join(command[1:]), "wall_s": round(wall, 1),
+            "command": " ".join(command[1:]), "wall_s": done.wall_s,
             "dev_accuracy": 100 * results["eval_accuracy"], "dev_f1": 100 * results["eval_f1"],
             "trainable_params": int(results["trainable_params"]),
             "all_params": int(results["all_params"]),
@@ -140,7 +116,7 @@ def parse_seeds(parser, text):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir",
-                        default=os.path.join(REPO, "..", "shared", "data", "glue", "MRPC"))
+                        default=os.path.join(harness.REPO, "..", "shared", "data", "glue", "MRPC"))
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_bench_mrpc")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
@@ -148,22 +124,18 @@ def main():
     parser.add_argument("--seeds", default="42",
                         help="comma-separated; each mode runs once per seed")
     add_mode_arguments(parser)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "mrpc_adapter_vs_full"),
+    parser.add_argument("--out", default=os.path.join(harness.RESULTS, "mrpc_adapter_vs_full"),
                         help="results path without extension (.json and .md are written)")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
     args = parser.parse_args()
     check_mode_arguments(parser, args)
     seeds = parse_seeds(parser, args.seeds)
     stem = args.out
-    os.makedirs(os.path.dirname(stem), exist_ok=True)
     settings = {k: getattr(args, k) for k in ("max_seq_length", "batch_size", "epochs")}
     new_rows = [run_mode(mode, seed, args) for seed in seeds for mode in modes(args)]
     rows = merge_rows(stem + ".json", settings, new_rows)
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump({"settings": settings, "runs": rows}, f, indent=2)
     table = markdown(rows)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(table)
+    harness.write_results(stem, {"settings": settings, "runs": rows}, table)
     print(table)
 
 

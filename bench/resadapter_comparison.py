@@ -18,9 +18,9 @@ and learning rate. The data is cut into --work_dir (never into the repository):
 Writes `<results_dir>/resadapter_comparison.{json,md}`: dev metrics, trainable
 parameters and wall time (training + evaluation) per arm.
 
-Usage:
-    python bench/resadapter_comparison.py                     # the full comparison
-    python bench/resadapter_comparison.py --mrpc_max_train_examples=64 --mrpc_epochs=1 \
+Usage (from the repository root):
+    python -m bench.resadapter_comparison                     # the full comparison
+    python -m bench.resadapter_comparison --mrpc_max_train_examples=64 --mrpc_epochs=1 \
         --max_train_questions=32 --v2_train_articles=1 --v2_eval_articles=1 \
         --results_dir=/tmp/resadapter_check                   # a quick end-to-end check
 """
@@ -29,14 +29,10 @@ import argparse
 import copy
 import json
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import mrpc_adapter_vs_full as mrpc_bench  # noqa: E402
-import squad_adapter_vs_full as squad_bench  # noqa: E402
+from bench import harness
+from bench import mrpc_adapter_vs_full as mrpc_bench
+from bench import squad_adapter_vs_full as squad_bench
 
 STEM = "resadapter_comparison"
 TASKS = ("mrpc", "squad_v2")
@@ -144,7 +140,7 @@ def markdown(rows, data, settings):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    shared = os.path.join(REPO, "..", "shared", "data")
+    shared = os.path.join(harness.REPO, "..", "shared", "data")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--cell", default="feedforward", choices=("feedforward", "attention"),
@@ -173,7 +169,7 @@ def parse_args(argv=None):
     parser.add_argument("--init_checkpoint", default=None,
                         help="backbone for a quick check; default: the embedded MiniLM")
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_bench_resadapter")
-    parser.add_argument("--results_dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--results_dir", default=harness.RESULTS)
     parser.add_argument("--extra", nargs="*", default=[], help="more flags for every run")
     args = parser.parse_args(argv)
     args.tasks, args.arms = args.tasks.split(","), args.arms.split(",")
@@ -204,13 +200,9 @@ def main(argv=None):
         "v2_train_articles", "v2_eval_articles", "squad_epochs", "squad_max_seq_length",
         "doc_stride", "max_query_length")}
     settings["backbone"] = args.init_checkpoint or "embedded all-MiniLM-L6-v2"
-    os.makedirs(args.results_dir, exist_ok=True)
-    stem = os.path.join(args.results_dir, STEM)
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump({"settings": settings, "data": data, "runs": rows}, f, indent=2)
     table = markdown(rows, data, settings)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(table)
+    harness.write_results(os.path.join(args.results_dir, STEM),
+                          {"settings": settings, "data": data, "runs": rows}, table)
     print(table)
 
 

@@ -18,10 +18,10 @@ peak over the resident set right before the first training step.
 Writes bench/results/speed.json and speed.md, and prints the table and the targets
 of issue 7.
 
-Usage:
-    python bench/speed.py                 # everything (~15 min on 2 cores)
-    python bench/speed.py --steps=5 --epoch_fraction=0.1 --rounds=1   # a quick smoke run
-    python bench/speed.py --parts=epoch   # re-measure one part, keep the others
+Usage (from the repository root):
+    python -m bench.speed                 # everything (~15 min on 2 cores)
+    python -m bench.speed --steps=5 --epoch_fraction=0.1 --rounds=1   # a quick smoke run
+    python -m bench.speed --parts=epoch   # re-measure one part, keep the others
 """
 
 import argparse
@@ -32,14 +32,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
 # Before the workers import TensorFlow: the package sets TensorFlow's CPU options.
-import adapter_bert  # noqa: E402,F401
+import adapter_bert  # noqa: F401
+from bench import harness
+from bench.harness import REPO, RESULTS
 
-RESULTS = os.path.join(REPO, "bench", "results")
 MRPC_DIR = os.path.join(REPO, "..", "shared", "data", "glue", "MRPC")
 
 TRAIN_ROWS = [  # label, tuning mode, dtype, XLA
@@ -185,7 +182,7 @@ def _profile_steps(model, dataset, steps: int) -> dict:
     Op times are summed over the threads that ran them, so with inter-op parallelism
     their sum can exceed the step time; the split is what the table is for.
     """
-    from op_profile import is_matmul, op_events
+    from bench.op_profile import is_matmul, op_events
     if steps <= 0:
         return {}
     events = op_events(lambda: model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0))
@@ -281,7 +278,7 @@ WORKERS = {"train": worker_train, "infer": worker_infer, "roof": worker_roof,
 # -------------------------------------------------------------------- driver
 def run_worker(kind: str, args, **options) -> dict:
     """Runs one measurement in a fresh Python process; returns its JSON result."""
-    command = [sys.executable, os.path.abspath(__file__), f"--worker={kind}",
+    command = [sys.executable, "-m", "bench.speed", f"--worker={kind}",
                f"--seq={args.seq}", f"--batch={args.batch}", f"--steps={args.steps}",
                f"--warmup={args.warmup}", f"--epoch_fraction={args.epoch_fraction}",
                f"--profile_steps={args.profile_steps}",
@@ -509,12 +506,8 @@ def main():
     except ValueError as error:
         parser.error(str(error))
     results = measure(args, parts, previous)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(results, f, indent=2)
     table = markdown(results)
-    with open(args.out + ".md", "w") as f:
-        f.write(table)
+    harness.write_results(args.out, results, table)
     print(table)
 
 

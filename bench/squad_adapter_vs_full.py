@@ -14,25 +14,19 @@ The data is cut from ../shared/data/squad into --work_dir (never into the reposi
 Each run is one `run_squad.py` command, timed; the scores come from its eval_results.json.
 Writes `<--out>.{json,md}` (default bench/results/squad_adapter_vs_full).
 
-Usage:
-    python bench/squad_adapter_vs_full.py
-    python bench/squad_adapter_vs_full.py --bias_correction=adapter --adapter_lr=2e-3
+Usage (from the repository root):
+    python -m bench.squad_adapter_vs_full --squad_dir=$SQUAD_DIR
+    python -m bench.squad_adapter_vs_full --squad_dir=$SQUAD_DIR --bias_correction=adapter \
+        --adapter_lr=2e-3
 """
 
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-from mode_flags import (add_mode_arguments, check_mode_arguments, mode_flags,  # noqa: E402
-                        modes, optimizer_label, row_fields)
+from bench import harness
+from bench.mode_flags import (add_mode_arguments, check_mode_arguments, mode_flags, modes,
+                              optimizer_label, row_fields)
 
 STEM = "squad_adapter_vs_full"
 
@@ -109,28 +103,21 @@ def _files(args, name, version, train, dev, train_source, eval_source):
 
 
 def run_one(version, mode, files, args):
-    """Runs run_squad.py for one (version, mode); returns its row of results."""
+    """Runs run_squad.py for one (version, mode), afresh; returns its row of results."""
     output_dir = os.path.join(args.work_dir, f"{version}-{mode}")
-    # A leftover checkpoint would make run_squad.py resume instead of training afresh.
-    shutil.rmtree(output_dir, ignore_errors=True)
-    command = [sys.executable, os.path.join(REPO, "run_squad.py"), "--do_train", "--do_predict",
-               f"--train_file={files['train_file']}", f"--predict_file={files['predict_file']}",
-               f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
-               f"--doc_stride={args.doc_stride}", f"--max_query_length={args.max_query_length}",
-               f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
-               "--predict_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
-               *(["--version_2_with_negative"] if version == "v2.0" else []),
-               *([f"--init_checkpoint={args.init_checkpoint}"] if args.init_checkpoint else []),
-               *mode_flags(mode, args), *args.extra]
-    print("+", " ".join(command), flush=True)
-    start = time.time()
-    subprocess.run(command, check=True, cwd=REPO)
-    wall = time.time() - start
-    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
-        results = json.load(f)
+    command = harness.runner_command("run_squad.py", [
+        "--do_train", "--do_predict",
+        f"--train_file={files['train_file']}", f"--predict_file={files['predict_file']}",
+        f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
+        f"--doc_stride={args.doc_stride}", f"--max_query_length={args.max_query_length}",
+        f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",
+        "--predict_batch_size=64", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
+        *(["--version_2_with_negative"] if version == "v2.0" else []),
+        *([f"--init_checkpoint={args.init_checkpoint}"] if args.init_checkpoint else []),
+        *mode_flags(mode, args), *args.extra])
+    done = harness.run(command, output_dir)
     return {"version": version, "mode": mode, **row_fields(mode, args),
-            "command": " ".join(command[1:]),
-            "wall_s": round(wall, 1), "results": results}
+            "command": " ".join(command[1:]), "wall_s": done.wall_s, "results": done.results}
 
 
 def _gap_line(rows, version):
@@ -186,7 +173,8 @@ def markdown(rows, data, settings):
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--squad_dir", default=os.path.join(REPO, "..", "shared", "data", "squad"))
+    parser.add_argument("--squad_dir",
+                        default=os.path.join(harness.REPO, "..", "shared", "data", "squad"))
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_bench_squad")
     parser.add_argument("--versions", default="v1.1,v2.0")
     add_mode_arguments(parser)
@@ -203,7 +191,7 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--init_checkpoint", default=None,
                         help="backbone for a quick check; default: the embedded MiniLM")
-    parser.add_argument("--out", default=os.path.join(HERE, "results", STEM),
+    parser.add_argument("--out", default=os.path.join(harness.RESULTS, STEM),
                         help="results path without extension (.json and .md are written)")
     parser.add_argument("--extra", nargs="*", default=[], help="more run_squad.py flags")
     args = parser.parse_args()
@@ -224,15 +212,10 @@ def main():
         "max_train_questions", "max_seq_length", "doc_stride", "max_query_length", "batch_size",
         "epochs", "seed")}
     settings["backbone"] = args.init_checkpoint or "embedded all-MiniLM-L6-v2"
-    stem = args.out
-    os.makedirs(os.path.dirname(stem), exist_ok=True)
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        gaps = {version: f1_gap(rows, version) for version in args.versions}
-        json.dump({"settings": settings, "data": data, "runs": rows,
-                   "adapter_minus_full_f1": gaps}, f, indent=2)
+    gaps = {version: f1_gap(rows, version) for version in args.versions}
     table = markdown(rows, data, settings)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(table)
+    harness.write_results(args.out, {"settings": settings, "data": data, "runs": rows,
+                                     "adapter_minus_full_f1": gaps}, table)
     print(table)
 
 

@@ -25,22 +25,11 @@ import re
 import sys
 from typing import Callable, Dict, List
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
-for _path in (REPO, HERE):  # the benchmark scripts import their siblings by bare name
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
-
-import adapter_storage  # noqa: E402
-import adapter_sweeps  # noqa: E402
-import mrpc_adapter_vs_full  # noqa: E402
-import resadapter_comparison  # noqa: E402
-import speed  # noqa: E402
-import squad_adapter_vs_full  # noqa: E402
-from mode_flags import optimizer_label  # noqa: E402
-
-from adapter_bert.io_utils import atomic_write_text  # noqa: E402
+from adapter_bert.io_utils import atomic_write_text
+from bench import (adapter_storage, adapter_sweeps, mrpc_adapter_vs_full, resadapter_comparison,
+                   speed, squad_adapter_vs_full)
+from bench.harness import REPO, RESULTS
+from bench.mode_flags import optimizer_label
 
 MARKER = re.compile(r"(<!-- bench:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)",
                     re.DOTALL)

@@ -19,13 +19,9 @@ SHARED = REPO.parent / "shared"
 
 
 def bench_module(name: str):
-    """Imports bench/<name>.py (bench scripts import their siblings by plain name)."""
+    """Imports bench/<name>.py as the module `bench.<name>`."""
     import importlib
-    import sys
-    bench = str(REPO / "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    return importlib.import_module(name)
+    return importlib.import_module(f"bench.{name}")
 
 
 # A real uncased BERT vocabulary (Google's BERT-Mini), for tokenizer-level tests.

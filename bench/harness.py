@@ -1,0 +1,118 @@
+"""What every benchmark does with a runner: run it afresh, time it, read and write results.
+
+A benchmark builds a `run_classifier.py` / `run_squad.py` command, hands it to `run`
+(which empties the output directory first, so a finished run left there is not resumed
+instead of trained, times the command and reads the `eval_results.json` or
+`eval_results.txt` it wrote), turns the results into rows, and writes them with
+`write_results` (`<stem>.json` and `<stem>.md`, each atomically: an interrupted benchmark
+never leaves half a results file).
+
+Example:
+    done = harness.run(harness.runner_command("run_classifier.py", flags), output_dir)
+    done.wall_s, done.results["eval_accuracy"]
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from adapter_bert.io_utils import atomic_write_text
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, "bench", "results")
+
+
+class RunFailed(RuntimeError):
+    """A runner command exited with a non-zero status."""
+
+
+@dataclass
+class Run:
+    """One finished runner command: what ran, how long it took, what it reported."""
+    command: List[str]
+    wall_s: float
+    results: Dict[str, object]
+
+
+def runner_command(script: str, flags: Sequence[str]) -> List[str]:
+    """`python <repo>/<script> <flags>` with this interpreter."""
+    return [sys.executable, os.path.join(REPO, script), *flags]
+
+
+def read_eval_results(path: str) -> Dict[str, object]:
+    """Parses an eval_results file: JSON as it is, or `key = value` lines (numbers as floats,
+    other values as strings, lines without ` = ` skipped)."""
+    with open(path, encoding="utf-8") as f:
+        if path.endswith(".json"):
+            return json.load(f)
+        results: Dict[str, object] = {}
+        for line in f:
+            key, sep, value = line.strip().partition(" = ")
+            if not sep:
+                continue
+            try:
+                results[key] = float(value)
+            except ValueError:
+                results[key] = value
+        return results
+
+
+def collect_results(output_dir: str) -> Dict[str, object]:
+    """The results a runner left in `output_dir`: eval_results.json when it wrote one
+    (run_squad.py), else eval_results.txt (run_classifier.py).
+
+    Raises:
+        FileNotFoundError: neither file is there.
+    """
+    for name in ("eval_results.json", "eval_results.txt"):
+        path = os.path.join(output_dir, name)
+        if os.path.isfile(path):
+            return read_eval_results(path)
+    raise FileNotFoundError(f"{output_dir}: no eval_results.json or eval_results.txt; "
+                            "did the command evaluate (--do_eval / --do_predict)?")
+
+
+def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None) -> Run:
+    """Runs `command` from the repository root in an emptied `output_dir`; returns its
+    wall time and results.
+
+    The command's output goes to `log_path` when given, else to this process's. The
+    child imports this checkout's `adapter_bert` (the repository root leads PYTHONPATH).
+
+    Raises:
+        RunFailed: the command exited with a non-zero status.
+        FileNotFoundError: it wrote no eval_results file.
+    """
+    # A finished run left here would be resumed (evaluated without training): start clean.
+    shutil.rmtree(output_dir, ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    print("+", " ".join(command), flush=True)
+    start = time.time()
+    if log_path:
+        os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+        with open(log_path, "w", encoding="utf-8") as log:
+            code = subprocess.run(command, cwd=REPO, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT).returncode
+    else:
+        code = subprocess.run(command, cwd=REPO, env=env).returncode
+    wall = time.time() - start
+    if code != 0:
+        where = f"; log: {log_path}" if log_path else ""
+        raise RunFailed(f"{os.path.basename(command[1])} exited with status {code}{where}")
+    return Run(list(command), round(wall, 1), collect_results(output_dir))
+
+
+def write_results(stem: str, result: dict, table: str) -> Dict[str, str]:
+    """Writes `<stem>.json` (`result`) and `<stem>.md` (`table`), each atomically;
+    returns their paths."""
+    paths = {"json": stem + ".json", "markdown": stem + ".md"}
+    atomic_write_text(paths["json"], json.dumps(result, indent=2))
+    atomic_write_text(paths["markdown"], table)
+    return paths

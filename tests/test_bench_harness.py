@@ -1,0 +1,67 @@
+"""bench/harness.py: a runner command runs in an emptied output directory, its results are
+read back, a failure is reported, and results files are written whole."""
+
+import json
+import sys
+
+import pytest
+
+from tests.conftest import bench_module
+
+harness = bench_module("harness")
+
+
+def fake_runner(output_dir, body):
+    """A command that writes `body` (Python) into output_dir, as a runner would."""
+    code = (f"import os, sys; os.makedirs({str(output_dir)!r}, exist_ok=True); "
+            f"os.chdir({str(output_dir)!r}); {body}")
+    return [sys.executable, "-c", code]
+
+
+def test_run_starts_clean_times_and_reads_eval_results_txt(tmp_path):
+    output_dir = tmp_path / "run"
+    output_dir.mkdir()
+    (output_dir / "eval_results.txt").write_text("eval_accuracy = 0.1\n")
+    (output_dir / "checkpoint").write_text("left by an earlier run")
+    command = fake_runner(output_dir, "import time; time.sleep(0.2); open('eval_results.txt', "
+                                      "'w').write('eval_accuracy = 0.75\\nglobal_step = 93\\n"
+                                      "note = text\\n\\n')")
+    done = harness.run(command, str(output_dir))
+    assert done.results == {"eval_accuracy": 0.75, "global_step": 93.0, "note": "text"}
+    assert not (output_dir / "checkpoint").exists()  # emptied before the command ran
+    assert 0.2 <= done.wall_s < 30
+    assert done.command == command
+
+
+def test_eval_results_json_is_preferred(tmp_path):
+    body = ("import json; open('eval_results.txt', 'w').write('f1 = 1.0\\n'); "
+            "json.dump({'f1': 81.5, 'HasAns_f1': 80.0}, open('eval_results.json', 'w'))")
+    done = harness.run(fake_runner(tmp_path / "squad", body), str(tmp_path / "squad"),
+                       log_path=str(tmp_path / "logs" / "squad.log"))
+    assert done.results == {"f1": 81.5, "HasAns_f1": 80.0}
+    assert (tmp_path / "logs" / "squad.log").is_file()
+
+
+def test_failed_command_and_missing_results_are_reported(tmp_path):
+    log = tmp_path / "fail.log"
+    with pytest.raises(harness.RunFailed, match=r"exited with status 3; log: .*fail\.log"):
+        harness.run(fake_runner(tmp_path / "a", "print('boom'); sys.exit(3)"),
+                    str(tmp_path / "a"), log_path=str(log))
+    assert "boom" in log.read_text()
+    with pytest.raises(FileNotFoundError, match="no eval_results.json or eval_results.txt"):
+        harness.run(fake_runner(tmp_path / "b", "pass"), str(tmp_path / "b"))
+
+
+def test_write_results_writes_both_files_whole(tmp_path):
+    stem = tmp_path / "out" / "bench"
+    paths = harness.write_results(str(stem), {"runs": [{"wall_s": 1.5}]}, "| a |\n")
+    assert json.loads((tmp_path / "out" / "bench.json").read_text()) == {
+        "runs": [{"wall_s": 1.5}]}
+    assert (tmp_path / "out" / "bench.md").read_text() == "| a |\n"
+    assert paths == {"json": str(stem) + ".json", "markdown": str(stem) + ".md"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench.json", "bench.md"]
+    # A result that cannot be written as JSON leaves the earlier files as they were.
+    with pytest.raises(TypeError):
+        harness.write_results(str(stem), {"runs": object()}, "| b |\n")
+    assert (tmp_path / "out" / "bench.md").read_text() == "| a |\n"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench.json", "bench.md"]
