@@ -15,8 +15,10 @@ official SQuAD evaluation scripts (``evaluate-v1.1.py`` and
   nothing; a few exist in dev-v1.1).
 * The score of a question is the maximum over its gold answers; the corpus
   score is the mean over questions, in percent.
-* v2.0: a question with no gold answer (or whose golds all normalise to
-  nothing) has the gold ``[""]``. An optional no-answer probability per
+* v2.0: a question is answerable (HasAns) when its ``answers`` list is not
+  empty, whatever the texts normalise to. For scoring, golds that normalise
+  to nothing are dropped, and a question left without gold has the gold
+  ``[""]``. An optional no-answer probability per
   question (``na_probs``) turns an answer into an abstention when it is
   above ``na_prob_thresh``; the best-threshold search reports the best
   exact/F1 over all thresholds.
@@ -308,10 +310,10 @@ def evaluate_v2(
     f1_raw: Dict[str, float] = {}
     missing = []
     for qid, golds in _iter_questions(dataset):
-        golds = [g for g in golds if normalize_answer(g)]
+        # The official script: answerable means a non-empty answers list ...
         qid_to_has_ans[qid] = bool(golds)
-        if not golds:
-            golds = [""]
+        # ... while only the golds that survive normalisation are scored against.
+        golds = [g for g in golds if normalize_answer(g)] or [""]
         if qid not in predictions:
             missing.append(qid)
             continue
