@@ -59,7 +59,8 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
 
     Args:
       examples: `InputExample`s (anything with `guid`, `text_a`, `text_b`,
-        `label`). `label=None` (test examples) gives label id 0 (0.0 for
+        `label`). As in Google's code, a `text_b` that is None, empty or
+        without word pieces gives a single sentence `[CLS] a [SEP]`. `label=None` (test examples) gives label id 0 (0.0 for
         regression).
       label_list: The task's labels; label id = position in this list.
         Ignored when `is_regression`.
@@ -81,7 +82,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
       ValueError: If `max_seq_length` is too small, or a label is not in
         `label_list` (the message names the example's guid).
     """
-    has_pair = any(e.text_b is not None for e in examples)
+    has_pair = any(e.text_b for e in examples)
     if max_seq_length < (3 if has_pair else 2):
         raise ValueError(
             f"max_seq_length={max_seq_length} leaves no room for text: it "
@@ -99,7 +100,8 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     for start in range(0, n, _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
         ids_a = _tokenize_ids(tokenizer, [e.text_a for e in chunk])
-        pair_positions = [j for j, e in enumerate(chunk) if e.text_b is not None]
+        # As Google (`if example.text_b:`), an empty text_b is no second segment.
+        pair_positions = [j for j, e in enumerate(chunk) if e.text_b]
         ids_b_list = _tokenize_ids(tokenizer,
                                    [chunk[j].text_b for j in pair_positions])
         ids_b: List[Optional[List[int]]] = [None] * len(chunk)
@@ -110,7 +112,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
             row = start + j
             tokens_a = list(ids_a[j])
             tokens_b = ids_b[j]
-            if tokens_b is not None:
+            if tokens_b:  # Google: a text_b of no word pieces is no second segment either
                 tokens_b = list(tokens_b)
                 truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
                 ids = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
