@@ -49,7 +49,7 @@ def validate_flags(values) -> str:
     validate_common(values)
     if not values.task_name:
         raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
-                        "QNLI, RTE, WNLI, AX)")
+                        "QNLI, RTE, WNLI, AX, XNLI)")
     try:
         task = canonical_task_name(values.task_name)
     except ValueError as e:
