@@ -311,15 +311,8 @@ def validate_squad(values) -> None:
             raise FlagError(f"--{name}={path}: file not found")
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
         check_positive(name, getattr(values, name))
-    if values.doc_stride >= values.max_seq_length:
-        raise FlagError(f"--doc_stride ({values.doc_stride}) must be smaller than "
-                        f"--max_seq_length ({values.max_seq_length})")
+    # Google's only window check. A --doc_stride as long as the context window or
+    # longer is fine: the next window starts min(window, doc_stride) tokens later.
     if values.max_seq_length <= values.max_query_length + 3:
         raise FlagError(f"The max_seq_length ({values.max_seq_length}) must be greater than "
                         f"max_query_length ({values.max_query_length}) + 3")
-    # A stride longer than the shortest context window would skip context tokens.
-    window = values.max_seq_length - values.max_query_length - 3
-    if values.doc_stride > window:
-        raise FlagError(f"--doc_stride ({values.doc_stride}) is larger than the context window "
-                        f"max_seq_length - max_query_length - 3 = {window}: context tokens "
-                        f"would be skipped")

@@ -238,7 +238,14 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
 
 
 def _doc_spans(num_tokens: int, max_tokens: int, doc_stride: int):
-    """BERT's sliding windows: ``[(start, length), ...]`` covering ``num_tokens``."""
+    """BERT's sliding windows: ``[(start, length), ...]`` covering ``num_tokens``.
+
+    Google's loop: each window holds up to ``max_tokens`` tokens and the next
+    one starts ``min(length, doc_stride)`` later, so a stride longer than the
+    window gives back-to-back windows rather than skipped tokens. One
+    difference: an empty context still gets one (empty) window here, so its
+    question is predicted (as "no answer") instead of vanishing.
+    """
     spans, start = [], 0
     while True:
         length = min(num_tokens - start, max_tokens)
@@ -303,21 +310,16 @@ def convert_examples_to_features(
 
     Raises:
       ValueError: on an argument combination that cannot work:
-        ``doc_stride >= max_seq_length``, ``max_seq_length <= max_query_length + 3``,
-        a ``doc_stride`` larger than the smallest context window (tokens
-        would be skipped), non-positive sizes, or a slow tokenizer.
+        ``max_seq_length <= max_query_length + 3`` (Google's only check),
+        non-positive sizes, or a slow tokenizer. A ``doc_stride`` as large as
+        the window or larger is accepted, as Google accepts it: windows then
+        follow each other without overlap, and no token is skipped.
     """
     if max_seq_length <= 0 or doc_stride <= 0 or max_query_length <= 0:
         raise ValueError("max_seq_length, doc_stride and max_query_length must be positive")
-    if doc_stride >= max_seq_length:
-        raise ValueError(f"doc_stride ({doc_stride}) must be smaller than max_seq_length ({max_seq_length})")
     if max_seq_length <= max_query_length + 3:
         raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length + 3 "
                          f"({max_query_length + 3}) to leave room for the context")
-    min_doc_tokens = max_seq_length - max_query_length - 3
-    if doc_stride > min_doc_tokens:
-        raise ValueError(f"doc_stride ({doc_stride}) is larger than the context window left by max_seq_length "
-                         f"- max_query_length - 3 ({min_doc_tokens}): context tokens would be skipped")
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("convert_examples_to_features needs a fast tokenizer (e.g. BertTokenizerFast)")
     cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0
