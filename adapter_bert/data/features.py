@@ -94,8 +94,8 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     Args:
       examples: `InputExample`s (anything with `guid`, `text_a`, `text_b`,
         `label`). As in Google's code, a `text_b` that is None, empty or
-        without word pieces gives a single sentence `[CLS] a [SEP]`. `label=None` (test examples) gives label id 0 (0.0 for
-        regression).
+        without word pieces gives a single sentence `[CLS] a [SEP]`.
+        `label=None` (test examples) gives label id 0 (0.0 for regression).
       label_list: The task's labels; label id = position in this list.
         Ignored when `is_regression`.
       max_seq_length: Length of every output row, special tokens included.
