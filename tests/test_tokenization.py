@@ -1,8 +1,8 @@
-"""adapter_bert.tokenization: the WordPiece tokenizer keeps Google's limits."""
+"""adapter_bert.data.tokenization: the WordPiece tokenizer keeps Google's limits."""
 
 import pytest
 
-from adapter_bert.tokenization import MAX_INPUT_CHARS_PER_WORD, load_tokenizer
+from adapter_bert.data.tokenization import MAX_INPUT_CHARS_PER_WORD, load_tokenizer
 from tests.conftest import BERT_VOCAB
 
 
