@@ -106,6 +106,7 @@ def test_labels_and_regression_flags():
         "qnli": ["entailment", "not_entailment"],
         "rte": ["entailment", "not_entailment"], "wnli": ["0", "1"],
         "ax": ["contradiction", "entailment", "neutral"],
+        "xnli": ["contradiction", "entailment", "neutral"],
     }
     assert set(glue.PROCESSORS) == set(expected)
     for name, labels in expected.items():
@@ -286,6 +287,64 @@ def test_ax_tmp(tmp_path):
     assert processor.get_labels() == glue.MnliProcessor().get_labels()
     with pytest.raises(glue.GlueDataError, match=r"AX has no split 'train'"):
         processor.get_train_examples(str(tmp_path))
+
+
+def _xnli_dev_row(language, label, premise, hypothesis, pair_id):
+    """A row of XNLI 1.0's xnli.dev.tsv (sentence1/2 in columns 6 and 7)."""
+    return _tsv(language, label, "", "", "", pair_id, premise, hypothesis,
+                premise + " .", hypothesis + " .", "", "", "", "", label)
+
+
+def test_xnli_tmp(tmp_path):
+    """Google's layout: multinli/multinli.train.<lang>.tsv and xnli.dev.tsv filtered by
+    language (default zh); "contradictory" is "contradiction" in train."""
+    (tmp_path / "multinli").mkdir()
+    _write(tmp_path / "multinli" / "multinli.train.zh.tsv", [
+        _tsv("premise", "hypo", "label"),
+        _tsv("他说 , 妈妈 , 我 回来 了 。", "他 一 回来 就 说 。", "neutral"),
+        _tsv("我 不 知道 。", "我 知道 。", "contradictory"),
+        _tsv("我们 走 吧 。", "我们 要 走 。", "entailment")])
+    _write(tmp_path / "multinli" / "multinli.train.de.tsv", [
+        _tsv("premise", "hypo", "label"),
+        _tsv("Ich weiß es nicht .", "Ich weiß es .", "contradictory")])
+    header = _tsv("language", "gold_label", "sentence1_binary_parse",
+                  "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
+                  "sentence1", "sentence2", "promptID", "pairID", "genre", "label1",
+                  "label2", "label3", "label4")
+    _write(tmp_path / "xnli.dev.tsv", [
+        header,
+        _xnli_dev_row("en", "neutral", "He came home.", "He was happy.", 1),
+        _xnli_dev_row("zh", "entailment", "他 回家 了 。", "他 在 家 。", 2),
+        _xnli_dev_row("de", "contradiction", "Er kam nach Hause.", "Er blieb weg.", 3),
+        _xnli_dev_row("zh", "contradiction", "他 回家 了 。", "他 没 回家 。", 4)])
+    processor = glue.get_processor("XNLI")
+    assert isinstance(processor, glue.XnliProcessor) and processor.language == "zh"
+    assert processor.get_labels() == ["contradiction", "entailment", "neutral"]
+    train = processor.get_train_examples(str(tmp_path))
+    assert [e.label for e in train] == ["neutral", "contradiction", "entailment"]
+    assert train[1] == glue.InputExample("train-1", "我 不 知道 。", "我 知道 。",
+                                         "contradiction")
+    dev = processor.get_dev_examples(str(tmp_path))
+    assert dev == [glue.InputExample("dev-1", "他 回家 了 。", "他 在 家 。", "entailment"),
+                   glue.InputExample("dev-3", "他 回家 了 。", "他 没 回家 。", "contradiction")]
+    german = glue.XnliProcessor("de")
+    assert [e.label for e in german.get_train_examples(str(tmp_path))] == ["contradiction"]
+    assert [e.text_b for e in german.get_dev_examples(str(tmp_path))] == ["Er blieb weg."]
+    with pytest.raises(glue.GlueDataError, match=r"XNLI has no split 'test'"):
+        processor.get_test_examples(str(tmp_path))
+    with pytest.raises(glue.GlueDataError, match=r"multinli.train.fr.tsv"):
+        glue.XnliProcessor("fr").get_train_examples(str(tmp_path))
+    with pytest.raises(glue.GlueDataError, match=r"not part of TFDS glue"):
+        glue.load_tfds_examples("xnli", "train")
+    # the features are sentence pairs like MNLI's
+    from tests.conftest import BERT_VOCAB
+    if BERT_VOCAB.is_file():
+        from adapter_bert.tokenization import load_tokenizer
+        tokenizer = load_tokenizer(str(BERT_VOCAB))
+        features = glue.convert_examples_to_features(dev, processor.get_labels(), 16, tokenizer)
+        assert features["label_ids"].tolist() == [1, 0]
+        assert features["segment_ids"][:, -1].tolist() == [0, 0]
+        assert (features["segment_ids"].sum(1) > 0).all()
 
 
 def test_crlf_lines_and_bom(tmp_path):

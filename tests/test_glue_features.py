@@ -99,6 +99,26 @@ def test_features_single_regression_and_unlabeled(tokenizer):
     assert features["input_mask"][1].tolist() == [1, 1, 1, 0, 0]
 
 
+@pytest.mark.parametrize("text_b", ["", " \t", "\u200b"])
+def test_empty_text_b_is_a_single_sentence(tokenizer, text_b):
+    """Google's run_classifier.py tokenises text_b only `if example.text_b:` and builds a
+    pair only `if tokens_b:`; an empty (or piece-less) text_b is a single sentence."""
+    text_a = "the quick brown fox jumps over the lazy dog again and again"
+    single = glue.convert_examples_to_features(
+        [glue.InputExample("s", text_a, None, "0")], ["0"], 8, tokenizer)
+    empty_b = glue.convert_examples_to_features(
+        [glue.InputExample("e", text_a, text_b, "0")], ["0"], 8, tokenizer)
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(empty_b[key], single[key])
+    # truncated to max_seq_length - 2 as a single sentence: 6 pieces, one [SEP]
+    assert tokenizer.convert_ids_to_tokens(empty_b["input_ids"][0].tolist()) == [
+        "[CLS]", "the", "quick", "brown", "fox", "jumps", "over", "[SEP]"]
+    # a single-sentence batch with an empty text_b still fits max_seq_length=2
+    tiny = glue.convert_examples_to_features(
+        [glue.InputExample("t", "word", "", "0")], ["0"], 2, tokenizer)
+    assert tokenizer.convert_ids_to_tokens(tiny["input_ids"][0].tolist()) == ["[CLS]", "[SEP]"]
+
+
 def test_features_errors(tokenizer):
     with pytest.raises(ValueError, match=r"example x: label 'maybe' is not in"):
         glue.convert_examples_to_features(

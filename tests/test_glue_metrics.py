@@ -71,7 +71,7 @@ def test_spearman_with_ties():
 
 
 @pytest.mark.parametrize("task", ["mnli", "MNLI-mm", "sst-2", "SST2", "qnli",
-                                  "rte", "wnli"])
+                                  "rte", "wnli", "XNLI"])
 def test_accuracy_tasks(task):
     result = compute_metrics(task, [0, 1, 2, 1, 0], [0, 1, 1, 1, 2])
     assert list(result) == ["accuracy"]

@@ -236,3 +236,33 @@ def test_mixed_float16_trains_with_dynamic_loss_scaling():
                           cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["mixed_float16", "True"]
+
+
+def test_xnli_trains_and_evaluates_on_the_original_layout(backbone, tmp_path):
+    """--task_name=XNLI reads multinli/multinli.train.zh.tsv and the zh rows of
+    xnli.dev.tsv, as Google's run_classifier.py, and reports accuracy."""
+    data = tmp_path / "XNLI"
+    (data / "multinli").mkdir(parents=True)
+    labels = ["entailment", "neutral", "contradictory"]
+    train = ["premise\thypo\tlabel"] + [
+        f"第 {i} 个 句子 。\t句子 {i % 5} 。\t{labels[i % 3]}" for i in range(48)]
+    (data / "multinli" / "multinli.train.zh.tsv").write_text("\n".join(train) + "\n",
+                                                              encoding="utf-8")
+    dev = ["language\tgold_label\t" + "\t".join(f"c{j}" for j in range(2, 15))]
+    for i in range(12):
+        language = "zh" if i % 4 else "en"
+        label = ["entailment", "neutral", "contradiction"][i % 3]
+        cells = [language, label, "", "", "", "", f"第 {i} 句 。", f"句子 {i} 。"] + [""] * 7
+        dev.append("\t".join(cells))
+    (data / "xnli.dev.tsv").write_text("\n".join(dev) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, _ = run_in_process("run_classifier", [
+        "--task_name=XNLI", "--do_train", "--do_eval", f"--data_dir={data}",
+        "--num_train_epochs=1", *common_flags(backbone, out)])
+    assert code == 0
+    results = read_results(out / "eval_results.txt")
+    assert results["global_step"] == str(48 // 16)
+    # 9 of the 12 dev rows are Chinese: accuracy is a multiple of 1/9
+    accuracy = float(results["eval_accuracy"])
+    assert 0.0 <= accuracy <= 1.0 and abs(accuracy * 9 - round(accuracy * 9)) < 1e-5
+    assert "eval_f1" not in results

@@ -149,7 +149,6 @@ def _drop_question_text(data):
     ("malformed", r"broken\.json: malformed JSON at line \d+, column \d+"),
     ("missing_key", r"missing\.json: data\[0\]\.paragraphs\[1\]\.qas\[0\] .*missing key "
                     r"'question'"),
-    ("doc_stride", r"--doc_stride \(64\) must be smaller than --max_seq_length \(64\)"),
     ("query_length", r"max_seq_length \(64\) must be greater than max_query_length \(61\) \+ 3"),
     ("no_train_file", r"`do_train` is True, then `train_file` must be specified"),
     ("v2_without_flag", r"v2\.json: \d+ of \d+ questions have no answer; for SQuAD 2\.0 pass "
@@ -164,8 +163,6 @@ def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, shared_dir, t
         predict_file.write_text(dev.read_text()[:5000], encoding="utf-8")
     elif case == "missing_key":
         predict_file = write_slice(dev, tmp_path / "missing.json", edit=_drop_question_text)
-    elif case == "doc_stride":
-        overrides = {"doc_stride": 64}
     elif case == "query_length":
         overrides = {"max_query_length": 61}
     elif case == "v2_without_flag":
@@ -181,6 +178,20 @@ def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, shared_dir, t
     assert len(errors) == 1, result.stderr[-3000:]
     assert re.search(message, errors[0]), errors[0]
     assert not (tmp_path / "out" / "predictions.json").exists()
+
+
+@pytest.mark.parametrize("doc_stride", [48, 64])
+def test_strides_google_accepts_run(backbone, v1_files, tmp_path, doc_stride):
+    """A stride longer than the context window (45 tokens here) or than the whole sequence
+    is accepted, as by Google's run_squad.py: windows follow each other, none is skipped."""
+    _, dev = v1_files
+    out = tmp_path / "out"
+    result = run_squad(["--do_predict", f"--predict_file={dev}",
+                        *squad_flags(backbone, out, doc_stride=doc_stride)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list(json.loads((out / "predictions.json").read_text())) == question_ids(dev)
+    results = read_results(out / "eval_results.txt")
+    assert int(results["predict_windows"]) > int(results["predict_questions"])
 
 
 def test_span_loss_is_the_mean_of_start_and_end_cross_entropy(tiny_config):

@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import replace as dataclasses_replace
 
 import numpy as np
 import pytest
@@ -121,11 +122,8 @@ def test_mismatched_answer_start_is_counted_not_fatal(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(max_seq_length=64, doc_stride=64, max_query_length=16), "doc_stride .* smaller than max_seq_length"),
-    (dict(max_seq_length=64, doc_stride=80, max_query_length=16), "doc_stride .* smaller than max_seq_length"),
     (dict(max_seq_length=64, doc_stride=8, max_query_length=61), "greater than max_query_length"),
     (dict(max_seq_length=64, doc_stride=8, max_query_length=70), "greater than max_query_length"),
-    (dict(max_seq_length=64, doc_stride=50, max_query_length=16), "would be skipped"),
     (dict(max_seq_length=64, doc_stride=0, max_query_length=16), "positive"),
 ])
 def test_convert_argument_checks(tokenizer, kwargs, message):
@@ -191,6 +189,68 @@ def test_windows_dev_v2_and_impossible(tokenizer):
         elif f.start_position:
             text = example.context_text[f.token_to_orig[f.start_position, 0]:f.token_to_orig[f.end_position, 1]]
             assert text == example.answer_text or example.qas_id in features.inexact_ids
+
+
+def _google_doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+    """google-research/bert run_squad.py's window loop, written out as it is there."""
+    spans, start_offset = [], 0
+    while start_offset < num_tokens:
+        length = num_tokens - start_offset
+        if length > max_tokens_for_doc:
+            length = max_tokens_for_doc
+        spans.append((start_offset, length))
+        if start_offset + length == num_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return spans
+
+
+def _google_is_max_context(spans, span_index, position):
+    """google-research/bert's _check_is_max_context."""
+    best_score, best_index = None, None
+    for index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_index = score, index
+    return span_index == best_index
+
+
+@pytest.mark.parametrize("max_seq_length, doc_stride, max_query_length", [
+    (128, 128, 64),  # run_squad.py --max_seq_length=128 at the default stride
+    (128, 100, 64),  # stride longer than the 61-token window of a 64-token question
+    (96, 200, 16),   # stride longer than the whole sequence
+    (64, 32, 16),    # the usual overlapping case
+])
+def test_windows_equal_googles_loop_dev_v1(tokenizer, dev_v1, max_seq_length, doc_stride,
+                                           max_query_length):
+    examples, _ = _first_articles(dev_v1, _path("dev-v1.1.json"), 1)
+    examples = examples[::8]  # one question in eight: every paragraph of the article
+    features = sq.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                               max_query_length, is_training=False)
+    by_example = {}
+    for f in features:
+        by_example.setdefault(f.example_index, []).append(f)
+    for ex_i, example in enumerate(examples):
+        offsets = np.asarray(tokenizer(example.context_text, add_special_tokens=False,
+                                       return_offsets_mapping=True)["offset_mapping"])
+        query = tokenizer(example.question_text, add_special_tokens=False)["input_ids"]
+        query_len = min(len(query), max_query_length)
+        spans = _google_doc_spans(len(offsets), max_seq_length - query_len - 3, doc_stride)
+        ours = by_example[ex_i]
+        assert len(ours) == len(spans), example.qas_id
+        for s_i, (feature, (start, length)) in enumerate(zip(ours, spans)):
+            ctx = np.flatnonzero(feature.token_to_orig[:, 0] >= 0)
+            assert ctx[0] == query_len + 2 and len(ctx) == length
+            np.testing.assert_array_equal(feature.token_to_orig[ctx], offsets[start:start + length])
+            expected = [_google_is_max_context(spans, s_i, start + i) for i in range(length)]
+            assert feature.token_is_max_context[ctx].tolist() == expected
+        _check_windows([example], [dataclasses_replace(f, example_index=0) for f in ours],
+                       tokenizer, max_seq_length, max_query_length)
+    if doc_stride >= max_seq_length - max_query_length - 3:
+        assert len(features) > len(examples)  # some contexts really needed several windows
 
 
 def test_long_question_is_truncated(tokenizer):

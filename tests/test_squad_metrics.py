@@ -174,12 +174,20 @@ def test_find_best_threshold_keeps_all_abstain_when_nothing_helps():
 
 def test_evaluate_v2_unanswerable_and_missing():
     ds = _dataset([("q1", []), ("q2", []), ("q3", ["."]), ("q4", ["Paris"])])
-    # q3's only gold normalises to nothing, so it counts as unanswerable
+    # q3 has an answer, so it is answerable (official: bool(qa["answers"])); its only
+    # gold normalises to nothing, so it is scored against "" and "" is right.
     r = m.evaluate_v2(ds, {"q1": "", "q2": "London", "q3": ""})
-    assert r["NoAns_total"] == 3 and r["HasAns_total"] == 1 and r["total"] == 4
+    assert r["NoAns_total"] == 2 and r["HasAns_total"] == 2 and r["total"] == 4
     assert r["exact"] == pytest.approx(50.0)   # q1, q3 right; q2 wrong; q4 missing -> 0
-    assert r["HasAns_exact"] == 0.0
-    assert r["NoAns_f1"] == pytest.approx(200 / 3)
+    assert r["HasAns_exact"] == r["HasAns_f1"] == pytest.approx(50.0)  # q3 right, q4 missing
+    assert r["NoAns_exact"] == r["NoAns_f1"] == pytest.approx(50.0)    # q1 right, q2 wrong
+    # Abstaining on an answerable question scores 0 even there, as in the official
+    # apply_no_ans_threshold; the best-threshold search counts q3 as answerable too.
+    r = m.evaluate_v2(ds, {"q1": "", "q2": "London", "q3": "", "q4": "Paris"},
+                      na_probs={"q1": 0.9, "q2": 0.8, "q3": 0.7, "q4": 0.1}, na_prob_thresh=0.5)
+    assert r["HasAns_exact"] == pytest.approx(50.0) and r["NoAns_exact"] == 100.0
+    # start 2 (q1, q2 abstain); q4 +1 -> 3; q3 +1 -> 4; q2 -1 -> 3; q1 +0
+    assert r["best_exact"] == 100.0 and r["best_exact_thresh"] == 0.7
 
 
 # ---------------------------------------------------------------- real dev sets
@@ -198,6 +206,26 @@ def test_real_dev_v1_first_gold_is_perfect():
     # normalises to "" too (the official v1.1 script gives the same 3 / 10570).
     assert m.evaluate_v1(ds, {qid: "" for qid in first}) == {"exact_match": pytest.approx(100 * 3 / 10570),
                                                             "f1": 0.0}
+
+
+def test_real_dev_v2_answerable_follows_the_answers_list():
+    """Three dev-v2.0 questions have a gold that normalises to nothing ("."): left with
+    only that gold they stay answerable, as evaluate-v2.0.py's bool(qa["answers"]) says."""
+    ds = _load("dev-v2.0.json")
+    edited = []
+    for article in ds["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                empty = [a for a in qa["answers"] if not m.normalize_answer(a["text"])]
+                if empty:
+                    qa["answers"] = empty[:1]
+                    edited.append(qa["id"])
+    assert len(edited) == 3
+    preds = {qid: "" for qid in edited}
+    r = m.evaluate_v2(ds, preds)
+    assert r["HasAns_total"] == 5928 and r["NoAns_total"] == 5945
+    # "" matches the empty gold: the three are right, and right as answerable questions
+    assert r["HasAns_exact"] == r["HasAns_f1"] == pytest.approx(100 * 3 / 5928)
 
 
 def test_real_dev_v2_gold_is_perfect():

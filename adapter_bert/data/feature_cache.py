@@ -21,7 +21,7 @@ from absl import logging
 
 from adapter_bert.io_utils import atomic_write_with
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 DISABLED = "none"
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ drops from `b` first), Hugging Face gives it to the longer sequence, and to
 (budget 3): BERT keeps 2 + 1, Hugging Face 1 + 2.
 """
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
@@ -51,6 +51,40 @@ def _tokenize_ids(tokenizer, texts: Sequence[str]) -> List[List[int]]:
     return encoded["input_ids"]
 
 
+def _chunk_ids(tokenizer, chunk: Sequence) -> Tuple[List[List[int]], List[Optional[List[int]]]]:
+    """Word-piece ids of `text_a` and `text_b` of a chunk of examples (None: no `text_b`)."""
+    ids_a = _tokenize_ids(tokenizer, [e.text_a for e in chunk])
+    # As Google (`if example.text_b:`), an empty text_b is no second segment.
+    pair_positions = [j for j, e in enumerate(chunk) if e.text_b]
+    ids_b: List[Optional[List[int]]] = [None] * len(chunk)
+    for j, ids in zip(pair_positions, _tokenize_ids(tokenizer, [chunk[j].text_b for j in pair_positions])):
+        ids_b[j] = ids
+    return ids_a, ids_b
+
+
+def _layout(tokens_a: List[int], tokens_b: Optional[List[int]], max_seq_length: int,
+            cls_id: int, sep_id: int) -> Tuple[List[int], int]:
+    """BERT's `[CLS] a [SEP] (b [SEP])`, truncated as Google does; returns the ids and the
+    length of the segment-0 part."""
+    tokens_a = list(tokens_a)
+    if tokens_b:  # Google: a text_b of no word pieces is no second segment either
+        tokens_b = list(tokens_b)
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+        return [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id], len(tokens_a) + 2
+    del tokens_a[max_seq_length - 2:]
+    ids = [cls_id] + tokens_a + [sep_id]
+    return ids, len(ids)
+
+
+def _log_example(tokenizer, example, ids, features: Dict[str, np.ndarray], row: int) -> None:
+    logging.info("*** Example ***")
+    logging.info("guid: %s", example.guid)
+    logging.info("tokens: %s", " ".join(tokenizer.convert_ids_to_tokens(ids)))
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        logging.info("%s: %s", key, " ".join(map(str, features[key][row])))
+    logging.info("label: %s (id = %s)", example.label, features["label_ids"][row])
+
+
 def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
                                  max_seq_length: int, tokenizer,
                                  is_regression: bool = False,
@@ -59,8 +93,9 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
 
     Args:
       examples: `InputExample`s (anything with `guid`, `text_a`, `text_b`,
-        `label`). `label=None` (test examples) gives label id 0 (0.0 for
-        regression).
+        `label`). As in Google's code, a `text_b` that is None, empty or
+        without word pieces gives a single sentence `[CLS] a [SEP]`.
+        `label=None` (test examples) gives label id 0 (0.0 for regression).
       label_list: The task's labels; label id = position in this list.
         Ignored when `is_regression`.
       max_seq_length: Length of every output row, special tokens included.
@@ -81,7 +116,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
       ValueError: If `max_seq_length` is too small, or a label is not in
         `label_list` (the message names the example's guid).
     """
-    has_pair = any(e.text_b is not None for e in examples)
+    has_pair = any(e.text_b for e in examples)
     if max_seq_length < (3 if has_pair else 2):
         raise ValueError(
             f"max_seq_length={max_seq_length} leaves no room for text: it "
@@ -91,59 +126,23 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     sep_id = tokenizer.convert_tokens_to_ids(tokenizer.sep_token)
 
     n = len(examples)
-    input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
-    input_mask = np.zeros((n, max_seq_length), dtype=np.int32)
-    segment_ids = np.zeros((n, max_seq_length), dtype=np.int32)
-    label_ids = np.zeros((n,), dtype=np.float32 if is_regression else np.int32)
-
+    features = {key: np.zeros((n, max_seq_length), dtype=np.int32)
+                for key in ("input_ids", "input_mask", "segment_ids")}
+    features["label_ids"] = np.zeros((n,), dtype=np.float32 if is_regression else np.int32)
     for start in range(0, n, _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
-        ids_a = _tokenize_ids(tokenizer, [e.text_a for e in chunk])
-        pair_positions = [j for j, e in enumerate(chunk) if e.text_b is not None]
-        ids_b_list = _tokenize_ids(tokenizer,
-                                   [chunk[j].text_b for j in pair_positions])
-        ids_b: List[Optional[List[int]]] = [None] * len(chunk)
-        for j, ids in zip(pair_positions, ids_b_list):
-            ids_b[j] = ids
-
+        ids_a, ids_b = _chunk_ids(tokenizer, chunk)
         for j, example in enumerate(chunk):
             row = start + j
-            tokens_a = list(ids_a[j])
-            tokens_b = ids_b[j]
-            if tokens_b is not None:
-                tokens_b = list(tokens_b)
-                truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-                ids = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
-                num_a = len(tokens_a) + 2
-            else:
-                del tokens_a[max_seq_length - 2:]
-                ids = [cls_id] + tokens_a + [sep_id]
-                num_a = len(ids)
-            input_ids[row, :len(ids)] = ids
-            input_mask[row, :len(ids)] = 1
-            segment_ids[row, num_a:len(ids)] = 1
-            label_ids[row] = _label_id(example, label_map, is_regression)
-
+            ids, num_a = _layout(ids_a[j], ids_b[j], max_seq_length, cls_id, sep_id)
+            features["input_ids"][row, :len(ids)] = ids
+            features["input_mask"][row, :len(ids)] = 1
+            features["segment_ids"][row, num_a:len(ids)] = 1
+            features["label_ids"][row] = _label_id(example, label_map, is_regression)
             if row < log_examples:
-                logging.info("*** Example ***")
-                logging.info("guid: %s", example.guid)
-                logging.info("tokens: %s",
-                             " ".join(tokenizer.convert_ids_to_tokens(ids)))
-                logging.info("input_ids: %s", " ".join(map(str, input_ids[row])))
-                logging.info("input_mask: %s",
-                             " ".join(map(str, input_mask[row])))
-                logging.info("segment_ids: %s",
-                             " ".join(map(str, segment_ids[row])))
-                logging.info("label: %s (id = %s)", example.label,
-                             label_ids[row])
-
-    return {
-        "input_ids": input_ids,
-        "input_mask": input_mask,
-        "segment_ids": segment_ids,
-        "label_ids": label_ids,
-        "is_real_example": np.ones((n,), dtype=np.int32),
-    }
+                _log_example(tokenizer, example, ids, features, row)
+    features["is_real_example"] = np.ones((n,), dtype=np.int32)
+    return features
 
 
 def _label_id(example, label_map, is_regression):

@@ -71,6 +71,7 @@ class _Layout:
     label: Optional[int] = None  # None: unlabeled split; may be negative (-1 = last).
     index: Optional[int] = None  # Column with the example's id, if any.
     header: bool = True
+    language: Optional[int] = None  # Column naming the row's language (XNLI), if any.
 
 
 def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
@@ -177,10 +178,18 @@ class DataProcessor:
         set_type = split.split("_")[0]  # dev_matched -> dev
         examples = []
         for i in range(first, len(rows)):
+            if not self._in_language(rows[i], layout):
+                continue
             examples.append(self._row_to_example(
                 rows[i], layout, path, line_no=i + 1,
                 guid_default=str(i - first), set_type=set_type))
         return examples
+
+    def _in_language(self, row, layout) -> bool:
+        """Whether a row belongs to the processor's language (always, without a column)."""
+        if layout.language is None or len(row) <= layout.language:
+            return True  # too short a row is reported by _row_to_example
+        return row[layout.language] == getattr(self, "language", None)
 
     def _row_to_example(self, row, layout, path, line_no, guid_default,
                         set_type):
@@ -354,6 +363,36 @@ class AxProcessor(DataProcessor):
     }
 
 
+class XnliProcessor(DataProcessor):
+    """XNLI, as google-research/bert's `XnliProcessor` reads it.
+
+    Train: `multinli/multinli.train.<language>.tsv` (the machine-translated
+    MultiNLI of XNLI-MT 1.0: `premise hypo label`, one header line), where
+    the label "contradictory" means "contradiction". Dev: `xnli.dev.tsv`
+    (the XNLI 1.0 layout: language in column 0, gold_label in 1, sentence1
+    and sentence2 in 6 and 7), keeping only the rows of `language`. There is
+    no test split, as in the original. The language is Chinese ("zh") by
+    default, as in the original; pass another to the constructor.
+    """
+
+    task = "XNLI"
+    labels = _NLI3
+
+    def __init__(self, language: str = "zh"):
+        self.language = language
+        self.layouts = {
+            "train": _Layout(os.path.join("multinli", f"multinli.train.{language}.tsv"), 3,
+                             text_a=0, text_b=1, label=2),
+            "dev": _Layout("xnli.dev.tsv", 8, text_a=6, text_b=7, label=1, language=0),
+        }
+
+    def _row_to_example(self, row, layout, path, line_no, guid_default, set_type):
+        if set_type == "train" and len(row) > layout.label and row[layout.label] == "contradictory":
+            row = list(row)
+            row[layout.label] = "contradiction"
+        return super()._row_to_example(row, layout, path, line_no, guid_default, set_type)
+
+
 PROCESSORS = {
     "cola": ColaProcessor,
     "sst-2": Sst2Processor,
@@ -365,6 +404,7 @@ PROCESSORS = {
     "rte": RteProcessor,
     "wnli": WnliProcessor,
     "ax": AxProcessor,
+    "xnli": XnliProcessor,
 }
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b", "sst_2": "sst-2"}
@@ -476,6 +516,15 @@ _TFDS_MNLI_SPLITS = {
 }
 
 
+def _tfds_task(task_name: str) -> str:
+    """The canonical name of a task TFDS's `glue` holds; GlueDataError for XNLI."""
+    name = canonical_task_name(task_name)
+    if name not in _TFDS_CONFIGS:
+        raise GlueDataError(f"{task_name} is not part of TFDS glue: read its TSV files "
+                            "(--data_source=tsv)")
+    return name
+
+
 def _as_text(value) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8")
@@ -503,7 +552,7 @@ def tfds_record_to_example(task_name: str, record: dict,
     Raises:
       GlueDataError: If a field is missing or the label id is out of range.
     """
-    name = canonical_task_name(task_name)
+    name = _tfds_task(task_name)
     _, field_a, field_b = _TFDS_CONFIGS[name]
     needed = [field_a] + ([field_b] if field_b else []) + ["label", "idx"]
     missing = [k for k in needed if k not in record]
@@ -551,7 +600,7 @@ def load_tfds_examples(task_name: str, split: str,
       GlueDataError: If the split is unknown or TFDS cannot load the data
         (e.g. no network and nothing in `data_dir`).
     """
-    name = canonical_task_name(task_name)
+    name = _tfds_task(task_name)
     config = _TFDS_CONFIGS[name][0]
     splits = _TFDS_MNLI_SPLITS if name == "mnli" else _TFDS_SPLITS
     if name == "ax":

@@ -238,7 +238,14 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
 
 
 def _doc_spans(num_tokens: int, max_tokens: int, doc_stride: int):
-    """BERT's sliding windows: ``[(start, length), ...]`` covering ``num_tokens``."""
+    """BERT's sliding windows: ``[(start, length), ...]`` covering ``num_tokens``.
+
+    Google's loop: each window holds up to ``max_tokens`` tokens and the next
+    one starts ``min(length, doc_stride)`` later, so a stride longer than the
+    window gives back-to-back windows rather than skipped tokens. One
+    difference: an empty context still gets one (empty) window here, so its
+    question is predicted (as "no answer") instead of vanishing.
+    """
     spans, start = [], 0
     while True:
         length = min(num_tokens - start, max_tokens)
@@ -272,6 +279,95 @@ def _align_answer(offsets: np.ndarray, start_char: int, end_char: int):
     return int(hits[0]), int(hits[-1])
 
 
+def _check_sizes(tokenizer: Any, max_seq_length: int, doc_stride: int, max_query_length: int) -> None:
+    """Raises ValueError on sizes (or a tokenizer) the conversion cannot work with."""
+    if max_seq_length <= 0 or doc_stride <= 0 or max_query_length <= 0:
+        raise ValueError("max_seq_length, doc_stride and max_query_length must be positive")
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length + 3 "
+                         f"({max_query_length + 3}) to leave room for the context")
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("convert_examples_to_features needs a fast tokenizer (e.g. BertTokenizerFast)")
+
+
+def _question_ids(examples: Sequence[SquadExample], tokenizer: Any, max_query_length: int,
+                  batch: int = 256) -> List[List[int]]:
+    """Word-piece ids of every question, cut to ``max_query_length`` (tokenised in batches)."""
+    questions = []
+    for b in range(0, len(examples), batch):
+        enc = tokenizer([e.question_text for e in examples[b:b + batch]], add_special_tokens=False, verbose=False)
+        questions.extend(ids[:max_query_length] for ids in enc["input_ids"])
+    return questions
+
+
+class _ContextTokens:
+    """Word pieces and character offsets of a context; consecutive questions on the
+    same paragraph (the usual order of SQuAD files) reuse the last tokenisation."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.context: Optional[str] = None
+        self.ids = self.offsets = None
+
+    def __call__(self, context: str):
+        if context != self.context:
+            enc = self.tokenizer(context, add_special_tokens=False, return_offsets_mapping=True,
+                                 verbose=False)
+            self.context = context
+            self.ids = np.asarray(enc["input_ids"], dtype=np.int32)
+            self.offsets = np.asarray(enc["offset_mapping"], dtype=np.int32).reshape(-1, 2)
+        return self.ids, self.offsets
+
+
+def _training_answer(example: SquadExample, doc_offsets: np.ndarray, features: SquadFeatureList):
+    """The answer's token span ``(first, last)`` in the context, or None to skip the example.
+
+    Counts (in ``features``) answers that overlap no token and answers whose
+    covering token span is wider than the answer text.
+    """
+    end_char = example.start_char + len(example.answer_text)
+    span = _align_answer(doc_offsets, example.start_char, end_char)
+    if span is None:
+        features.num_unalignable += 1
+        features.unalignable_ids.append(example.qas_id)
+        logging.warning("question %r: answer %r overlaps no token; skipped",
+                        example.qas_id, example.answer_text)
+        return None
+    decoded = example.context_text[doc_offsets[span[0], 0]:doc_offsets[span[1], 1]]
+    if decoded != example.answer_text:
+        features.num_inexact += 1
+        features.inexact_ids.append(example.qas_id)
+    return span
+
+
+@dataclasses.dataclass(frozen=True)
+class _SpecialIds:
+    cls: int
+    sep: int
+    pad: int
+
+
+def _window_arrays(query: Sequence[int], doc_ids: np.ndarray, doc_offsets: np.ndarray,
+                   start: int, length: int, max_seq_length: int, ids: _SpecialIds):
+    """``[CLS] query [SEP] doc[start:start+length] [SEP]`` + padding, as the feature arrays
+    ``(input_ids, input_mask, segment_ids, token_to_orig)``."""
+    ctx0 = len(query) + 2  # position of the first context token
+    n = ctx0 + length + 1
+    input_ids = np.full(max_seq_length, ids.pad, dtype=np.int32)
+    input_ids[0] = ids.cls
+    input_ids[1:ctx0 - 1] = query
+    input_ids[ctx0 - 1] = ids.sep
+    input_ids[ctx0:ctx0 + length] = doc_ids[start:start + length]
+    input_ids[n - 1] = ids.sep
+    input_mask = np.zeros(max_seq_length, dtype=np.int32)
+    input_mask[:n] = 1
+    segment_ids = np.zeros(max_seq_length, dtype=np.int32)
+    segment_ids[ctx0:n] = 1
+    token_to_orig = np.full((max_seq_length, 2), -1, dtype=np.int32)
+    token_to_orig[ctx0:ctx0 + length] = doc_offsets[start:start + length]
+    return input_ids, input_mask, segment_ids, token_to_orig
+
+
 def convert_examples_to_features(
     examples: Sequence[SquadExample],
     tokenizer: Any,
@@ -303,86 +399,38 @@ def convert_examples_to_features(
 
     Raises:
       ValueError: on an argument combination that cannot work:
-        ``doc_stride >= max_seq_length``, ``max_seq_length <= max_query_length + 3``,
-        a ``doc_stride`` larger than the smallest context window (tokens
-        would be skipped), non-positive sizes, or a slow tokenizer.
+        ``max_seq_length <= max_query_length + 3`` (Google's only check),
+        non-positive sizes, or a slow tokenizer. A ``doc_stride`` as large as
+        the window or larger is accepted, as Google accepts it: windows then
+        follow each other without overlap, and no token is skipped.
     """
-    if max_seq_length <= 0 or doc_stride <= 0 or max_query_length <= 0:
-        raise ValueError("max_seq_length, doc_stride and max_query_length must be positive")
-    if doc_stride >= max_seq_length:
-        raise ValueError(f"doc_stride ({doc_stride}) must be smaller than max_seq_length ({max_seq_length})")
-    if max_seq_length <= max_query_length + 3:
-        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length + 3 "
-                         f"({max_query_length + 3}) to leave room for the context")
-    min_doc_tokens = max_seq_length - max_query_length - 3
-    if doc_stride > min_doc_tokens:
-        raise ValueError(f"doc_stride ({doc_stride}) is larger than the context window left by max_seq_length "
-                         f"- max_query_length - 3 ({min_doc_tokens}): context tokens would be skipped")
-    if not getattr(tokenizer, "is_fast", False):
-        raise ValueError("convert_examples_to_features needs a fast tokenizer (e.g. BertTokenizerFast)")
-    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0
-
+    _check_sizes(tokenizer, max_seq_length, doc_stride, max_query_length)
+    ids = _SpecialIds(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0)
     features = SquadFeatureList()
     unique_id = first_unique_id
-    cache_context, cache_ids, cache_offsets = None, None, None
-    batch = 256
-    questions = []
-    for b in range(0, len(examples), batch):
-        enc = tokenizer([e.question_text for e in examples[b:b + batch]], add_special_tokens=False, verbose=False)
-        questions.extend(ids[:max_query_length] for ids in enc["input_ids"])
+    questions = _question_ids(examples, tokenizer, max_query_length)
+    context_tokens = _ContextTokens(tokenizer)
 
     for ex_i, example in enumerate(examples):
-        if example.context_text != cache_context:
-            enc = tokenizer(example.context_text, add_special_tokens=False, return_offsets_mapping=True,
-                            verbose=False)
-            cache_context = example.context_text
-            cache_ids = np.asarray(enc["input_ids"], dtype=np.int32)
-            cache_offsets = np.asarray(enc["offset_mapping"], dtype=np.int32).reshape(-1, 2)
-        doc_ids, doc_offsets = cache_ids, cache_offsets
-
-        tok_start = tok_end = None
+        doc_ids, doc_offsets = context_tokens(example.context_text)
+        answer = None
         if is_training and not example.is_impossible:
-            end_char = example.start_char + len(example.answer_text)
-            span = _align_answer(doc_offsets, example.start_char, end_char)
-            if span is None:
-                features.num_unalignable += 1
-                features.unalignable_ids.append(example.qas_id)
-                logging.warning("question %r: answer %r overlaps no token; skipped",
-                                example.qas_id, example.answer_text)
+            answer = _training_answer(example, doc_offsets, features)
+            if answer is None:
                 continue
-            tok_start, tok_end = span
-            decoded = example.context_text[doc_offsets[tok_start, 0]:doc_offsets[tok_end, 1]]
-            if decoded != example.answer_text:
-                features.num_inexact += 1
-                features.inexact_ids.append(example.qas_id)
-
         query = questions[ex_i]
-        max_doc_tokens = max_seq_length - len(query) - 3
-        spans = _doc_spans(len(doc_ids), max_doc_tokens, doc_stride)
-        best = _best_windows(len(doc_ids), spans)
         ctx0 = len(query) + 2  # position of the first context token in a window
+        spans = _doc_spans(len(doc_ids), max_seq_length - len(query) - 3, doc_stride)
+        best = _best_windows(len(doc_ids), spans)
         for s_i, (start, length) in enumerate(spans):
-            n = ctx0 + length + 1
-            input_ids = np.full(max_seq_length, pad_id, dtype=np.int32)
-            input_ids[0] = cls_id
-            input_ids[1:ctx0 - 1] = query
-            input_ids[ctx0 - 1] = sep_id
-            input_ids[ctx0:ctx0 + length] = doc_ids[start:start + length]
-            input_ids[n - 1] = sep_id
-            input_mask = np.zeros(max_seq_length, dtype=np.int32)
-            input_mask[:n] = 1
-            segment_ids = np.zeros(max_seq_length, dtype=np.int32)
-            segment_ids[ctx0:n] = 1
-            token_to_orig = np.full((max_seq_length, 2), -1, dtype=np.int32)
-            token_to_orig[ctx0:ctx0 + length] = doc_offsets[start:start + length]
+            arrays = _window_arrays(query, doc_ids, doc_offsets, start, length, max_seq_length, ids)
             is_max = np.zeros(max_seq_length, dtype=bool)
             is_max[ctx0:ctx0 + length] = best[start:start + length] == s_i
-
-            start_pos = end_pos = 0
-            if tok_start is not None and start <= tok_start and tok_end < start + length:
-                start_pos, end_pos = tok_start - start + ctx0, tok_end - start + ctx0
-            feature = SquadFeature(unique_id, ex_i, s_i, input_ids, input_mask, segment_ids, token_to_orig,
-                                   is_max, start_pos, end_pos, bool(example.is_impossible))
+            start_pos = end_pos = 0  # [CLS]: no answer in this window
+            if answer is not None and start <= answer[0] and answer[1] < start + length:
+                start_pos, end_pos = answer[0] - start + ctx0, answer[1] - start + ctx0
+            feature = SquadFeature(unique_id, ex_i, s_i, *arrays, is_max, start_pos, end_pos,
+                                   bool(example.is_impossible))
             unique_id += 1
             if output_fn is not None:
                 output_fn(feature)

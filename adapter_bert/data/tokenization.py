@@ -8,12 +8,20 @@ from typing import Optional
 from adapter_bert.model.config import BertConfig
 
 
+# Google's WordpieceTokenizer turns a word longer than this (in characters) into [UNK];
+# transformers' fast tokenizer defaults to 100.
+MAX_INPUT_CHARS_PER_WORD = 200
+
+
 class TokenizerError(ValueError):
     """The vocabulary or casing does not fit the checkpoint."""
 
 
 def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
     """Builds a fast BERT tokenizer from a `vocab.txt` (offsets are exact for SQuAD).
+
+    Words of up to `MAX_INPUT_CHARS_PER_WORD` (200) characters are split into
+    word pieces, as by Google's tokenizer; longer ones become [UNK].
 
     Raises:
         TokenizerError: the file is missing, empty or not UTF-8 (naming the line).
@@ -32,7 +40,9 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
         raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
                              f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
                              f"a line") from None
-    return BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    tokenizer = BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    tokenizer.backend_tokenizer.model.max_input_chars_per_word = MAX_INPUT_CHARS_PER_WORD
+    return tokenizer
 
 
 def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -> None:

@@ -35,6 +35,7 @@ _TASK_METRICS = {
     "qnli": "accuracy",
     "rte": "accuracy",
     "wnli": "accuracy",
+    "xnli": "accuracy",
 }
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",

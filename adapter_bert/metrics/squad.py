@@ -15,8 +15,10 @@ official SQuAD evaluation scripts (``evaluate-v1.1.py`` and
   nothing; a few exist in dev-v1.1).
 * The score of a question is the maximum over its gold answers; the corpus
   score is the mean over questions, in percent.
-* v2.0: a question with no gold answer (or whose golds all normalise to
-  nothing) has the gold ``[""]``. An optional no-answer probability per
+* v2.0: a question is answerable (HasAns) when its ``answers`` list is not
+  empty, whatever the texts normalise to. For scoring, golds that normalise
+  to nothing are dropped, and a question left without gold has the gold
+  ``[""]``. An optional no-answer probability per
   question (``na_probs``) turns an answer into an abstention when it is
   above ``na_prob_thresh``; the best-threshold search reports the best
   exact/F1 over all thresholds.
@@ -272,6 +274,51 @@ def find_best_threshold(
     return 100.0 * best / len(qid_to_has_ans), best_thresh
 
 
+def _raw_scores_v2(dataset: Any, predictions: Mapping[str, str]):
+    """Unthresholded v2.0 scores of the predicted questions, and which are answerable.
+
+    Returns:
+      ``(qid_to_has_ans, exact_raw, f1_raw)``: every question id -> answerable
+      (in dataset order), and predicted question id -> exact / F1 in [0, 1].
+    """
+    qid_to_has_ans: Dict[str, bool] = collections.OrderedDict()
+    exact_raw: Dict[str, float] = {}
+    f1_raw: Dict[str, float] = {}
+    missing = []
+    for qid, golds in _iter_questions(dataset):
+        # The official script: answerable means a non-empty answers list ...
+        qid_to_has_ans[qid] = bool(golds)
+        # ... while only the golds that survive normalisation are scored against.
+        golds = [g for g in golds if normalize_answer(g)] or [""]
+        if qid not in predictions:
+            missing.append(qid)
+            continue
+        pred = _check_prediction(qid, predictions[qid])
+        exact_raw[qid] = metric_max_over_ground_truths(exact_match_score, pred, golds)
+        f1_raw[qid] = metric_max_over_ground_truths(f1_score, pred, golds)
+    if not qid_to_has_ans:
+        raise ValueError("dataset has no questions")
+    if missing:
+        logging.warning("%d of %d questions have no prediction and score 0 (first: %s)",
+                        len(missing), len(qid_to_has_ans), missing[0])
+    return qid_to_has_ans, exact_raw, f1_raw
+
+
+def _apply_no_answer_threshold(raw: Mapping[str, float], na_probs: Mapping[str, float],
+                               qid_to_has_ans: Mapping[str, bool], na_prob_thresh: float) -> Dict[str, float]:
+    """Scores after abstaining where the no-answer probability exceeds the threshold: an
+    abstention is right (1) on an unanswerable question and wrong (0) on an answerable one."""
+    return {qid: (float(not qid_to_has_ans[qid]) if na_probs[qid] > na_prob_thresh else s)
+            for qid, s in raw.items()}
+
+
+def _percentages(exact: Mapping[str, float], f1: Mapping[str, float], qids: List[str]):
+    """``(exact, f1, total)`` over ``qids`` in percent; a missing prediction counts 0."""
+    n = len(qids)
+    return (100.0 * sum(exact.get(q, 0.0) for q in qids) / n,
+            100.0 * sum(f1.get(q, 0.0) for q in qids) / n, n)
+
+
 def evaluate_v2(
     dataset: Any,
     predictions: Mapping[str, str],
@@ -303,26 +350,7 @@ def evaluate_v2(
       ValueError: if the dataset is malformed or empty, a prediction is not a
         string, or ``na_probs`` misses a predicted question.
     """
-    qid_to_has_ans: Dict[str, bool] = collections.OrderedDict()
-    exact_raw: Dict[str, float] = {}
-    f1_raw: Dict[str, float] = {}
-    missing = []
-    for qid, golds in _iter_questions(dataset):
-        golds = [g for g in golds if normalize_answer(g)]
-        qid_to_has_ans[qid] = bool(golds)
-        if not golds:
-            golds = [""]
-        if qid not in predictions:
-            missing.append(qid)
-            continue
-        pred = _check_prediction(qid, predictions[qid])
-        exact_raw[qid] = metric_max_over_ground_truths(exact_match_score, pred, golds)
-        f1_raw[qid] = metric_max_over_ground_truths(f1_score, pred, golds)
-    if not qid_to_has_ans:
-        raise ValueError("dataset has no questions")
-    if missing:
-        logging.warning("%d of %d questions have no prediction and score 0 (first: %s)",
-                        len(missing), len(qid_to_has_ans), missing[0])
+    qid_to_has_ans, exact_raw, f1_raw = _raw_scores_v2(dataset, predictions)
     if na_probs is not None:
         lacking = [qid for qid in exact_raw if qid not in na_probs]
         if lacking:
@@ -330,25 +358,16 @@ def evaluate_v2(
         probs = na_probs
     else:
         probs = {qid: 0.0 for qid in exact_raw}
-
-    def thresholded(raw):
-        return {qid: (float(not qid_to_has_ans[qid]) if probs[qid] > na_prob_thresh else s)
-                for qid, s in raw.items()}
-
-    exact_th, f1_th = thresholded(exact_raw), thresholded(f1_raw)
-
-    def block(qids):
-        n = len(qids)
-        return (100.0 * sum(exact_th.get(q, 0.0) for q in qids) / n,
-                100.0 * sum(f1_th.get(q, 0.0) for q in qids) / n, n)
+    exact_th = _apply_no_answer_threshold(exact_raw, probs, qid_to_has_ans, na_prob_thresh)
+    f1_th = _apply_no_answer_threshold(f1_raw, probs, qid_to_has_ans, na_prob_thresh)
 
     result: Dict[str, float] = collections.OrderedDict()
-    result["exact"], result["f1"], result["total"] = block(list(qid_to_has_ans))
+    result["exact"], result["f1"], result["total"] = _percentages(exact_th, f1_th, list(qid_to_has_ans))
     for prefix, want in (("HasAns", True), ("NoAns", False)):
         qids = [q for q, has in qid_to_has_ans.items() if has == want]
         if qids:
             (result[prefix + "_exact"], result[prefix + "_f1"],
-             result[prefix + "_total"]) = block(qids)
+             result[prefix + "_total"]) = _percentages(exact_th, f1_th, qids)
     if na_probs is not None:
         result["best_exact"], result["best_exact_thresh"] = find_best_threshold(
             predictions, exact_raw, na_probs, qid_to_has_ans)

@@ -208,7 +208,7 @@ def validate_classifier(values) -> str:
     validate_common(values)
     if not values.task_name:
         raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
-                        "QNLI, RTE, WNLI, AX)")
+                        "QNLI, RTE, WNLI, AX, XNLI)")
     try:
         task = canonical_task_name(values.task_name)
     except ValueError as e:
@@ -390,18 +390,11 @@ def validate_squad(values) -> None:
             raise FlagError(f"--{name}={path}: file not found")
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
         check_positive(name, getattr(values, name))
-    if values.doc_stride >= values.max_seq_length:
-        raise FlagError(f"--doc_stride ({values.doc_stride}) must be smaller than "
-                        f"--max_seq_length ({values.max_seq_length})")
+    # Google's only window check. A --doc_stride as long as the context window or
+    # longer is fine: the next window starts min(window, doc_stride) tokens later.
     if values.max_seq_length <= values.max_query_length + 3:
         raise FlagError(f"The max_seq_length ({values.max_seq_length}) must be greater than "
                         f"max_query_length ({values.max_query_length}) + 3")
-    # A stride longer than the shortest context window would skip context tokens.
-    window = values.max_seq_length - values.max_query_length - 3
-    if values.doc_stride > window:
-        raise FlagError(f"--doc_stride ({values.doc_stride}) is larger than the context window "
-                        f"max_seq_length - max_query_length - 3 = {window}: context tokens "
-                        f"would be skipped")
     validate_resadapter_flags(values)
     if was_set(values, "resadapter_pooling"):
         raise FlagError("--resadapter_pooling chooses a classification head's input; the "

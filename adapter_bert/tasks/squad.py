@@ -8,7 +8,8 @@ rules -> `eval_results.txt` / `eval_results.json`, plus the adapter directory.
 Behaviour worth knowing:
 - One training epoch is one pass over the training *windows* (features), so
   `--num_train_epochs` means what it says even when long contexts give several windows
-  per question.
+  per question. Google's run_squad.py counts its steps over questions instead
+  (docs/google-compatibility.md gives the figures).
 - Training questions whose `answer_start` does not point at the answer text, or whose
   answer overlaps no token, are counted, logged and skipped, never mislabelled; the
   counts go to eval_results.
