@@ -14,11 +14,11 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from adapter_bert.checkpoints import (CheckpointError, load_pretrained, read_tf1_checkpoint,
+from adapter_bert.model.checkpoints import (CheckpointError, load_pretrained, read_tf1_checkpoint,
                                       save_tf1_checkpoint)
-from adapter_bert.config import BertConfig
-from adapter_bert.modeling import BertModel
-from adapter_bert.tuning import pooler_is_untrained
+from adapter_bert.model.config import BertConfig
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.adapters.tuning import pooler_is_untrained
 from tests.conftest import tiny_inputs
 from tests.robustness.helpers import assert_one_error_line, classifier_flags, mrpc_dir
 from tests.runner_utils import read_results, run_subprocess
@@ -81,7 +81,7 @@ def poolerless_tf1(shared_dir, tmp_path_factory):
 
 def test_hf_folder_without_pooler_loads_a_fresh_pooler_and_warns(
         poolerless_minilm, minilm_model, caplog):
-    with caplog.at_level(logging.WARNING, logger="adapter_bert.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="adapter_bert.model.checkpoints"):
         model = load_pretrained(str(poolerless_minilm))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), warnings
@@ -101,7 +101,7 @@ def test_hf_folder_without_pooler_loads_a_fresh_pooler_and_warns(
 
 def test_tf1_checkpoint_without_pooler_loads_with_a_warning(poolerless_tf1, caplog):
     folder, source = poolerless_tf1
-    with caplog.at_level(logging.WARNING, logger="adapter_bert.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="adapter_bert.model.checkpoints"):
         model = load_pretrained(str(folder), head="classifier")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), warnings

@@ -40,11 +40,11 @@ def test_the_checkpoint_tracks_every_dropout_generator(tiny_config, tmp_path):
     no generator until a training step is traced; the checkpoint must hold them anyway."""
     import tf_keras as keras
 
-    from adapter_bert.checkpoints import build_model
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.fast_layers import Dropout
-    from adapter_bert.task_models import new_task_model
-    from adapter_bert.training import TrainingCheckpoints, set_seed
+    from adapter_bert.model.checkpoints import build_model
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.model.fast_layers import Dropout
+    from adapter_bert.tasks.task_models import new_task_model
+    from adapter_bert.training.loop import TrainingCheckpoints, set_seed
 
     set_seed(3)
     model = new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
