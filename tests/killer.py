@@ -8,6 +8,9 @@ Used by the interruption tests (`tests.runner_utils.run_killable`): the kill is 
 KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
 KILL_BEFORE_CHECKPOINT=N: just before checkpoint N would be written, so the steps since
 the previous checkpoint are lost.
+KILL_AT_STEP=N: right after training step N, wherever it falls between checkpoints.
+KILL_PREDICTING=N: in the middle of the N-th Keras prediction pass of the run (after its
+first batch): the classifier's dev evaluation is pass 1 and its test prediction the next.
 KILL_WRITING=name: in the middle of writing the output file called `name`, i.e. after
 half of its bytes reached the temporary file and before it is renamed over the target.
 REPLACED_LOG=path: append the target of every atomic rename (os.replace) to this file.
@@ -38,6 +41,36 @@ def _hook_checkpoints(after: int, before: int):
     training.TrainingCheckpoints.save = save_or_die
 
 
+def _hook_step(step: int):
+    from adapter_bert import training
+    batch_end = training._StepCheckpointCallback.on_train_batch_end
+
+    def batch_end_or_die(self, batch, logs=None):
+        batch_end(self, batch, logs)
+        if int(self.optimizer.iterations.numpy()) == step:
+            _die()
+
+    training._StepCheckpointCallback.on_train_batch_end = batch_end_or_die
+
+
+def _hook_predict(pass_number: int):
+    import tf_keras as keras
+    predict = keras.Model.predict
+    passes = [0]
+
+    class DieAfterFirstBatch(keras.callbacks.Callback):
+        def on_predict_batch_end(self, batch, logs=None):
+            _die()
+
+    def predict_or_die(self, *args, **kwargs):
+        passes[0] += 1
+        if passes[0] == pass_number:
+            kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), DieAfterFirstBatch()]
+        return predict(self, *args, **kwargs)
+
+    keras.Model.predict = predict_or_die
+
+
 def _hook_replace(kill_name: str, log: str):
     replace = os.replace
 
@@ -60,6 +93,10 @@ def main():
     sys.argv = sys.argv[1:]
     _hook_checkpoints(int(os.environ.get("KILL_AFTER_CHECKPOINT", "0")),
                       int(os.environ.get("KILL_BEFORE_CHECKPOINT", "0")))
+    if os.environ.get("KILL_AT_STEP"):
+        _hook_step(int(os.environ["KILL_AT_STEP"]))
+    if os.environ.get("KILL_PREDICTING"):
+        _hook_predict(int(os.environ["KILL_PREDICTING"]))
     _hook_replace(os.environ.get("KILL_WRITING", ""), os.environ.get("REPLACED_LOG", ""))
     runpy.run_path(script, run_name="__main__")
 

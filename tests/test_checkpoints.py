@@ -134,14 +134,25 @@ def test_shape_mismatch_names_the_variable_and_both_shapes(tmp_path, tiny_config
         load_pretrained(str(tmp_path))
 
 
-def test_missing_backbone_weight_is_an_error(tiny_config):
+def test_missing_backbone_weight_is_an_error(tiny_config, caplog):
+    """Any backbone weight but the pooler's must be in the source (the pooler's may not be:
+    tests/test_backbone_without_pooler.py)."""
     target = BertModel(tiny_config)
     target.build_with_dummy_inputs()
-    weights = {n: v.numpy() for n, v in tf1_variables(target).items() if "pooler" not in n}
-    with pytest.raises(CheckpointError, match=r"2 backbone weight\(s\) missing, e.g. bert/pooler"):
+    other = "bert/encoder/layer_1/attention/self/key/kernel"
+    weights = {n: v.numpy() for n, v in tf1_variables(target).items()
+               if "pooler" not in n and n != other}
+    with pytest.raises(CheckpointError, match=rf"^x.ckpt: 1 backbone weight\(s\) missing, "
+                                              rf"e.g. {other}$"):
         load_weights(target, weights, source="x.ckpt")
     report = load_weights(target, weights, require_backbone=False)
-    assert report.missing == ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    assert report.missing == [other, "bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    weights[other] = tf1_variables(target)[other].numpy()
+    with caplog.at_level("WARNING", logger="adapter_bert.checkpoints"):
+        report = load_weights(target, weights, source="x.ckpt")
+    assert report.pooler_missing == ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    assert "x.ckpt has no pooler weights (bert/pooler/dense/kernel, bert/pooler/dense/bias)" \
+        in caplog.text
 
 
 def test_resolve_backbone_errors(tmp_path):

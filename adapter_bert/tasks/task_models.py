@@ -145,12 +145,15 @@ def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
     has_adapters = bool(model.bert.adapter_config) or frozen_backbone
     mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
     pooler = train_pooler == "true"
+    # A pooler absent from the checkpoint is as untrained as one with an all-zero bias.
+    untrained = bool(report.pooler_missing) or pooler_is_untrained(model)
     if train_pooler == "auto" and mode in ("adapter", "layernorm") and not frozen_backbone \
-            and pooler_is_untrained(model):
+            and untrained:
         pooler = True
-        logging.warning("The checkpoint's pooler was never trained (all-zero bias): training it "
-                        "with the %s weights. Pass --train_pooler=false to freeze it as the "
-                        "original adapter-bert does.", mode)
+        logging.warning("The checkpoint's pooler was never trained (%s): training it with the "
+                        "%s weights. Pass --train_pooler=false to freeze it as the original "
+                        "adapter-bert does.",
+                        "absent" if report.pooler_missing else "all-zero bias", mode)
     apply_tuning(model, mode, top_k, train_pooler=pooler)
     return model
 

@@ -36,14 +36,27 @@ def set_seed(seed: int) -> None:
 
 
 def _random_generators(model):
-    """The tf.random.Generators of the model's dropout layers, in a stable order."""
+    """The tf.random.Generators of the model's dropout layers, created now, in a stable order.
+
+    Keras creates a layer's generator lazily, the first time the layer draws random
+    numbers. A dropout layer that draws only when training (the attention-probability
+    dropout, whose mask `keep_mask` makes) has none before the first training step is
+    traced, so a checkpoint made before then would not hold it and a resumed run would
+    start its stream over. Every generator is therefore created here, under the model's
+    distribution strategy, in the order the layers are traced, which is the order they
+    would have been created in anyway.
+    """
     generators = []
-    for layer in model.submodules:
-        # Keras keeps a layer's generator in this private slot; it is created when the
-        # layer is built with the tf random generator enabled (see `set_seed`).
-        generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
-        if isinstance(generator, tf.random.Generator):
-            generators.append(generator)
+    with model.distribute_strategy.scope():
+        for layer in model.submodules:
+            # Keras keeps a layer's generator in this private slot (see `set_seed`).
+            random_generator = getattr(layer, "_random_generator", None)
+            if random_generator is None:
+                continue
+            random_generator._maybe_init()
+            generator = getattr(random_generator, "_generator", None)
+            if isinstance(generator, tf.random.Generator):
+                generators.append(generator)
     return generators
 
 

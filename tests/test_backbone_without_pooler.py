@@ -1,0 +1,176 @@
+"""BERT folders without pooler weights load with a fresh pooler, which adapter runs train.
+
+Sentence-transformers exports and models saved with `add_pooling_layer=False` have no
+`pooler.*` tensors (TF1: no `bert/pooler/*`). They load as transformers loads them: a
+freshly initialised pooler and a warning naming the missing weights; `--train_pooler=auto`
+then trains it with the adapters. Any other missing weight still stops the load.
+"""
+
+import logging
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from safetensors.numpy import load_file, save_file
+
+from adapter_bert.model.checkpoints import (CheckpointError, load_pretrained, read_tf1_checkpoint,
+                                      save_tf1_checkpoint)
+from adapter_bert.model.config import BertConfig
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.adapters.tuning import pooler_is_untrained
+from tests.conftest import tiny_inputs
+from tests.robustness.helpers import assert_one_error_line, classifier_flags, mrpc_dir
+from tests.runner_utils import read_results, run_subprocess
+
+POOLER = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+OTHER = "bert/encoder/layer_2/output/dense/kernel"
+
+
+def hf_folder_without(minilm_dir, target, dropped_prefixes):
+    """The MiniLM folder (config, vocab) with safetensors tensors whose names start with
+    one of `dropped_prefixes` left out, as an `add_pooling_layer=False` export has."""
+    target.mkdir(parents=True)
+    for name in ("config.json", "vocab.txt"):
+        shutil.copy(minilm_dir / name, target / name)
+    state = load_file(str(minilm_dir / "model.safetensors"))
+    kept = {k: v for k, v in state.items() if not k.startswith(tuple(dropped_prefixes))}
+    assert len(kept) < len(state), "nothing was dropped"
+    save_file(kept, str(target / "model.safetensors"))
+    return target
+
+
+def tf1_folder_without_pooler(target, vocab_file):
+    """A random 2-layer BERT as a TF1 checkpoint folder with no `bert/pooler/*` variables."""
+    target.mkdir(parents=True)
+    vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
+    config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    model = BertModel(config)
+    model.build_with_dummy_inputs()
+    save_tf1_checkpoint(model, str(target / "full.ckpt"))
+    weights = {n: v for n, v in read_tf1_checkpoint(str(target / "full.ckpt")).items()
+               if not n.startswith("bert/pooler/")}
+    tf.raw_ops.SaveV2(prefix=str(target / "bert_model.ckpt"), tensor_names=list(weights),
+                      shape_and_slices=[""] * len(weights),
+                      tensors=[tf.constant(v) for v in weights.values()])
+    for leftover in target.glob("full.ckpt*"):
+        leftover.unlink()
+    (target / "bert_config.json").write_text(config.to_google_json())
+    shutil.copy(vocab_file, target / "vocab.txt")
+    return target, model
+
+
+@pytest.fixture(scope="module")
+def minilm_model(minilm_dir):
+    return load_pretrained(str(minilm_dir))
+
+
+@pytest.fixture(scope="module")
+def poolerless_minilm(minilm_dir, tmp_path_factory):
+    return hf_folder_without(minilm_dir, tmp_path_factory.mktemp("st") / "minilm", ["pooler."])
+
+
+@pytest.fixture(scope="module")
+def poolerless_tf1(shared_dir, tmp_path_factory):
+    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
+    return tf1_folder_without_pooler(tmp_path_factory.mktemp("tf1") / "tiny", vocab)
+
+
+# ------------------------------------------------------------------ load_pretrained
+
+def test_hf_folder_without_pooler_loads_a_fresh_pooler_and_warns(
+        poolerless_minilm, minilm_model, caplog):
+    with caplog.at_level(logging.WARNING, logger="adapter_bert.model.checkpoints"):
+        model = load_pretrained(str(poolerless_minilm))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), warnings
+    assert sorted(model.load_report.pooler_missing) == sorted(POOLER)
+    assert sorted(model.load_report.missing) == sorted(POOLER)
+    # Every other weight is MiniLM's: the encoder's output is unchanged.
+    inputs = tiny_inputs(vocab=1000)
+    np.testing.assert_array_equal(model(inputs)["sequence_output"],
+                                  minilm_model(inputs)["sequence_output"])
+    # The pooler is fresh: zero bias (so `--train_pooler=auto` trains it), a kernel that
+    # is not MiniLM's but drawn at the config's initializer range.
+    assert pooler_is_untrained(model)
+    kernel = model.pooler.dense.kernel.numpy()
+    assert not np.allclose(kernel, minilm_model.pooler.dense.kernel.numpy())
+    assert 0.5 * 0.02 < kernel.std() < 1.5 * 0.02
+
+
+def test_tf1_checkpoint_without_pooler_loads_with_a_warning(poolerless_tf1, caplog):
+    folder, source = poolerless_tf1
+    with caplog.at_level(logging.WARNING, logger="adapter_bert.model.checkpoints"):
+        model = load_pretrained(str(folder), head="classifier")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), warnings
+    assert model.backbone_files.format == "tf1"
+    assert sorted(model.load_report.pooler_missing) == sorted(POOLER)
+    inputs = tiny_inputs()
+    np.testing.assert_array_equal(model.bert(inputs)["sequence_output"],
+                                  source(inputs)["sequence_output"])
+
+
+def test_other_missing_weights_still_stop_the_load(minilm_dir, tmp_path):
+    folder = hf_folder_without(minilm_dir, tmp_path / "broken",
+                               ["pooler.", "encoder.layer.2.output.dense.weight"])
+    with pytest.raises(CheckpointError) as error:
+        load_pretrained(str(folder))
+    message = str(error.value)
+    assert "\n" not in message
+    assert message == f"{folder / 'model.safetensors'}: 1 backbone weight(s) missing, e.g. {OTHER}"
+
+
+# -------------------------------------------------------------------- run_classifier
+
+@pytest.fixture(scope="module")
+def mrpc(shared_dir, tmp_path_factory):
+    source = shared_dir / "data/glue/MRPC"
+
+    def read(name, count):
+        return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
+    return mrpc_dir(tmp_path_factory.mktemp("mrpc"),
+                    (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
+
+
+def classifier_argv(folder, out, data, *extra):
+    return ["--do_train", "--do_eval", "--tuning_mode=adapter", *extra,
+            *classifier_flags(folder, out, data, init_checkpoint=folder, num_train_epochs=0.5)]
+
+
+@pytest.mark.parametrize("backbone", ["hf", "tf1"])
+def test_adapter_run_trains_the_fresh_pooler(backbone, poolerless_minilm, poolerless_tf1,
+                                             mrpc, tmp_path):
+    folder = poolerless_minilm if backbone == "hf" else poolerless_tf1[0]
+    out = tmp_path / "out"
+    result = run_subprocess("run_classifier.py", classifier_argv(folder, out, mrpc))
+    assert result.returncode == 0, result.stderr[-3000:]
+    warnings = [line for line in result.stderr.splitlines() if "has no pooler weights" in line]
+    assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), result.stderr
+    assert "pooler was never trained (absent): training it with the adapter weights" \
+        in result.stderr
+    assert read_results(out / "eval_results.txt")["global_step"] == "3"
+    trained = load_file(str(out / "adapter" / "adapter_model.safetensors"))
+    assert set(POOLER) <= set(trained)          # the pooler trained with the adapters ...
+    assert np.any(trained["bert/pooler/dense/bias"])   # ... away from its zero start
+
+
+def test_train_pooler_false_keeps_the_fresh_pooler_frozen(poolerless_tf1, mrpc, tmp_path):
+    out = tmp_path / "out"
+    result = run_subprocess("run_classifier.py", classifier_argv(
+        poolerless_tf1[0], out, mrpc, "--train_pooler=false"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "has no pooler weights" in result.stderr
+    trained = load_file(str(out / "adapter" / "adapter_model.safetensors"))
+    assert not set(POOLER) & set(trained)
+
+
+def test_run_classifier_stops_with_one_line_on_other_missing_weights(minilm_dir, mrpc,
+                                                                      tmp_path):
+    folder = hf_folder_without(minilm_dir, tmp_path / "broken",
+                               ["pooler.", "encoder.layer.2.output.dense.weight"])
+    result = run_subprocess("run_classifier.py", classifier_argv(folder, tmp_path / "out", mrpc))
+    assert result.returncode == 1
+    assert_one_error_line(result.stderr, "run_classifier.py",
+                          rf"1 backbone weight\(s\) missing, e\.g\. {OTHER}$")
