@@ -45,8 +45,11 @@ class ClassifierRun(base.TaskRun):
     HEAD = "classifier"
     UNTRAINED = "evaluating the pretrained model with an untrained head"
 
+    # The runner's one flag check (ablate_adapters.py's run swaps in its own).
+    check_flags = staticmethod(validate_classifier)
+
     def validate_flags(self, flag_values) -> None:
-        self.task = validate_classifier(flag_values)
+        self.task = self.check_flags(flag_values)
         self.processor = get_processor(self.task)
         self.labels = self.processor.get_labels()
         self.is_regression = self.processor.is_regression
