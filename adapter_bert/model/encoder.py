@@ -121,7 +121,7 @@ class ModifiableBlock(_ConfiguredLayer):
     self-attention and the output blocks, see `adapter_slots`; written by `set_adapter`);
     `adapter_enabled`, its on/off switch (a plain attribute, set by ablations);
     `task_branches`, one `TaskBranch` per named adapter (written by `add_task_branch` and
-    `remove_task_branch`). Reading goes through `modification` alone.
+    `remove_task_branch`). A block's `call` reads them through `modification` alone.
 
     `BRANCH_PER_TASK`: every named adapter has a branch here (embeddings and output
     blocks, which hold a LayerNorm); elsewhere a task without a branch runs the block
