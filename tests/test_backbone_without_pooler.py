@@ -14,8 +14,9 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from adapter_bert.model.checkpoints import (CheckpointError, load_pretrained, read_tf1_checkpoint,
-                                      save_tf1_checkpoint)
+from adapter_bert.model.checkpoints import (CheckpointError, read_tf1_checkpoint,
+                                            save_tf1_checkpoint)
+from adapter_bert.model.factory import load_pretrained
 from adapter_bert.model.config import BertConfig
 from adapter_bert.model.encoder import BertModel
 from adapter_bert.adapters.tuning import pooler_is_untrained

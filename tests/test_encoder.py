@@ -11,7 +11,8 @@ from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
 from adapter_bert.model.encoder import (BertAttention, BertEmbeddings, BertEncoder, BertIntermediate,
                                    BertModel, BertPooler, BertResidualOutput, BertSelfAttention,
-                                   BertTransformerLayer, EmbeddingTable)
+                                   BertTransformerLayer, BlockModification, EmbeddingTable,
+                                   ModifiableBlock)
 from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 
@@ -146,6 +147,83 @@ def test_disabling_an_adapter_slot_skips_it(tiny_config):
     bert.remove_adapters()
     np.testing.assert_allclose(bert(inputs, training=False)["sequence_output"], without, atol=1e-6)
     assert np.abs(with_adapters - without).max() > 1e-3
+
+
+class _Recorder:
+    """Stands in for a layer of a `BlockModification`: counts calls, returns `fn(*args)`."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.fn(*args)
+
+
+def test_every_block_runs_what_modification_returns(tiny_config, monkeypatch):
+    """A block's call reads the slot and the task branches only through `modification`."""
+    bert = BertModel(tiny_config, AdapterConfig(size=4))
+    bert.build_with_dummy_inputs()
+    layer = bert.encoder.transformer_layers[0]
+    holders = [bert.embeddings, layer.attention.self_attention, layer.attention_output_block,
+               layer.ffn_output_block, bert.pooler]
+    assert all(isinstance(h, ModifiableBlock) for h in holders)
+    zero_norm = _Recorder(tf.zeros_like)
+    lora = _Recorder(lambda h: {"query": tf.zeros_like(h), "value": tf.zeros_like(h)})
+    cancel = _Recorder(lambda hidden, residual, layer_norm: -residual)
+    pooled = _Recorder(lambda x: tf.fill(tf.shape(x), 7.0))
+    asked = []
+    replacements = {id(bert.embeddings): BlockModification(layer_norm=zero_norm),
+                    id(layer.attention.self_attention): BlockModification(adapter=lora),
+                    id(layer.ffn_output_block): BlockModification(layer_norm=tf.zeros_like,
+                                                                  adapter=cancel),
+                    id(bert.pooler): BlockModification(dense=pooled)}
+    for holder in holders:
+        real = holder.modification
+
+        def patched(adapter_name=None, holder=holder, real=real):
+            asked.append((holder.name, adapter_name))
+            return replacements.get(id(holder)) or real(adapter_name)
+        monkeypatch.setattr(holder, "modification", patched)
+    outputs = bert(tiny_inputs(), training=False, return_all_layers=True)
+    assert [zero_norm.calls, lora.calls, cancel.calls, pooled.calls] == [1, 1, 1, 1]
+    np.testing.assert_array_equal(outputs["all_layer_outputs"][0], 0.0)
+    np.testing.assert_array_equal(outputs["pooled_output"], 7.0)
+    assert {name for name, _ in asked} == {h.name for h in holders}
+    assert all(adapter_name is None for _, adapter_name in asked)
+
+
+def test_modification_of_each_path(tiny_config):
+    from adapter_bert.adapters.named import add_named_adapter
+
+    bert = BertModel(tiny_config, AdapterConfig(size=4))
+    bert.build_with_dummy_inputs()
+    block = bert.encoder.transformer_layers[0].ffn_output_block
+    attention = bert.encoder.transformer_layers[0].attention.self_attention
+    own = block.modification()
+    assert own.adapter is block.adapter is not None and own.layer_norm is block.layer_norm
+    assert own.fusion is None and own.fused == ()
+    block.adapter_enabled = False
+    assert block.modification().adapter is None
+    block.adapter_enabled = True
+    add_named_adapter(bert, "t", AdapterConfig(size=4))
+    add_named_adapter(bert, "l", AdapterConfig(size=4, adapter_type="lora"))
+    add_named_adapter(bert, "f", fuse=["t"])
+    branch = block.task_branches["t"]
+    task = block.modification("t")
+    assert task.adapter is branch.adapter and task.adapter is not block.adapter
+    assert task.layer_norm is branch.layer_norm is not block.layer_norm
+    fused = block.modification("f")
+    assert fused.fusion is block.task_branches["f"].fusion is not None
+    assert fused.fused == (branch.adapter,)
+    assert attention.modification("l").adapter is attention.task_branches["l"].adapter
+    assert attention.modification("t").adapter is None  # no LoRA: plain attention
+    assert bert.pooler.modification("t").dense is bert.pooler.dense  # no pooler of its own
+    with pytest.raises(KeyError, match="no adapter named 'x'"):
+        block.modification("x")
+    bert.pooler.remove_task_branch("absent")  # removing what is not there is a no-op
+    block.remove_task_branch("f")
+    assert "f" not in block.task_branches and "t" in block.task_branches
 
 
 def test_tf1_names_do_not_depend_on_build_order(tiny_config):

@@ -266,3 +266,21 @@ def test_xnli_trains_and_evaluates_on_the_original_layout(backbone, tmp_path):
     accuracy = float(results["eval_accuracy"])
     assert 0.0 <= accuracy <= 1.0 and abs(accuracy * 9 - round(accuracy * 9)) < 1e-5
     assert "eval_f1" not in results
+
+
+@pytest.mark.parametrize("regression", (False, True))
+def test_eval_loss_is_the_training_loss(regression):
+    """eval_loss (numpy, `_mean_loss`) is the Keras training loss (`ClassifierRun._loss`)."""
+    import tf_keras as keras
+
+    from adapter_bert.tasks.classifier import ClassifierRun, _mean_loss
+
+    rng = np.random.default_rng(0)
+    logits = (3 * rng.normal(size=(257, 1 if regression else 3))).astype(np.float32)
+    labels = (rng.normal(size=(257, 1)).astype(np.float32) if regression
+              else rng.integers(0, 3, 257).astype(np.int32))
+    run = ClassifierRun.__new__(ClassifierRun)  # only `is_regression` is read by _loss
+    run.is_regression = regression
+    expected = float(run._loss()(labels, logits).numpy())
+    assert isinstance(run._loss(), keras.losses.Loss)
+    assert _mean_loss(logits, labels, regression) == pytest.approx(expected, rel=1e-6)

@@ -1,6 +1,7 @@
 """Named adapters on one frozen backbone: create, delete and address a task's parameters.
 
-A named adapter ("mrpc") owns, in every block of the backbone, a `TaskBranch` under the
+A named adapter ("mrpc") owns, in every block of the backbone, a `TaskBranch` (added
+through the block's `ModifiableBlock.add_task_branch`, see model/encoder.py) under the
 TF1 scope `<block>/mrpc`: its adapter for that slot (if the config puts one there), its
 own copy of the block's LayerNorm (Houlsby-style adapter tuning trains the LayerNorms
 per task), optionally its own pooler projection, or, for a fusion task, an
@@ -144,7 +145,7 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
                 adapter.build(_width_shape(bert))
                 branches[slot].adapter = adapter
         for block in (layer.attention_output_block, layer.ffn_output_block):
-            if fused and block.task_branches[fused[0]].adapter is not None:
+            if fused and block.modification(fused[0]).adapter is not None:
                 fusion = AdapterFusion(initializer_range=bert.config.initializer_range)
                 fusion.build(_width_shape(bert))
                 branches[block].fusion = fusion
@@ -157,7 +158,7 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
         if (holder is bert.pooler and branch.dense is None) or (
                 isinstance(holder, BertSelfAttention) and branch.adapter is None):
             continue  # these holders fall back to the shared layer
-        holder.task_branches[name] = branch
+        holder.add_task_branch(branch)
 
 
 def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
@@ -174,7 +175,7 @@ def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
         if config.adapter_type == "lora":
             raise ValueError(f"{fused_name!r} is a LoRA adapter; fusion attends over bottleneck "
                              f"adapters (houlsby, pfeiffer, parallel)")
-        layouts.append([[block.task_branches[fused_name].adapter is not None
+        layouts.append([[block.modification(fused_name).adapter is not None
                          for block in (layer.attention_output_block, layer.ffn_output_block)]
                         for layer in bert.encoder.transformer_layers])
     if any(layout != layouts[0] for layout in layouts):
@@ -196,9 +197,7 @@ def delete_named_adapter(bert: BertModel, name: str) -> None:
     if users:
         raise ValueError(f"adapter {name!r} is fused by {users}; delete those first")
     for holder in _branch_holders(bert):
-        if name in holder.task_branches:
-            # A fresh dict (rather than `del`) keeps Keras' tracking and checkpoints sound.
-            holder.task_branches = {k: v for k, v in holder.task_branches.items() if k != name}
+        holder.remove_task_branch(name)
 
 
 def named_adapter_variables(bert: BertModel, name: str) -> Dict[str, tf.Variable]:

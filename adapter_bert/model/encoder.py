@@ -1,4 +1,4 @@
-"""BERT encoder as tf-keras layers, with a slot for a bottleneck adapter in every block.
+"""BERT encoder as tf-keras layers, and the one place where adapters modify its blocks.
 
 Layer names follow the variable scopes of Google's TF1 BERT so that `naming.tf1_variables`
 can map every weight to its checkpoint name (`bert/encoder/layer_3/attention/output/
@@ -9,18 +9,28 @@ Data flow of one transformer layer (post-LayerNorm BERT, adapters as in Houlsby 
     a = LayerNorm(x + Adapter(Dropout(Dense(SelfAttention(x)))))
     y = LayerNorm(a + Adapter(Dropout(Dense(act(Dense(a))))))
 
-The other families use the same slots (see adapters/layers.py): Pfeiffer and parallel adapters
-in the output blocks, LoRA in self-attention.
+Every way a block is modified goes through `ModifiableBlock` (the "block modifications"
+section below): a block stores its single `adapter` slot, its `adapter_enabled` switch and
+its named `task_branches`, and its `call` asks `modification(adapter_name)` what to run.
+The paths, all through that one method:
 
-Named adapters: besides its own adapters and LayerNorms (the single-adapter path), every
-block can hold one `TaskBranch` per named adapter, with that task's adapter, LayerNorm
-(and pooler, fusion) under the TF1 scope `<block>/<task>`. `BertModel(...,
-adapter_name="mrpc")` runs the frozen backbone with task "mrpc"'s branches; see
-adapters/named.py and adapters/multitask.py.
+- the single slot (`BertModel.add_adapters`): Houlsby, Pfeiffer and parallel adapters in
+  the two output blocks, LoRA in self-attention (adapters/layers.py, `adapter_slots`);
+- `adapter_enabled` (tasks/ablation.py) bypasses the single slot, weights kept;
+- named adapters (adapters/named.py, adapters/multitask.py): a `TaskBranch` per task and
+  holder, under the TF1 scope `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
+- AdapterFusion (adapters/fusion.py): a task branch whose `fusion` attends over other
+  tasks' adapters of the same block.
+
+Two more ways adapters are added do not enter these blocks: a ResAdapter
+(adapters/resadapter.py) is a side network reading `all_layer_outputs` of a frozen
+`BertModel`, and adapters/hf_bridge.py puts the same adapter layers into the blocks of a
+transformers `TFBertModel`, at the same two places. docs/design.md says why the single
+slot and the task branches are stored apart.
 """
 
 import math
-from typing import Optional
+from typing import NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
@@ -58,6 +68,7 @@ class _ConfiguredLayer(keras.layers.Layer):
         return base
 
 
+# ------------------------------------------------------------ block modifications
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class TaskBranch(keras.layers.Layer):
     """What one named adapter owns inside one backbone block (TF1 scope `<block>/<task>`).
@@ -82,13 +93,88 @@ class TaskBranch(keras.layers.Layer):
         self.train_pooler = False
 
 
-def _branch(layer, adapter_name):
-    """The `TaskBranch` of `adapter_name` in `layer` (KeyError with a clear message)."""
-    try:
-        return layer.task_branches[adapter_name]
-    except KeyError:
-        raise KeyError(f"no adapter named {adapter_name!r} in {layer.name} (named adapters: "
-                       f"{sorted(layer.task_branches)})") from None
+class BlockModification(NamedTuple):
+    """What one call of a block runs: the block's own layers or a task's.
+
+    Fields a block does not have are None (self-attention has no LayerNorm, only the
+    pooler has a replaceable `dense`).
+
+    Attributes:
+        layer_norm: the LayerNorm to apply (the block's own or the task's copy).
+        adapter: the adapter to apply, or None.
+        dense: the block's `dense` or the task's own (only the pooler's is replaced).
+        fusion: an `AdapterFusion` to run instead of `adapter`, or None.
+        fused: the adapters the fusion attends over, in the task's order.
+    """
+
+    layer_norm: Optional[keras.layers.Layer] = None
+    adapter: Optional[keras.layers.Layer] = None
+    dense: Optional[keras.layers.Layer] = None
+    fusion: Optional[keras.layers.Layer] = None
+    fused: Tuple[keras.layers.Layer, ...] = ()
+
+
+class ModifiableBlock(_ConfiguredLayer):
+    """Base of the backbone layers adapters modify: the one extension point of a block.
+
+    Storage, set up by `_init_modifications`: `adapter`, the single slot (filled in
+    self-attention and the output blocks, see `adapter_slots`; written by `set_adapter`);
+    `adapter_enabled`, its on/off switch (a plain attribute, set by ablations);
+    `task_branches`, one `TaskBranch` per named adapter (written by `add_task_branch` and
+    `remove_task_branch`). A block's `call` reads them through `modification` alone.
+
+    `BRANCH_PER_TASK`: every named adapter has a branch here (embeddings and output
+    blocks, which hold a LayerNorm); elsewhere a task without a branch runs the block
+    unmodified.
+    """
+
+    BRANCH_PER_TASK = False
+
+    def _init_modifications(self) -> None:
+        # Called last in `__init__`: attribute order is the order Keras walks the
+        # layers, hence the order of the weights (and of the optimizer's slots).
+        self.adapter = None
+        self.adapter_enabled = True
+        self.task_branches = {}
+
+    def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
+        """Fills (or, with None, empties) the single slot; builds it if this layer is built."""
+        self.adapter = adapter
+        if adapter is not None and self.built and not adapter.built:
+            adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
+
+    def add_task_branch(self, branch: TaskBranch) -> None:
+        """Adds the named adapter `branch.name`'s parts for this block."""
+        self.task_branches[branch.name] = branch
+
+    def remove_task_branch(self, name: str) -> None:
+        """Removes the named adapter `name`'s parts (if it has any here)."""
+        if name in self.task_branches:
+            # A fresh dict (rather than `del`) keeps Keras' tracking and checkpoints sound.
+            self.task_branches = {k: v for k, v in self.task_branches.items() if k != name}
+
+    @tf.autograph.experimental.do_not_convert  # Python dispatch while tracing
+    def modification(self, adapter_name: Optional[str] = None) -> BlockModification:
+        """What this block runs: its own layers (None) or named adapter `adapter_name`'s.
+
+        Raises:
+            KeyError: `BRANCH_PER_TASK` and no adapter named `adapter_name`.
+        """
+        own_layer_norm = getattr(self, "layer_norm", None)
+        own_dense = getattr(self, "dense", None)
+        if adapter_name is None:
+            return BlockModification(own_layer_norm,
+                                     self.adapter if self.adapter_enabled else None, own_dense)
+        branch = self.task_branches.get(adapter_name)
+        if branch is None:
+            if self.BRANCH_PER_TASK:
+                raise KeyError(f"no adapter named {adapter_name!r} in {self.name} (named "
+                               f"adapters: {sorted(self.task_branches)})")
+            return BlockModification(own_layer_norm, None, own_dense)
+        return BlockModification(
+            own_layer_norm if branch.layer_norm is None else branch.layer_norm,
+            branch.adapter, own_dense if branch.dense is None else branch.dense,
+            branch.fusion, tuple(self.modification(name).adapter for name in branch.fused))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -122,8 +208,13 @@ class EmbeddingTable(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertEmbeddings(_ConfiguredLayer):
-    """Word + position + token-type embeddings, then LayerNorm and dropout."""
+class BertEmbeddings(ModifiableBlock):
+    """Word + position + token-type embeddings, then LayerNorm and dropout.
+
+    A named adapter runs its own LayerNorm copy here.
+    """
+
+    BRANCH_PER_TASK = True
 
     def __init__(self, config, name="embeddings", **kwargs):
         super().__init__(config, name=name, **kwargs)
@@ -138,7 +229,7 @@ class BertEmbeddings(_ConfiguredLayer):
             name="position_embeddings")
         self.layer_norm = _layer_norm(cfg)
         self.dropout = Dropout(cfg.hidden_dropout_prob)
-        self.task_branches = {}
+        self._init_modifications()
 
     def build(self, input_shape):
         # The position table is sliced, never called, so it is built explicitly.
@@ -150,18 +241,16 @@ class BertEmbeddings(_ConfiguredLayer):
         embeddings = (self.word_embeddings(input_ids)
                       + self.token_type_embeddings(segment_ids)
                       + self.position_embeddings.table[tf.newaxis, :seq_length])
-        layer_norm = (self.layer_norm if adapter_name is None
-                      else _branch(self, adapter_name).layer_norm)
-        embeddings = layer_norm(embeddings)
+        embeddings = self.modification(adapter_name).layer_norm(embeddings)
         return tf.cast(self.dropout(embeddings, training=training), self.compute_dtype)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertSelfAttention(_ConfiguredLayer):
+class BertSelfAttention(ModifiableBlock):
     """Multi-head scaled dot-product self-attention (the query/key/value projections).
 
     `adapter` is the LoRA slot (None without LoRA): its low-rank updates are added to
-    the frozen query and value projections.
+    the frozen query and value projections. A named LoRA adapter has a branch here.
     """
 
     def __init__(self, config, name="self", **kwargs):
@@ -174,14 +263,7 @@ class BertSelfAttention(_ConfiguredLayer):
         self.value = keras.layers.Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
                                         name="value")
         self.dropout = Dropout(cfg.attention_probs_dropout_prob)
-        self.adapter = None
-        self.task_branches = {}
-
-    def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
-        """Fills (or, with None, empties) the LoRA slot; builds it if this layer is built."""
-        self.adapter = adapter
-        if adapter is not None and self.built and not adapter.built:
-            adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
+        self._init_modifications()
 
     def _split_heads(self, x):
         """[B, T, H] -> [B, N, T, D]: heads first, so both products are plain batched matmuls.
@@ -196,10 +278,7 @@ class BertSelfAttention(_ConfiguredLayer):
     def call(self, hidden, attention_adder, training=None, adapter_name=None):
         """Args: hidden [B, T, H]; attention_adder [B, 1, 1, T] float32 (0 or -10000)."""
         query, key, value = self.query(hidden), self.key(hidden), self.value(hidden)
-        lora = self.adapter
-        if adapter_name is not None:
-            branch = self.task_branches.get(adapter_name)
-            lora = branch.adapter if branch is not None else None
+        lora = self.modification(adapter_name).adapter
         if lora is not None:
             updates = lora(hidden)
             query = query + tf.cast(updates["query"], query.dtype)
@@ -217,15 +296,18 @@ class BertSelfAttention(_ConfiguredLayer):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertResidualOutput(_ConfiguredLayer):
+class BertResidualOutput(ModifiableBlock):
     """Output block of a sub-layer: Dense -> Dropout -> [Adapter] -> LayerNorm(x + residual).
 
     Used twice per transformer layer: after self-attention (scope `attention/output`)
     and after the feed-forward network (scope `output`). `adapter` is the adapter
     slot; it is empty (None) for a plain BERT. An adapter is called as
     `adapter(hidden, residual, layer_norm)` (see adapters/layers.py), so Houlsby, Pfeiffer and
-    parallel adapters share the slot.
+    parallel adapters share the slot. A named adapter runs its own LayerNorm copy and
+    adapter (or fusion) here.
     """
+
+    BRANCH_PER_TASK = True
 
     def __init__(self, config, name="output", **kwargs):
         super().__init__(config, name=name, **kwargs)
@@ -233,33 +315,18 @@ class BertResidualOutput(_ConfiguredLayer):
             self.config.hidden_size, kernel_initializer=_initializer(self.config), name="dense")
         self.dropout = Dropout(self.config.hidden_dropout_prob)
         self.layer_norm = _layer_norm(self.config)
-        self.adapter = None
-        self.adapter_enabled = True
-        self.task_branches = {}
-
-    def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
-        """Fills (or, with None, empties) the adapter slot; builds it if this block is built."""
-        self.adapter = adapter
-        if adapter is not None and self.built and not adapter.built:
-            adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
+        self._init_modifications()
 
     def call(self, hidden, residual, training=None, adapter_name=None):
         hidden = self.dropout(self.dense(hidden), training=training)
         residual = tf.cast(residual, hidden.dtype)
-        if adapter_name is None:
-            layer_norm = self.layer_norm
-            adapter = self.adapter if self.adapter_enabled else None
-            fusion = None
-        else:
-            branch = _branch(self, adapter_name)
-            layer_norm, adapter, fusion = branch.layer_norm, branch.adapter, branch.fusion
-        if fusion is not None:
-            outputs = [_branch(self, name).adapter(hidden, residual, layer_norm)
-                       for name in branch.fused]
-            hidden = fusion(hidden, outputs)
-        elif adapter is not None:
-            hidden = adapter(hidden, residual, layer_norm)
-        return layer_norm(hidden + residual)
+        mod = self.modification(adapter_name)
+        if mod.fusion is not None:
+            hidden = mod.fusion(hidden, [adapter(hidden, residual, mod.layer_norm)
+                                         for adapter in mod.fused])
+        elif mod.adapter is not None:
+            hidden = mod.adapter(hidden, residual, mod.layer_norm)
+        return mod.layer_norm(hidden + residual)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -340,7 +407,7 @@ class BertEncoder(_ConfiguredLayer):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertPooler(_ConfiguredLayer):
+class BertPooler(ModifiableBlock):
     """Dense + tanh on the first ([CLS]) token (scope `pooler`).
 
     A named adapter that trains the pooler has its own `dense` in its `TaskBranch`;
@@ -351,13 +418,10 @@ class BertPooler(_ConfiguredLayer):
         super().__init__(config, name=name, **kwargs)
         self.dense = keras.layers.Dense(self.config.hidden_size, activation="tanh",
                                         kernel_initializer=_initializer(self.config), name="dense")
-        self.task_branches = {}
+        self._init_modifications()
 
     def call(self, sequence_output, adapter_name=None):
-        dense = self.dense
-        if adapter_name is not None and adapter_name in self.task_branches:
-            dense = self.task_branches[adapter_name].dense
-        return dense(sequence_output[:, 0])
+        return self.modification(adapter_name).dense(sequence_output[:, 0])
 
 
 def adapter_slots(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
@@ -389,7 +453,7 @@ class BertModel(keras.Model):
 
     Called with `adapter_name="mrpc"` it runs with the named adapter "mrpc" (its
     adapters, LayerNorms and, if it has one, pooler) instead of its own; see
-    `named_adapters.add_named_adapter`.
+    `adapters.named.add_named_adapter`.
 
     Args:
         config: the `BertConfig`.

@@ -360,18 +360,17 @@ def classifier_main(flag_values) -> int:
     results into `--output_dir`.
 
     Raises:
-        FlagError: --do_train/--do_predict given, or no trained weights to ablate.
+        FlagError: a bad flag (`flags.validate_ablation`), or no trained weights to ablate.
     """
     from absl import logging
 
-    from adapter_bert.tasks.flags import FlagError
+    from adapter_bert.tasks.flags import FlagError, validate_ablation
     from adapter_bert.tasks.classifier import ClassifierRun
 
-    if flag_values.do_train or flag_values.do_predict:
-        raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "
-                        "--do_predict and pass --load_adapter=<run output_dir>/adapter")
-    flag_values.do_eval = True
-    run = ClassifierRun(flag_values)
+    class AblationRun(ClassifierRun):
+        check_flags = staticmethod(validate_ablation)
+
+    run = AblationRun(flag_values)
     if not any(adapter_blocks_by_layer(run.model)):
         raise FlagError("the model has no adapters: pass --load_adapter with an adapter-tuned "
                         "run's adapter directory")

@@ -226,6 +226,24 @@ def validate_classifier(values) -> str:
     return task
 
 
+def validate_ablation(values) -> str:
+    """ablate_adapters.py's checks: it only evaluates, then run_classifier.py's checks.
+
+    Sets `do_eval` (the ablation evaluates on dev whatever the flag says).
+
+    Returns:
+        The canonical task name.
+
+    Raises:
+        FlagError: --do_train or --do_predict given, or a check of `validate_classifier`.
+    """
+    if values.do_train or values.do_predict:
+        raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "
+                        "--do_predict and pass --load_adapter=<run output_dir>/adapter")
+    values.do_eval = True
+    return validate_classifier(values)
+
+
 def was_set(values, name: str) -> bool:
     """Whether the user gave --name explicitly (absl FlagValues); False for other objects."""
     try:
