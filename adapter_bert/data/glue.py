@@ -27,6 +27,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 # Re-exported so that callers only need this module.
+from adapter_bert import io_utils
 from adapter_bert.data.features import (  # noqa: F401
     convert_examples_to_features,
     pad_to_multiple_of_batch,
@@ -88,8 +89,7 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
       GlueDataError: If the file is empty, unreadable or not valid UTF-8.
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = io_utils.read_bytes(path)
     except FileNotFoundError as e:
         raise GlueDataFileNotFoundError(
             f"{task}: data file not found: {path}") from e

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.io_utils import atomic_write_text, makedirs
 
 __all__ = ["RawResult", "write_predictions", "NO_SPAN_NULL_ODDS"]
 
@@ -187,7 +187,7 @@ def write_predictions(
         predictions[example.qas_id] = "" if best_non_null is None or diff > null_score_diff_threshold \
             else best_non_null[0]
 
-    os.makedirs(output_dir, exist_ok=True)
+    makedirs(output_dir)
     _write_json_atomic(os.path.join(output_dir, "predictions.json"), predictions)
     _write_json_atomic(os.path.join(output_dir, "nbest_predictions.json"), nbest_json)
     if version_2_with_negative:
