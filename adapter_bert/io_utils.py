@@ -53,12 +53,28 @@ def expand(path: str) -> str:
 
 def exists(path: str) -> bool:
     """Whether a file or directory exists at `path`."""
-    return os.path.exists(path) if is_local(path) else _gfile().exists(path)
+    if is_local(path):
+        return os.path.exists(path)
+    return _gfile().exists(path) and _listed(path)
 
 
 def isdir(path: str) -> bool:
     """Whether `path` is a directory."""
-    return os.path.isdir(path) if is_local(path) else _gfile().isdir(path)
+    if is_local(path):
+        return os.path.isdir(path)
+    return _gfile().isdir(path) and _listed(path)
+
+
+def _listed(path: str) -> bool:
+    """Whether `path`'s parent lists its name. TensorFlow's `ram://` filesystem matches
+    any string prefix (`ram://d/model.ckpt` "is a directory" when `ram://d/model.ckpt.index`
+    exists), so there the name is checked against the parent's listing."""
+    if scheme(path) != "ram":
+        return True
+    parent, _, name = path.rstrip("/").rpartition("/")
+    if parent.endswith(":/"):  # a top-level name: nothing to compare with
+        return True
+    return name in {entry.rstrip("/") for entry in _gfile().listdir(parent)}
 
 
 def isfile(path: str) -> bool:
