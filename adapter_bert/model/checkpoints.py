@@ -149,7 +149,10 @@ def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
         CheckpointError: the checkpoint cannot be read.
     """
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        # tf.train.load_checkpoint asks gfile whether `prefix` is a directory first, which
+        # ram:// wrongly affirms for a prefix; a prefix goes to the reader directly.
+        reader = (tf.train.load_checkpoint(prefix) if io_utils.isdir(prefix)
+                  else tf.compat.v1.train.NewCheckpointReader(prefix))
         names = reader.get_variable_to_shape_map()
         return {n: reader.get_tensor(n) for n in sorted(names)}
     except (tf.errors.OpError, ValueError) as e:
