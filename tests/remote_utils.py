@@ -40,22 +40,31 @@ def copy_from_remote(remote: str, local: Path) -> None:
 
 
 def run_spec(spec: dict) -> int:
-    """Stages `spec["stage"]` ({name: local path}) under `spec["root"]` (a ram:// URL),
-    runs `spec["module"]` with `spec["argv"]` (`{name}` replaced by the staged path,
-    `{root}` by the root), then copies `spec["fetch"]` ({remote: local}) back.
+    """Stages `spec["stage"]` ({name: local path}) under `spec["root"]` (a ram:// URL or
+    a local folder), runs `spec["module"]` with `spec["argv"]` (`{root}` replaced by the
+    root, any other `{name}` by `<root>/<name>`), then copies `spec["fetch"]`
+    ({remote: local}) back.
 
     Returns:
         The runner's exit code.
     """
-    root = spec["root"]
-    names = {"root": root}
+    names = _Staged(spec["root"])
     for name, local in spec.get("stage", {}).items():
-        names[name] = f"{root}/{name}"
         copy_to_remote(Path(local), names[name])
-    code, _ = run_in_process(spec["module"], [arg.format(**names) for arg in spec["argv"]])
+    code, _ = run_in_process(spec["module"], [arg.format_map(names) for arg in spec["argv"]])
     for remote, local in spec.get("fetch", {}).items():
-        copy_from_remote(remote.format(**names), Path(local))
+        copy_from_remote(remote.format_map(names), Path(local))
     return code
+
+
+class _Staged(dict):
+    """`{root}` -> the root; `{name}` -> `<root>/<name>` (staged now or by an earlier run)."""
+
+    def __init__(self, root: str):
+        super().__init__(root=root)
+
+    def __missing__(self, name: str) -> str:
+        return f"{self['root']}/{name}"
 
 
 if __name__ == "__main__":
