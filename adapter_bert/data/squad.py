@@ -20,7 +20,6 @@ ties).
 
 import dataclasses
 import json
-import os
 from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np

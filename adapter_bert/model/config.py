@@ -6,7 +6,6 @@ written into adapter files to describe the backbone an adapter fits.
 
 import dataclasses
 import json
-import os
 from typing import Optional, Sequence, Tuple
 
 from adapter_bert import io_utils

@@ -5,7 +5,6 @@ port adds (adapters, tuning mode, distribution, dtype, seed, ...) are defined he
 once, so both entry points read the same way.
 """
 
-import os
 
 from absl import flags
 
