@@ -24,6 +24,7 @@ def copy_to_remote(local: Path, remote: str) -> None:
         for child in local.iterdir():
             copy_to_remote(child, f"{remote}/{child.name}")
     else:
+        tf.io.gfile.makedirs(remote.rsplit("/", 1)[0])
         with tf.io.gfile.GFile(remote, "wb") as f:
             f.write(local.read_bytes())
 
