@@ -4,8 +4,10 @@
 `tf.io.gfile` filesystems (it lives in one process, so runs happen in process).
 """
 
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from adapter_bert import io_utils
@@ -136,3 +138,25 @@ def test_bad_remote_paths_fail_like_local_ones(backbone, shared_dir, tmp_path, c
         lines.append(error_line(capsys, argv, root))
     assert lines[0] == lines[1]
     assert lines[0].startswith("run_classifier.py: error: ") and expected in lines[0]
+
+
+def test_hugging_face_folder_on_ram_reads_like_local(minilm_dir):
+    """config.json, model.safetensors (read from bytes), vocab.txt, tokenizer_config.json."""
+    from adapter_bert.data.tokenization import checkpoint_lower_case
+    from adapter_bert.model.checkpoints import read_weights, resolve_backbone
+    from adapter_bert.model.config import BertConfig
+    from tests.remote_utils import copy_to_remote
+    remote = "ram://hf/minilm"
+    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"):
+        copy_to_remote(minilm_dir / name, f"{remote}/{name}")
+    local_files, remote_files = resolve_backbone(str(minilm_dir)), resolve_backbone(remote)
+    assert remote_files == dataclasses.replace(
+        local_files, **{k: getattr(local_files, k).replace(str(minilm_dir), remote)
+                        for k in ("config_file", "weights", "vocab_file")})
+    assert BertConfig.from_json_file(remote_files.config_file) == \
+        BertConfig.from_json_file(local_files.config_file)
+    local, far = read_weights(local_files), read_weights(remote_files)
+    assert sorted(far) == sorted(local) and len(far) > 90
+    for name in local:
+        assert np.array_equal(far[name], local[name]), name
+    assert checkpoint_lower_case(remote) == checkpoint_lower_case(str(minilm_dir)) is True
