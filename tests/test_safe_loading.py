@@ -63,8 +63,8 @@ def test_planted_cache_entry_is_rebuilt_not_executed(tmp_path, plant):
 
 
 def test_old_pickle_entries_are_never_read(tmp_path):
-    """Version-1 caches were pickles named *.pkl; the key changed with CACHE_VERSION."""
-    assert CACHE_VERSION >= 2
+    """Caches before version 3 were pickles named *.pkl; the key changed with CACHE_VERSION."""
+    assert CACHE_VERSION >= 3
     marker = tmp_path / "ran"
     cache = FeatureCache(str(tmp_path))
     (tmp_path / ("MRPC-train-" + cache.key({"k": 1}) + ".pkl")).write_bytes(planted_bytes(marker))

@@ -28,7 +28,7 @@ from absl import logging
 
 from adapter_bert import io_utils
 
-CACHE_VERSION = 2  # 2: .npz + JSON instead of pickles
+CACHE_VERSION = 3  # 3: .npz + JSON instead of pickles
 DISABLED = "none"
 _META = "__meta__"  # the JSON description, stored as a uint8 array
 

@@ -32,10 +32,11 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
         raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
                              f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
                              f"a line") from None
-    if io_utils.is_local(vocab_file):
-        from transformers import BertTokenizerFast
-        return BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    return _tokenizer_from_bytes(data, do_lower_case)
+    from transformers import BertTokenizerFast
+    # The tokenizers library opens local files only: a remote vocab is built from its bytes.
+    tokenizer = (BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
+                 if io_utils.is_local(vocab_file) else _tokenizer_from_bytes(data, do_lower_case))
+    return tokenizer
 
 
 def _tokenizer_from_bytes(data: bytes, do_lower_case: bool):
