@@ -103,7 +103,7 @@ class FeatureCache:
         if path:
             try:
                 data = encode(value)
-            except (CacheFormatError, TypeError) as e:  # TypeError: attributes not JSON
+            except (ValueError, TypeError) as e:  # ragged fields, attributes not JSON, ...
                 logging.info("Features for %s not cached (%s)", name, e)
                 return value
             io_utils.atomic_write_bytes(path, data)
