@@ -1,21 +1,222 @@
-"""Atomic file writes: a reader never sees half a JSON, TSV or weights file.
+"""File helpers for every path the package reads or writes, on any TensorFlow filesystem.
 
-Each write goes to a temporary file in the same directory, is flushed to disk, then
-renamed over the target (`os.replace` is atomic on POSIX and Windows).
+Paths may be local (`/data/glue`, `out`) or any URL TensorFlow's `tf.io.gfile` knows
+(`gs://bucket/run`, `file:///tmp/x`, `ram://scratch`, ...). Local paths go through
+Python's own `os`/`open` (fast, and no TensorFlow import); URLs go through `tf.io.gfile`.
+
+Atomic writes: a reader never sees half a JSON, TSV or weights file.
+- Local paths: the bytes go to a temporary file in the same directory, are flushed to
+  disk, then renamed over the target (`os.replace` is atomic on POSIX and Windows).
+- Filesystems with a real rename (`file://`, `ram://`, HDFS, ...): the same, with
+  `tf.io.gfile.rename`.
+- Object stores (`gs://`, `s3://`): rename is a copy plus a delete, so it is not used.
+  The object is written once, in a single upload, and becomes visible only when that
+  upload completes: a reader sees the previous object or the new one, never a part.
+  A write killed mid-way leaves the previous object in place.
 """
 
 import hashlib
+import io
 import os
 import re
+import shutil
 import tempfile
-from typing import Callable, List
+from typing import Callable, Iterator, List, Tuple
 
 # Names of the temporary files `atomic_write_with` creates: ".<target>.<random>.tmp".
 _TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+# Filesystems whose rename is a copy + delete: written in one go instead.
+OBJECT_STORES = frozenset({"gs", "s3"})
+
+
+def _gfile():
+    import tensorflow as tf
+    return tf.io.gfile
+
+
+def scheme(path: str) -> str:
+    """The URL scheme of `path` ("gs", "ram", "file", ...), "" for a local path."""
+    match = _URL.match(str(path))
+    return match.group(1).lower() if match else ""
+
+
+def is_local(path: str) -> bool:
+    """Whether `path` is a plain local path (handled by `os`, not `tf.io.gfile`)."""
+    return not scheme(path)
+
+
+def expand(path: str) -> str:
+    """`~` expanded for local paths; URLs unchanged."""
+    return os.path.expanduser(path) if is_local(path) else path
+
+
+def exists(path: str) -> bool:
+    """Whether a file or directory exists at `path`."""
+    if is_local(path):
+        return os.path.exists(path)
+    return _gfile().exists(path) and _listed(path)
+
+
+def isdir(path: str) -> bool:
+    """Whether `path` is a directory."""
+    if is_local(path):
+        return os.path.isdir(path)
+    return _gfile().isdir(path) and _listed(path)
+
+
+def _listed(path: str) -> bool:
+    """Whether `path`'s parent lists its name. TensorFlow's `ram://` filesystem matches
+    any string prefix (`ram://d/model.ckpt` "is a directory" when `ram://d/model.ckpt.index`
+    exists), so there the name is checked against the parent's listing."""
+    if scheme(path) != "ram":
+        return True
+    parent, _, name = path.rstrip("/").rpartition("/")
+    if parent.endswith(":/"):  # a top-level name: nothing to compare with
+        return True
+    return name in {entry.rstrip("/") for entry in _gfile().listdir(parent)}
+
+
+def isfile(path: str) -> bool:
+    """Whether `path` is an existing file (not a directory)."""
+    if is_local(path):
+        return os.path.isfile(path)
+    return _gfile().exists(path) and not _gfile().isdir(path)
+
+
+def dirname(path: str) -> str:
+    """The parent of `path` (works on URLs: `gs://b/x/y` -> `gs://b/x`)."""
+    return os.path.dirname(path)
+
+
+def makedirs(path: str) -> None:
+    """Creates `path` and its parents; no error if it exists."""
+    if is_local(path):
+        os.makedirs(path, exist_ok=True)
+    else:
+        _gfile().makedirs(path)
+
+
+def listdir(path: str) -> List[str]:
+    """Names in the directory `path` (sorted)."""
+    names = os.listdir(path) if is_local(path) else _gfile().listdir(path)
+    return sorted(name.rstrip("/") for name in names)
+
+
+def glob(pattern: str) -> List[str]:
+    """Paths matching a shell pattern (sorted)."""
+    if is_local(pattern):
+        import glob as _glob
+        return sorted(_glob.glob(pattern))
+    return sorted(_gfile().glob(pattern))
+
+
+def walk(top: str) -> Iterator[Tuple[str, List[str], List[str]]]:
+    """(directory, subdirectories, files) for `top` and everything below it."""
+    if is_local(top):
+        return os.walk(top)
+    return _gfile().walk(top)
+
+
+def open_file(path: str, mode: str = "r", encoding: str = "utf-8"):
+    """A file object for `path` (`open` locally, `tf.io.gfile.GFile` elsewhere).
+
+    Text modes decode/encode with `encoding` on every filesystem.
+    """
+    if is_local(path):
+        if "b" in mode:
+            return open(path, mode)
+        return open(path, mode, encoding=encoding, newline="" if "w" in mode else None)
+    handle = _gfile().GFile(path, mode.replace("t", "").replace("b", "") + "b")
+    if "b" in mode:
+        return handle
+    if "r" in mode:
+        return io.StringIO(handle.read().decode(encoding))
+    return _TextUpload(handle, encoding)
+
+
+class _TextUpload(io.StringIO):
+    """Text written in memory, uploaded in one binary write on close."""
+
+    def __init__(self, handle, encoding: str):
+        super().__init__()
+        self._handle, self._encoding = handle, encoding
+
+    def close(self):
+        if not self.closed:
+            with self._handle:
+                self._handle.write(self.getvalue().encode(self._encoding))
+        super().close()
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole content of the file `path`.
+
+    Raises:
+        OSError: as `open` does on every filesystem (FileNotFoundError when missing,
+            IsADirectoryError for a directory, PermissionError, ...).
+    """
+    if is_local(path):
+        with open(path, "rb") as f:
+            return f.read()
+    import tensorflow as tf
+    if _gfile().isdir(path):
+        raise IsADirectoryError(21, "Is a directory", path)
+    try:
+        with _gfile().GFile(path, "rb") as f:
+            return f.read()
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(2, "No such file or directory", path) from None
+    except tf.errors.PermissionDeniedError:
+        raise PermissionError(13, "Permission denied", path) from None
+    except tf.errors.OpError as e:
+        raise OSError(5, e.message, path) from None
+
+
+def read_text(path: str, encoding: str = "utf-8") -> str:
+    """The whole file decoded (raises UnicodeDecodeError like `open`)."""
+    return read_bytes(path).decode(encoding)
+
+
+def remove(path: str) -> None:
+    """Deletes the file `path` (FileNotFoundError if missing, on every filesystem)."""
+    if is_local(path):
+        os.remove(path)
+        return
+    import tensorflow as tf
+    try:
+        _gfile().remove(path)
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(path) from None
+
+
+def rename(source: str, target: str) -> None:
+    """Moves `source` over `target` (atomic locally; a copy + delete on object stores)."""
+    if is_local(source) and is_local(target):
+        os.replace(source, target)
+    else:
+        _gfile().rename(source, target, overwrite=True)
 
 
 def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
-    """Calls `write(tmp_path)` and moves the result to `path` only if it succeeded."""
+    """Calls `write(tmp_path)` (a local file) and moves the result to `path` only if it
+    succeeded. `path` may be on any filesystem; see the module docstring for what
+    "atomic" means on each."""
+    if is_local(path):
+        _atomic_local(path, write)
+        return
+    directory = tempfile.mkdtemp(prefix="adapter_bert_write_")
+    try:
+        local = os.path.join(directory, os.path.basename(path) or "file")
+        write(local)
+        with open(local, "rb") as f:
+            data = f.read()
+        atomic_write_bytes(path, data)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _atomic_local(path: str, write: Callable[[str], None]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
@@ -32,12 +233,36 @@ def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
         raise
 
 
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Writes `data` to `path` atomically (see the module docstring)."""
+    if is_local(path):
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                f.write(data)
+        _atomic_local(path, write)
+        return
+    gfile = _gfile()
+    directory = dirname(path)
+    if directory and not gfile.exists(directory):
+        gfile.makedirs(directory)
+    if scheme(path) in OBJECT_STORES:
+        with gfile.GFile(path, "wb") as f:  # one upload: the object appears whole
+            f.write(data)
+        return
+    tmp = f"{directory}/.{os.path.basename(path)}.{os.urandom(6).hex()[:8]}.tmp"
+    try:
+        with gfile.GFile(tmp, "wb") as f:
+            f.write(data)
+        gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        if gfile.exists(tmp):
+            gfile.remove(tmp)
+        raise
+
+
 def atomic_write_text(path: str, text: str) -> None:
     """Writes UTF-8 text to `path` atomically."""
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-    atomic_write_with(path, write)
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def remove_stale_temporaries(directory: str) -> List[str]:
@@ -48,18 +273,20 @@ def remove_stale_temporaries(directory: str) -> List[str]:
     behind. A run calls this on its output directory before writing anything.
 
     Args:
-        directory: searched recursively; need not exist.
+        directory: searched recursively (on any filesystem); need not exist.
 
     Returns:
         The paths removed.
     """
+    if not exists(directory):
+        return []
     removed = []
-    for root, _, names in os.walk(directory):
+    for root, _, names in walk(directory):
         for name in names:
             if _TEMPORARY.match(name):
                 path = os.path.join(root, name)
                 try:
-                    os.remove(path)
+                    remove(path)
                 except FileNotFoundError:
                     continue
                 removed.append(path)
@@ -67,9 +294,9 @@ def remove_stale_temporaries(directory: str) -> List[str]:
 
 
 def file_digest(path: str) -> str:
-    """SHA-256 of a file's bytes (hex)."""
+    """SHA-256 of a file's bytes (hex), on any filesystem."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_file(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -50,7 +50,7 @@ def test_outputs_follow_the_original_formats(mrpc_run):
     assert sorted(p.name for p in (mrpc_run / "checkpoints").glob("ckpt-*.index")) == \
         ["ckpt-2.index", "ckpt-4.index"]
     assert (mrpc_run / "logs" / "train").is_dir()  # TensorBoard
-    cached = sorted(p.name.split("-")[1] for p in (mrpc_run / "feature_cache").glob("*.pkl"))
+    cached = sorted(p.name.split("-")[1] for p in (mrpc_run / "feature_cache").glob("*.npz"))
     assert cached == ["dev", "test", "train"]
 
 

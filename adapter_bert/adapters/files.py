@@ -26,7 +26,8 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from adapter_bert.model.config import AdapterConfig, BertConfig
-from adapter_bert.io_utils import atomic_write_text, atomic_write_with, file_digest
+from adapter_bert import io_utils
+from adapter_bert.io_utils import atomic_write_bytes, atomic_write_text
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
 
@@ -98,16 +99,16 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
     Returns:
         The path of the weights file.
     """
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
     description = dict(description, format_version=FORMAT_VERSION, weights=sorted(weights))
-    os.makedirs(directory, exist_ok=True)
+    io_utils.makedirs(directory)
     weights_path = os.path.join(directory, WEIGHTS_NAME)
-    atomic_write_with(weights_path, lambda tmp: save_file(
-        {k: np.ascontiguousarray(v) for k, v in weights.items()}, tmp))
+    data = save({k: np.ascontiguousarray(v) for k, v in weights.items()})
+    atomic_write_bytes(weights_path, data)
     # Each file is replaced atomically, but not both at once: the config names the
     # digest of its weights, so a pair mixed by a run killed between the two writes is
     # detected when loading instead of silently combining two runs.
-    description["weights_sha256"] = file_digest(weights_path)
+    description["weights_sha256"] = hashlib.sha256(data).hexdigest()
     atomic_write_text(os.path.join(directory, CONFIG_NAME), json.dumps(description, indent=2) + "\n")
     return weights_path
 
@@ -157,11 +158,10 @@ def read_adapter_config(directory: str) -> dict:
             read (a newer one: upgrade adapter_bert).
     """
     path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(path):
+    if not io_utils.isfile(path):
         raise AdapterFileError(f"{directory}: no {CONFIG_NAME}; not an adapter directory")
     try:
-        with open(path, encoding="utf-8") as f:
-            description = json.load(f)
+        description = json.loads(io_utils.read_text(path))
     except (ValueError, UnicodeDecodeError) as e:
         raise AdapterFileError(f"{path}: not valid JSON ({e})") from None
     version = description.get("format_version")
@@ -180,15 +180,19 @@ def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
     Raises:
         AdapterFileError: missing or unreadable file.
     """
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
     weights_path = os.path.join(directory, WEIGHTS_NAME)
     expected = read_adapter_config(directory).get("weights_sha256")
-    if expected and os.path.isfile(weights_path) and file_digest(weights_path) != expected:
+    try:
+        data = io_utils.read_bytes(weights_path)
+    except OSError as e:
+        raise AdapterFileError(f"{weights_path}: cannot read ({e})") from None
+    if expected and hashlib.sha256(data).hexdigest() != expected:
         raise AdapterFileError(f"{weights_path} is not the weights file {CONFIG_NAME} was written "
                                f"with (a write was interrupted, or files of two runs were "
                                f"mixed); write the adapter again")
     try:
-        return load_file(weights_path)
+        return load(data)
     except Exception as e:  # safetensors raises its own error types
         raise AdapterFileError(f"{weights_path}: cannot read ({e})") from None
 

@@ -2,27 +2,35 @@
 
 Entries are keyed by a digest of everything the features depend on: the examples (or
 the data file's bytes), the vocabulary file's bytes, lower-casing, the sequence limits,
-the labels and `CACHE_VERSION` (bumped whenever feature conversion changes). A changed
-input therefore misses the cache instead of reading stale features.
+the labels and `CACHE_VERSION` (bumped whenever feature conversion or the file format
+changes). A changed input therefore misses the cache instead of reading stale features.
 
-Entries are pickles written atomically by this package into a directory the user
-chose (`--feature_cache_dir`, default `<output_dir>/feature_cache`); an unreadable
-entry is rebuilt, never trusted. Like any pickle, only point the cache at a directory
-you trust.
+Entries are plain data, never pickles: one `.npz` file per entry holding numeric arrays
+plus a JSON description, read with `allow_pickle=False`. Loading an entry therefore
+cannot run code, even from a shared directory (a team's `gs://` bucket) that others can
+write to. Two kinds of value are stored:
+- a dict of arrays (GLUE features), array by array;
+- a list of dataclass records (SQuAD windows, `SquadFeatureList`): each field stacked
+  over the records, plus the list's own attributes (counts, question ids) as JSON.
+An entry that is unreadable, of another kind or inconsistent is rebuilt, never trusted.
+Entries are written atomically (`io_utils.atomic_write_bytes`) on any filesystem.
 """
 
+import dataclasses
 import hashlib
+import io
 import json
 import os
-import pickle
 from typing import Callable, Iterable, Optional, TypeVar
 
+import numpy as np
 from absl import logging
 
-from adapter_bert.io_utils import atomic_write_with
+from adapter_bert import io_utils
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: .npz + JSON instead of pickles
 DISABLED = "none"
+_META = "__meta__"  # the JSON description, stored as a uint8 array
 
 T = TypeVar("T")
 
@@ -36,11 +44,16 @@ def records_digest(records: Iterable) -> str:
     return digest.hexdigest()
 
 
+class CacheFormatError(ValueError):
+    """A value the cache cannot store as plain arrays, or an entry that does not decode."""
+
+
 class FeatureCache:
     """Gets features from disk, or builds and stores them.
 
     Args:
-        directory: cache directory, created on first write; None disables caching.
+        directory: cache directory (any filesystem), created on first write; None
+            disables caching.
 
     Examples:
         >>> cache = FeatureCache(None)  # disabled: always builds
@@ -69,27 +82,92 @@ class FeatureCache:
         """Where the entry for `name` and `parts` lives (None when disabled)."""
         if self.directory is None:
             return None
-        return os.path.join(self.directory, f"{name}-{self.key(parts)}.pkl")
+        return os.path.join(self.directory, f"{name}-{self.key(parts)}.npz")
 
     def get_or_build(self, name: str, parts: dict, build: Callable[[], T]) -> T:
-        """The cached value for (name, parts), else `build()` stored for next time."""
+        """The cached value for (name, parts), else `build()` stored for next time.
+
+        A value `encode` cannot store as plain data (e.g. an empty list) is returned
+        uncached.
+        """
         path = self.path(name, parts)
-        if path and os.path.isfile(path):
+        if path and io_utils.isfile(path):
             try:
-                with open(path, "rb") as f:
-                    value = pickle.load(f)
+                value = decode(io_utils.read_bytes(path))
                 self.hits += 1
                 logging.info("Features from cache %s", path)
                 return value
-            except Exception as e:  # a truncated or foreign file: rebuild it
+            except Exception as e:  # truncated, foreign or planted: rebuild it
                 logging.warning("Ignoring unreadable feature cache %s (%s)", path, e)
         value = build()
         if path:
-            os.makedirs(self.directory, exist_ok=True)
-            atomic_write_with(path, lambda tmp: _dump(value, tmp))
+            try:
+                data = encode(value)
+            except (ValueError, TypeError) as e:  # ragged fields, attributes not JSON, ...
+                logging.info("Features for %s not cached (%s)", name, e)
+                return value
+            io_utils.atomic_write_bytes(path, data)
         return value
 
 
-def _dump(value, path: str) -> None:
-    with open(path, "wb") as f:
-        pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+# ------------------------------------------------------------------------- format
+
+def _record_types():
+    """The record types an entry may name (decoding never imports by name)."""
+    from adapter_bert.data.squad import SquadFeature, SquadFeatureList
+    return {"SquadFeature": (SquadFeature, SquadFeatureList)}
+
+
+def encode(value) -> bytes:
+    """The `.npz` bytes of a dict of arrays or a list of known dataclass records."""
+    arrays = {}
+    if isinstance(value, dict):
+        meta = {"kind": "arrays", "keys": sorted(value)}
+        for key in value:
+            arrays["a/" + key] = _plain(np.asarray(value[key]), key)
+    elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+        record_type = type(value[0]).__name__
+        if record_type not in _record_types():
+            raise CacheFormatError(f"cannot cache records of type {record_type}")
+        fields = [f.name for f in dataclasses.fields(value[0])]
+        meta = {"kind": "records", "type": record_type, "fields": fields,
+                "count": len(value), "attributes": dict(vars(value))}
+        for name in fields:
+            arrays["f/" + name] = _plain(np.stack([np.asarray(getattr(r, name)) for r in value]),
+                                         name)
+    else:
+        raise CacheFormatError(f"cannot cache a {type(value).__name__}")
+    arrays[_META] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _plain(array: np.ndarray, name: str) -> np.ndarray:
+    if array.dtype.kind not in "biuf":  # numbers and booleans only: nothing to unpickle
+        raise CacheFormatError(f"field {name} has dtype {array.dtype}, not a plain number")
+    return array
+
+
+def decode(data: bytes):
+    """The value `encode` stored. Raises on anything but plain numeric arrays."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        meta = json.loads(bytes(archive[_META]).decode("utf-8"))
+        if meta["kind"] == "arrays":
+            return {key: archive["a/" + key] for key in meta["keys"]}
+        if meta["kind"] != "records":
+            raise CacheFormatError(f"unknown entry kind {meta['kind']!r}")
+        record_class, list_class = _record_types()[meta["type"]]
+        if meta["fields"] != [f.name for f in dataclasses.fields(record_class)]:
+            raise CacheFormatError(f"{meta['type']} fields changed")
+        columns = {name: archive["f/" + name] for name in meta["fields"]}
+    if any(len(column) != meta["count"] for column in columns.values()):
+        raise CacheFormatError("columns of different lengths")
+    scalars = {name for name, column in columns.items() if column.ndim == 1}
+    records = list_class(
+        record_class(**{name: (column[i].item() if name in scalars else column[i])
+                        for name, column in columns.items()})
+        for i in range(meta["count"]))
+    for attribute, value in meta["attributes"].items():
+        setattr(records, attribute, value)
+    return records

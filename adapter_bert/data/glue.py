@@ -27,6 +27,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 # Re-exported so that callers only need this module.
+from adapter_bert import io_utils
 from adapter_bert.data.features import (  # noqa: F401
     convert_examples_to_features,
     pad_to_multiple_of_batch,
@@ -89,8 +90,7 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
       GlueDataError: If the file is empty, unreadable or not valid UTF-8.
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = io_utils.read_bytes(path)
     except FileNotFoundError as e:
         raise GlueDataFileNotFoundError(
             f"{task}: data file not found: {path}") from e
@@ -468,7 +468,7 @@ def how_to_get_data(task_name: str, data_dir: Optional[str] = None) -> str:
     task = canonical_task_name(task_name)
     folder = GLUE_DATA_FOLDERS[task]
     first_file = next(iter(PROCESSORS[task].layouts.values())).filename
-    if data_dir and os.path.isfile(os.path.join(data_dir, folder, first_file)):
+    if data_dir and io_utils.isfile(os.path.join(data_dir, folder, first_file)):
         return f"did you mean --data_dir={os.path.join(data_dir, folder)}?"
     return (f"pass --data_dir=<glue_data>/{folder}, the task's folder in a glue_data folder "
             f"as download_glue_data.py writes it ({first_file}, ...), or --data_source=tfds "

@@ -20,11 +20,12 @@ ties).
 
 import dataclasses
 import json
-import os
 from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 from absl import logging
+
+from adapter_bert import io_utils
 
 __all__ = [
     "SquadDataError",
@@ -143,10 +144,9 @@ class SquadFeatureList(list):
 
 
 def _load_json(path: str) -> Any:
-    if not os.path.isfile(path):
+    if not io_utils.isfile(path):
         raise SquadDataError(f"{path}: SQuAD file not found")
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = io_utils.read_bytes(path)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

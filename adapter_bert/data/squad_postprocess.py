@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.io_utils import atomic_write_text, makedirs
 
 __all__ = ["RawResult", "write_predictions", "NO_SPAN_NULL_ODDS"]
 
@@ -147,7 +147,7 @@ def _nbest(example: Any, ex_features: Sequence[Any], candidates: Sequence[_Candi
 
 
 def _write_files(output_dir: str, predictions, nbest_json, null_odds, version_2_with_negative: bool) -> None:
-    os.makedirs(output_dir, exist_ok=True)
+    makedirs(output_dir)
     _write_json_atomic(os.path.join(output_dir, "predictions.json"), predictions)
     _write_json_atomic(os.path.join(output_dir, "nbest_predictions.json"), nbest_json)
     if version_2_with_negative:

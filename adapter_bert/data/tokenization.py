@@ -1,10 +1,12 @@
 """The WordPiece tokenizer (transformers' fast BERT tokenizer) and its sanity checks."""
 
+import io
 import json
 import os
 import re
 from typing import Optional
 
+from adapter_bert import io_utils
 from adapter_bert.model.config import BertConfig
 
 
@@ -26,11 +28,9 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
     Raises:
         TokenizerError: the file is missing, empty or not UTF-8 (naming the line).
     """
-    from transformers import BertTokenizerFast
-    if not vocab_file or not os.path.isfile(vocab_file):
+    if not vocab_file or not io_utils.isfile(vocab_file):
         raise TokenizerError(f"{vocab_file}: vocabulary file not found (pass --vocab_file)")
-    with open(vocab_file, "rb") as f:
-        data = f.read()
+    data = io_utils.read_bytes(vocab_file)
     if not data:
         raise TokenizerError(f"{vocab_file}: vocabulary file is empty")
     try:
@@ -40,9 +40,32 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
         raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
                              f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
                              f"a line") from None
-    tokenizer = BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    from transformers import BertTokenizerFast
+    # The tokenizers library opens local files only: a remote vocab is built from its bytes.
+    tokenizer = (BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
+                 if io_utils.is_local(vocab_file) else _tokenizer_from_bytes(data, do_lower_case))
     tokenizer.backend_tokenizer.model.max_input_chars_per_word = MAX_INPUT_CHARS_PER_WORD
     return tokenizer
+
+
+def _tokenizer_from_bytes(data: bytes, do_lower_case: bool):
+    """The same fast tokenizer built from vocab.txt's bytes (for remote paths, which the
+    tokenizers library cannot open): the vocabulary is read as `load_vocab` reads it."""
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+    from transformers import BertTokenizerFast
+    vocab = {}  # as transformers' load_vocab: text-mode lines, a repeated token keeps its last index
+    for index, token in enumerate(io.StringIO(data.decode("utf-8"), newline=None).readlines()):
+        vocab[token.rstrip("\n")] = index
+    backend = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab.get("[CLS]", 0)), ("[SEP]", vocab.get("[SEP]", 0))])
+    backend.decoder = decoders.WordPiece(prefix="##")
+    return BertTokenizerFast(tokenizer_object=backend, do_lower_case=do_lower_case)
 
 
 def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -> None:
@@ -66,12 +89,11 @@ def checkpoint_lower_case(init_checkpoint: Optional[str]) -> Optional[bool]:
     """
     if not init_checkpoint:
         return None
-    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+    folder = init_checkpoint if io_utils.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
     config_path = os.path.join(folder, "tokenizer_config.json")
-    if os.path.isfile(config_path):
+    if io_utils.isfile(config_path):
         try:
-            with open(config_path, encoding="utf-8") as f:
-                value = json.load(f).get("do_lower_case")
+            value = json.loads(io_utils.read_text(config_path)).get("do_lower_case")
             if isinstance(value, bool):
                 return value
         except (OSError, ValueError):

@@ -10,6 +10,7 @@ Sources, all mapped onto Google's TF1 variable names (see `naming.tf1_variables`
 
 import dataclasses
 import importlib.resources
+import io
 import logging
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from adapter_bert import io_utils
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -104,11 +106,11 @@ def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = No
     Raises:
         CheckpointError: nothing usable is found; the message says what was looked for.
     """
-    path = default_backbone_dir() if path is None else os.path.expanduser(path)
-    base = path if os.path.isdir(path) else os.path.dirname(path)
-    if os.path.isdir(path):
+    path = default_backbone_dir() if path is None else io_utils.expand(path)
+    base = path if io_utils.isdir(path) else os.path.dirname(path)
+    if io_utils.isdir(path):
         weights, fmt = _weights_in_directory(path)
-    elif path.endswith((".safetensors", ".bin")) and os.path.isfile(path):
+    elif path.endswith((".safetensors", ".bin")) and io_utils.isfile(path):
         weights, fmt = path, "hf"
     elif tf.io.gfile.exists(path + ".index"):
         weights, fmt = path, "tf1"
@@ -129,14 +131,14 @@ def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = No
 def _first_existing(directory: str, names) -> Optional[str]:
     for name in names:
         candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate):
+        if io_utils.isfile(candidate):
             return candidate
     return None
 
 
 def _weights_in_directory(directory: str):
     for name in ("model.safetensors", "pytorch_model.bin"):
-        if os.path.isfile(os.path.join(directory, name)):
+        if io_utils.isfile(os.path.join(directory, name)):
             return os.path.join(directory, name), "hf"
     prefix = os.path.join(directory, "bert_model.ckpt")
     if tf.io.gfile.exists(prefix + ".index"):
@@ -155,7 +157,10 @@ def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
         CheckpointError: the checkpoint cannot be read.
     """
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        # tf.train.load_checkpoint asks gfile whether `prefix` is a directory first, which
+        # ram:// wrongly affirms for a prefix; a prefix goes to the reader directly.
+        reader = (tf.train.load_checkpoint(prefix) if io_utils.isdir(prefix)
+                  else tf.compat.v1.train.NewCheckpointReader(prefix))
         names = reader.get_variable_to_shape_map()
         return {n: reader.get_tensor(n) for n in sorted(names)}
     except (tf.errors.OpError, ValueError) as e:
@@ -191,6 +196,24 @@ def hf_name_to_tf1(name: str) -> Optional[str]:
     return "/".join(["bert"] + parts + ([leaf] if leaf else []))
 
 
+def _read_torch_state(path: str) -> Dict[str, np.ndarray]:
+    """A `pytorch_model.bin` state dict as arrays, unpickled with `weights_only=True`:
+    tensors and plain containers only, so a crafted file cannot run code."""
+    try:
+        import torch
+    except ImportError:
+        raise CheckpointError(f"{path}: reading pytorch_model.bin needs PyTorch; "
+                              f"convert it to model.safetensors or install torch") from None
+    try:
+        state = torch.load(io.BytesIO(io_utils.read_bytes(path)), map_location="cpu",
+                           weights_only=True)
+    except Exception as e:  # torch's UnpicklingError for anything beyond tensors
+        raise CheckpointError(f"{path}: not a plain PyTorch state dict, refused ({e})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: expected a state dict, found {type(state).__name__}")
+    return {k: v.numpy() for k, v in state.items()}
+
+
 def read_hf_weights(path: str) -> Dict[str, np.ndarray]:
     """Reads a Hugging Face BERT state dict and returns it under TF1 names.
 
@@ -200,18 +223,13 @@ def read_hf_weights(path: str) -> Dict[str, np.ndarray]:
         CheckpointError: the file cannot be read (or `.bin` without PyTorch).
     """
     if path.endswith(".safetensors"):
-        from safetensors.numpy import load_file
+        from safetensors.numpy import load
         try:
-            state = load_file(path)
+            state = load(io_utils.read_bytes(path))
         except Exception as e:  # safetensors raises its own error types
             raise CheckpointError(f"{path}: cannot read safetensors file ({e})") from None
     else:
-        try:
-            import torch
-        except ImportError:
-            raise CheckpointError(f"{path}: reading pytorch_model.bin needs PyTorch; "
-                                  f"convert it to model.safetensors or install torch") from None
-        state = {k: v.numpy() for k, v in torch.load(path, map_location="cpu").items()}
+        state = _read_torch_state(path)
     weights = {}
     for name, value in state.items():
         tf1_name = hf_name_to_tf1(name)
@@ -300,7 +318,7 @@ def save_tf1_checkpoint(model, prefix: str) -> List[str]:
     variables = tf1_variables(model)
     directory = os.path.dirname(prefix)
     if directory:
-        os.makedirs(directory, exist_ok=True)
+        io_utils.makedirs(directory)
     names = list(variables)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[variables[n].read_value() for n in names])

@@ -6,9 +6,9 @@ written into adapter files to describe the backbone an adapter fits.
 
 import dataclasses
 import json
-import os
 from typing import Optional, Sequence, Tuple
 
+from adapter_bert import io_utils
 from adapter_bert.model.activations import canonical_activation
 
 # Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
@@ -288,11 +288,10 @@ class AdapterConfig:
 
 
 def _read_json_object(path: str) -> dict:
-    if not os.path.isfile(path):
+    if not io_utils.isfile(path):
         raise ConfigError(f"{path}: config file not found")
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
+        values = json.loads(io_utils.read_text(path))
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})")
     except UnicodeDecodeError as e:

@@ -19,12 +19,15 @@ Examples:
 import contextlib
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from adapter_bert import io_utils
 
 # The metric shown by default for each GLUE task (the first leaderboard figure).
 DEFAULT_METRICS = {"cola": "eval_mcc", "ax": "eval_mcc", "sts-b": "eval_pearson"}
@@ -217,8 +220,7 @@ def write_matrix_csv(result: AblationResult, path: str, metric: str) -> None:
     """Writes `metric` as an L x L CSV: a header row `first\\last,0,1,...`, then one row
     per first ablated layer; cells below the diagonal are empty."""
     matrix = result.matrix(metric)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+    with _atomic_csv(path) as writer:
         writer.writerow([f"first\\last ({metric})"] + list(range(result.num_layers)))
         for first in range(result.num_layers):
             writer.writerow([first] + ["" if math.isnan(v) else f"{v:.6f}"
@@ -229,12 +231,19 @@ def write_cells_csv(result: AblationResult, path: str) -> None:
     """Writes one row per evaluation: first, last (empty for the unablated model), then
     every numeric metric."""
     names = result.metric_names()
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+    with _atomic_csv(path) as writer:
         writer.writerow(["first", "last", "layers_ablated"] + names)
         writer.writerow(["", "", 0] + [result.baseline[n] for n in names])
         for (first, last), values in sorted(result.cells.items()):
             writer.writerow([first, last, last - first + 1] + [values.get(n, "") for n in names])
+
+
+@contextlib.contextmanager
+def _atomic_csv(path: str):
+    """A csv.writer whose rows are written to `path` (any filesystem) atomically on exit."""
+    buffer = io.StringIO(newline="")
+    yield csv.writer(buffer)
+    io_utils.atomic_write_text(path, buffer.getvalue())
 
 
 def plot_heatmap(result: AblationResult, path: str, metric: str,
@@ -281,7 +290,9 @@ def plot_heatmap(result: AblationResult, path: str, metric: str,
     default_title = f"{metric}, all adapters on: " + (f"{base:.1f}" if percent else f"{base:.3f}")
     ax.set_title(title or default_title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    image_bytes = io.BytesIO()
+    fig.savefig(image_bytes, format="png", dpi=120)
+    io_utils.atomic_write_bytes(path, image_bytes.getvalue())
     plt.close(fig)
 
 
@@ -301,15 +312,15 @@ def write_outputs(result: AblationResult, output_dir: str, metric: str,
     if metric not in result.baseline:
         raise KeyError(f"metric {metric!r} was not evaluated; available: "
                        f"{', '.join(result.metric_names())}")
-    os.makedirs(output_dir, exist_ok=True)
+    io_utils.makedirs(output_dir)
     paths = {"matrix": os.path.join(output_dir, "ablation_matrix.csv"),
              "cells": os.path.join(output_dir, "ablation_results.csv"),
              "json": os.path.join(output_dir, "ablation.json"),
              "heatmap": os.path.join(output_dir, "ablation_heatmap.png")}
     write_matrix_csv(result, paths["matrix"], metric)
     write_cells_csv(result, paths["cells"])
-    with open(paths["json"], "w", encoding="utf-8") as f:
-        json.dump({"metric": metric, **result.to_json()}, f, indent=2)
+    io_utils.atomic_write_text(paths["json"],
+                               json.dumps({"metric": metric, **result.to_json()}, indent=2))
     plot_heatmap(result, paths["heatmap"], metric, title, percent)
     return paths
 

@@ -18,7 +18,7 @@ from absl import logging
 from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
                                             load_tokenizer, validate_case_matches_checkpoint)
-from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
+from adapter_bert.io_utils import atomic_write_text, makedirs, remove_stale_temporaries
 from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resolve_backbone
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.tasks.flags import FlagError, was_set
@@ -194,7 +194,7 @@ def write_results(path: str, results: Dict[str, object]) -> None:
 def prepare_output_dir(path: str) -> None:
     """Creates the output directory (the runner's flag validation already refused a file
     in the way; a file created since fails here with the OSError naming the path)."""
-    os.makedirs(path, exist_ok=True)
+    makedirs(path)
 
 
 def run_cli(program: str, main: Callable[[], int]) -> int:

@@ -5,10 +5,10 @@ port adds (adapters, tuning mode, distribution, dtype, seed, ...) are defined he
 once, so both entry points read the same way.
 """
 
-import os
 
 from absl import flags
 
+from adapter_bert import io_utils
 from adapter_bert.model.activations import ACTIVATION_NAMES
 from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.model.config import ADAPTER_POSITIONS
@@ -216,7 +216,7 @@ def validate_classifier(values) -> str:
     if values.data_source == "tsv":
         if not values.data_dir:
             raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
-        if not os.path.isdir(values.data_dir):
+        if not io_utils.isdir(values.data_dir):
             raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
                             f"{how_to_get_data(task, values.data_dir)}")
     if task == "ax" and (values.do_train or values.do_eval):
@@ -274,7 +274,7 @@ def validate_common(values) -> None:
         raise FlagError(f"At least one of {names} must be True.")
     if not values.output_dir:
         raise FlagError("--output_dir is required")
-    if os.path.exists(values.output_dir) and not os.path.isdir(values.output_dir):
+    if io_utils.exists(values.output_dir) and not io_utils.isdir(values.output_dir):
         raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
     for name in ("train_batch_size", "predict_batch_size", "eval_batch_size", "max_seq_length",
                  "save_checkpoints_steps", "iterations_per_loop", "adapter_size"):
@@ -286,13 +286,13 @@ def validate_common(values) -> None:
         raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):
         path = getattr(values, name)
-        if path and not os.path.isfile(path):
+        if path and not io_utils.isfile(path):
             raise FlagError(f"--{name}={path}: file not found")
     if values.tuning_mode == "top_k" and values.top_k_layers is None:
         raise FlagError("--tuning_mode=top_k needs --top_k_layers")
     if values.tuning_mode != "top_k" and values.top_k_layers is not None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
-    if values.load_adapter and not os.path.isdir(values.load_adapter):
+    if values.load_adapter and not io_utils.isdir(values.load_adapter):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
 
 
@@ -404,7 +404,7 @@ def validate_squad(values) -> None:
         path = getattr(values, name)
         if getattr(values, action) and not path:
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
-        if getattr(values, action) and not os.path.isfile(path):
+        if getattr(values, action) and not io_utils.isfile(path):
             raise FlagError(f"--{name}={path}: file not found")
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
         check_positive(name, getattr(values, name))

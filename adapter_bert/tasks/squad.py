@@ -30,6 +30,7 @@ from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_featu
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
 from adapter_bert.tasks.flags import FlagError, validate_squad
+from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
 from adapter_bert.data.feature_cache import records_digest
@@ -122,8 +123,7 @@ def score_predictions(path: str, predictions: Dict[str, str],
         v1.1: exact_match, f1. v2.0: exact, f1, total, HasAns_*, NoAns_*, best_exact,
         best_exact_thresh, best_f1, best_f1_thresh.
     """
-    with open(path, encoding="utf-8-sig") as f:
-        dataset = json.load(f)
+    dataset = json.loads(io_utils.read_text(path, encoding="utf-8-sig"))
     if not version_2:
         return dict(evaluate_v1(dataset, predictions))
     return dict(evaluate_v2(dataset, predictions, na_probs=null_odds,

@@ -1,0 +1,106 @@
+"""io_utils on local paths and on TensorFlow filesystems (ram:// stands in for gs://)."""
+
+import hashlib
+import uuid
+
+import pytest
+import tensorflow as tf
+
+from adapter_bert import io_utils
+from adapter_bert.data.tokenization import load_tokenizer
+from tests.conftest import BERT_VOCAB
+
+
+@pytest.fixture(params=["local", "ram"])
+def root(request, tmp_path):
+    """A fresh directory on local disk or on ram://."""
+    return str(tmp_path) if request.param == "local" else f"ram://{uuid.uuid4().hex}"
+
+
+def test_helpers_agree_on_local_and_remote(root):
+    io_utils.makedirs(root + "/a/b")
+    io_utils.atomic_write_text(root + "/a/b/x.txt", "héllo\n")
+    io_utils.atomic_write_bytes(root + "/a/y.bin", b"\0\1")
+    assert io_utils.read_text(root + "/a/b/x.txt") == "héllo\n"
+    assert io_utils.isdir(root + "/a") and not io_utils.isfile(root + "/a")
+    assert io_utils.isfile(root + "/a/y.bin") and not io_utils.isdir(root + "/a/y.bin")
+    assert not io_utils.exists(root + "/a/y") and not io_utils.exists(root + "/a/b/x")
+    assert io_utils.listdir(root + "/a") == ["b", "y.bin"]
+    assert io_utils.glob(root + "/a/*.bin") == [root + "/a/y.bin"]
+    with io_utils.open_file(root + "/a/z.tsv", "w") as f:
+        f.write("1\t2\n")
+    with io_utils.open_file(root + "/a/z.tsv") as f:
+        assert f.read() == "1\t2\n"
+    io_utils.rename(root + "/a/z.tsv", root + "/a/w.tsv")
+    assert not io_utils.exists(root + "/a/z.tsv") and io_utils.exists(root + "/a/w.tsv")
+    io_utils.remove(root + "/a/w.tsv")
+    with pytest.raises(FileNotFoundError):
+        io_utils.remove(root + "/a/w.tsv")
+    with pytest.raises(FileNotFoundError):
+        io_utils.read_bytes(root + "/missing")
+    with pytest.raises(IsADirectoryError):
+        io_utils.read_bytes(root + "/a")
+    assert io_utils.file_digest(root + "/a/y.bin") == hashlib.sha256(b"\0\1").hexdigest()
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(root):
+    target = root + "/out/results.txt"
+    io_utils.atomic_write_text(target, "old\n")
+
+    def fail(tmp):
+        with open(tmp, "w") as f:
+            f.write("half")
+        raise RuntimeError("killed")
+    with pytest.raises(RuntimeError):
+        io_utils.atomic_write_with(target, fail)
+    assert io_utils.read_text(target) == "old\n"
+    assert io_utils.listdir(root + "/out") == ["results.txt"]
+
+
+def test_stale_temporaries_are_removed_on_any_filesystem(root):
+    io_utils.makedirs(root + "/run/adapter")
+    stale = root + "/run/adapter/.adapter_config.json.ab12cd34.tmp"
+    io_utils.atomic_write_bytes(stale, b"half")
+    io_utils.atomic_write_bytes(root + "/run/keep.txt", b"x")
+    assert io_utils.remove_stale_temporaries(root + "/run") == [stale]
+    assert io_utils.listdir(root + "/run/adapter") == []
+    assert io_utils.remove_stale_temporaries(root + "/absent") == []
+
+
+def test_object_stores_get_one_write_and_no_rename(monkeypatch):
+    """On gs:// (copy+delete rename) the final object is written once, directly."""
+    monkeypatch.setattr(io_utils, "OBJECT_STORES", frozenset({"ram"}))
+    renames = []
+    monkeypatch.setattr(tf.io.gfile, "rename", lambda *a, **k: renames.append(a))
+    path = f"ram://{uuid.uuid4().hex}/eval_results.txt"
+    io_utils.atomic_write_text(path, "a = 1\n")
+    io_utils.atomic_write_with(path + ".bin", lambda tmp: open(tmp, "wb").write(b"w"))
+    assert renames == []
+    assert io_utils.read_text(path) == "a = 1\n" and io_utils.read_bytes(path + ".bin") == b"w"
+
+
+def test_rename_filesystems_write_a_temporary_then_rename(monkeypatch):
+    renames = []
+    rename = tf.io.gfile.rename
+    monkeypatch.setattr(tf.io.gfile, "rename",
+                        lambda a, b, overwrite: renames.append((a, b)) or rename(a, b, overwrite))
+    path = f"ram://{uuid.uuid4().hex}/x.json"
+    io_utils.atomic_write_text(path, "{}")
+    [(tmp, target)] = renames
+    assert target == path and io_utils._TEMPORARY.match(tmp.rsplit("/", 1)[1])
+
+
+def test_tokenizer_from_a_remote_vocab_equals_the_local_one():
+    if not BERT_VOCAB.exists():
+        pytest.skip(f"vocab not found at {BERT_VOCAB}")
+    remote = f"ram://{uuid.uuid4().hex}/vocab.txt"
+    io_utils.atomic_write_bytes(remote, BERT_VOCAB.read_bytes())
+    texts = ["Naïve café, 中文 don't\u00a0stop!", "The QUICK brown fox jumped over the dog."]
+    for lower in (True, False):
+        local, far = load_tokenizer(str(BERT_VOCAB), lower), load_tokenizer(remote, lower)
+        assert far.backend_tokenizer.to_str() == local.backend_tokenizer.to_str()
+        kwargs = dict(truncation="only_second", max_length=24, stride=4,
+                      return_overflowing_tokens=True, return_offsets_mapping=True)
+        assert dict(far(*texts, **kwargs)) == dict(local(*texts, **kwargs))
+        assert (far.cls_token_id, far.sep_token_id, far.pad_token_id, far.unk_token_id) == \
+            (local.cls_token_id, local.sep_token_id, local.pad_token_id, local.unk_token_id)
