@@ -42,7 +42,7 @@ def _hook_checkpoints(after: int, before: int):
 
 
 def _hook_step(step: int):
-    from adapter_bert import training
+    from adapter_bert.training import loop as training
     batch_end = training._StepCheckpointCallback.on_train_batch_end
 
     def batch_end_or_die(self, batch, logs=None):

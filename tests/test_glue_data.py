@@ -339,7 +339,7 @@ def test_xnli_tmp(tmp_path):
     # the features are sentence pairs like MNLI's
     from tests.conftest import BERT_VOCAB
     if BERT_VOCAB.is_file():
-        from adapter_bert.tokenization import load_tokenizer
+        from adapter_bert.data.tokenization import load_tokenizer
         tokenizer = load_tokenizer(str(BERT_VOCAB))
         features = glue.convert_examples_to_features(dev, processor.get_labels(), 16, tokenizer)
         assert features["label_ids"].tolist() == [1, 0]
