@@ -14,15 +14,12 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from adapter_bert.model.checkpoints import (CheckpointError, read_tf1_checkpoint,
-                                            save_tf1_checkpoint)
+from adapter_bert.model.checkpoints import CheckpointError, read_tf1_checkpoint
 from adapter_bert.model.factory import load_pretrained
-from adapter_bert.model.config import BertConfig
-from adapter_bert.model.encoder import BertModel
 from adapter_bert.adapters.tuning import pooler_is_untrained
 from tests.conftest import tiny_inputs
 from tests.robustness.helpers import assert_one_error_line, classifier_flags, mrpc_dir
-from tests.runner_utils import read_results, run_subprocess
+from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
 
 POOLER = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
 OTHER = "bert/encoder/layer_2/output/dense/kernel"
@@ -42,24 +39,18 @@ def hf_folder_without(minilm_dir, target, dropped_prefixes):
 
 
 def tf1_folder_without_pooler(target, vocab_file):
-    """A random 2-layer BERT as a TF1 checkpoint folder with no `bert/pooler/*` variables."""
-    target.mkdir(parents=True)
-    vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
-    config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
-    model = BertModel(config)
-    model.build_with_dummy_inputs()
-    save_tf1_checkpoint(model, str(target / "full.ckpt"))
-    weights = {n: v for n, v in read_tf1_checkpoint(str(target / "full.ckpt")).items()
+    """A random 2-layer BERT as a TF1 checkpoint folder with no `bert/pooler/*` variables,
+    and the complete model it was cut from."""
+    full = write_tiny_backbone(target.parent / (target.name + "_full"), vocab_file)
+    weights = {n: v for n, v in read_tf1_checkpoint(str(full / "bert_model.ckpt")).items()
                if not n.startswith("bert/pooler/")}
+    target.mkdir(parents=True)
     tf.raw_ops.SaveV2(prefix=str(target / "bert_model.ckpt"), tensor_names=list(weights),
                       shape_and_slices=[""] * len(weights),
                       tensors=[tf.constant(v) for v in weights.values()])
-    for leftover in target.glob("full.ckpt*"):
-        leftover.unlink()
-    (target / "bert_config.json").write_text(config.to_google_json())
-    shutil.copy(vocab_file, target / "vocab.txt")
-    return target, model
+    for name in ("bert_config.json", "vocab.txt"):
+        shutil.copy(full / name, target / name)
+    return target, load_pretrained(str(full))
 
 
 @pytest.fixture(scope="module")
