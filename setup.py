@@ -37,6 +37,9 @@ setup(
         "plots": ["matplotlib>=3.7"],
         # Cloud TPU VMs ship their own TensorFlow build; this only pins the client lib.
         "tpu": ["cloud-tpu-client>=0.10"],
+        # Exported SavedModels tokenise in the graph with tensorflow-text's ops; its
+        # version must match TensorFlow's minor version.
+        "serving": ["tensorflow-text==2.21.*"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",
