@@ -49,6 +49,8 @@ _EXPORTS = {
     "TUNING_MODES": "adapter_bert.tuning",
     "parameter_report": "adapter_bert.tuning",
     "parameter_summary": "adapter_bert.tuning",
+    "export_classifier": "adapter_bert.serving",
+    "export_multi_adapter": "adapter_bert.serving",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -189,7 +189,16 @@ def define_classifier_flags():
             "padded.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    _define_export_flag()
     _define_shared_groups()
+
+
+def _define_export_flag():
+    if "export_dir" not in FLAGS:
+        flags.DEFINE_string("export_dir", None,
+                            "Write the trained model as a SavedModel here (after training, "
+                            "or of --load_adapter, or of the latest checkpoint in "
+                            "--output_dir); needs the [serving] extra (tensorflow-text).")
 
 
 def was_set(values, name: str) -> bool:
@@ -216,7 +225,7 @@ def validate_common(values) -> None:
         FlagError: naming the flag and what was expected.
     """
     actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a, False)]
-    if not actions:
+    if not actions and not getattr(values, "export_dir", None):
         names = "`do_train`, `do_eval` or `do_predict`" if hasattr(values, "do_eval") \
             else "`do_train` or `do_predict`"
         raise FlagError(f"At least one of {names} must be True.")
@@ -290,6 +299,7 @@ def define_squad_flags():
     flags.DEFINE_float(
         "null_score_diff_threshold", 0.0,
         "If null_score - best_non_null is greater than the threshold predict null.")
+    _define_export_flag()
     _define_shared_groups()
 
 

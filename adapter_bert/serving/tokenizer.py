@@ -23,7 +23,7 @@ spacing combining marks of different classes stand out of canonical order after 
 letter, which no natural text contains.
 """
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -68,11 +68,9 @@ def read_vocab(vocab_file: str) -> Dict[str, int]:
     return vocab
 
 
-def _ragged_constant(rows: List[Tuple[int, ...]]) -> tf.RaggedTensor:
-    lengths = np.asarray([len(r) for r in rows], np.int64)
-    values = np.asarray([v for r in rows for v in r], np.int32)
-    return tf.RaggedTensor.from_row_lengths(tf.constant(values, tf.int32),
-                                            tf.constant(lengths, tf.int64))
+def _table(values, dtype=tf.int32) -> tf.Variable:
+    """A constant table held in a (non-trainable) variable."""
+    return tf.Variable(tf.cast(values, dtype), trainable=False)
 
 
 class BertInputEncoder(tf.Module):
@@ -102,20 +100,24 @@ class BertInputEncoder(tf.Module):
         # FastWordpiece numbers tokens by their position in the list it gets: give it each
         # non-empty token once and map its ids back to the file's (last-wins) ids.
         tokens = [t for t in dict.fromkeys(vocab) if t]
-        self._file_ids = tf.constant([vocab[t] for t in tokens], tf.int32)
         # Byte limit high enough for any word of MAX_CHARS_PER_WORD characters; the
         # character limit itself is applied in `_wordpiece`.
-        self._pieces = text.FastWordpieceTokenizer(
+        model = text.FastWordpieceTokenizer(
             tokens, suffix_indicator="##", max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 4,
-            token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True)
+            unknown_token="[UNK]", no_pretokenization=True)
+        # The tables are variables rather than constants: a SavedModel then stores them
+        # once, not once per signature that tokenises.
+        self._wordpiece_model = _table(model._model, tf.uint8)  # noqa: SLF001 - its buffer
+        self._file_ids = _table([vocab[t] for t in tokens])
         starts, bits = tables.code_point_classes()
-        self._class_starts = tf.constant(starts, tf.int32)
-        self._class_bits = tf.constant(bits, tf.int32)
+        self._class_starts, self._class_bits = _table(starts), _table(bits)
         if self.do_lower_case:
             mapping = tables.lower_case_mapping()
             keys = sorted(mapping)
-            self._map_keys = tf.constant(keys, tf.int32)
-            self._map_values = _ragged_constant([mapping[k] for k in keys])
+            self._map_keys = _table(keys)
+            self._map_values = _table([v for k in keys for v in mapping[k]])
+            self._map_splits = _table(np.cumsum([0] + [len(mapping[k]) for k in keys]),
+                                      tf.int64)
 
     # --------------------------------------------------------------- steps
     def _classes(self, code_points: tf.Tensor) -> tf.Tensor:
@@ -163,7 +165,9 @@ class BertInputEncoder(tf.Module):
         table_rows = tf.cast(tf.shape(self._map_keys)[0], tf.int32)
         own = tf.RaggedTensor.from_tensor(flat[:, tf.newaxis])
         rows = tf.where(mapped, index, table_rows + tf.range(tf.size(flat)))
-        return tf.gather(tf.concat([self._map_values, own], 0), rows)
+        table = tf.RaggedTensor.from_row_splits(tf.convert_to_tensor(self._map_values),
+                                                tf.convert_to_tensor(self._map_splits))
+        return tf.gather(tf.concat([table, own], 0), rows)
 
     def words(self, texts: tf.Tensor) -> Tuple[tf.RaggedTensor, tf.Tensor]:
         """The basic tokenizer on [B] strings.
@@ -192,9 +196,9 @@ class BertInputEncoder(tf.Module):
         alone = tf.logical_or(cjk, self._has(self._classes(flat), tables.PUNCT))
         # A word starts at a non-space character that begins its text, follows a space,
         # stands alone, or follows one that stands alone.
-        previous_row = tf.concat([[-1], row_of[:-1]], 0)
-        previous_space = tf.concat([[True], space[:-1]], 0)
-        previous_alone = tf.concat([[True], alone[:-1]], 0)
+        previous_row = _shifted(row_of, -1)
+        previous_space = _shifted(space, True)
+        previous_alone = _shifted(alone, True)
         starts = tf.reduce_any(tf.stack([tf.not_equal(previous_row, row_of), previous_space,
                                          alone, previous_alone]), 0)
         starts = tf.logical_and(starts, tf.logical_not(space))
@@ -210,7 +214,10 @@ class BertInputEncoder(tf.Module):
     def _wordpiece(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """Word code points [W, (chars)] -> WordPiece ids [W, (pieces)] in the file's ids."""
         strings = tf.strings.unicode_encode(words, "UTF-8")
-        pieces = self._pieces.tokenize(strings)
+        import tensorflow_text as text
+        tokenizer = text.FastWordpieceTokenizer(
+            model_buffer=tf.convert_to_tensor(self._wordpiece_model), token_out_type=tf.int32)
+        pieces = tokenizer.tokenize(strings)
         pieces = pieces.with_flat_values(tf.gather(self._file_ids, pieces.flat_values))
         too_long = words.row_lengths() > MAX_CHARS_PER_WORD
         count = tf.cast(tf.size(too_long), tf.int32)
@@ -281,6 +288,11 @@ class BertInputEncoder(tf.Module):
                      tf.where(len_a - len_b >= excess, len_b,
                               tf.where(len_b - len_a >= excess, len_b - excess, half_b)))
         return a, b
+
+
+def _shifted(values: tf.Tensor, fill) -> tf.Tensor:
+    """`values` moved one place right, `fill` first (same length, also when empty)."""
+    return tf.concat([tf.fill([1], tf.cast(fill, values.dtype)), values], 0)[:-1]
 
 
 def _first(tokens: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:

@@ -54,7 +54,8 @@ def validate_flags(values) -> str:
         task = canonical_task_name(values.task_name)
     except ValueError as e:
         raise FlagError(f"--task_name: {e}") from None
-    if values.data_source == "tsv":
+    reads_data = values.do_train or values.do_eval or values.do_predict
+    if values.data_source == "tsv" and reads_data:
         if not values.data_dir:
             raise FlagError("--data_dir is required (the task's glue_data folder)")
         if not os.path.isdir(values.data_dir):
@@ -217,6 +218,9 @@ def main(flag_values, strategy=None) -> int:
         strategy: an existing `tf.distribute.Strategy` to use instead of building one
             from the flags.
     """
+    if getattr(flag_values, "export_dir", None):
+        from adapter_bert.serving.export import require_serving_extra
+        require_serving_extra()  # before training, not after it
     run = ClassifierRun(flag_values, strategy)
     global_step = 0
     if flag_values.do_train:
@@ -232,4 +236,7 @@ def main(flag_values, strategy=None) -> int:
     if flag_values.do_predict:
         for path in run.predict():
             print(f"predictions: {path}", flush=True)
+    if getattr(flag_values, "export_dir", None):
+        from adapter_bert.serving.export import export_classifier_run
+        print(f"exported: {export_classifier_run(run, flag_values.export_dir)}", flush=True)
     return 0
