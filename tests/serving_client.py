@@ -4,7 +4,7 @@
 
 REQUESTS.pkl: a list of `(signature name, {input name: list of str/bytes/ints})`.
 RESULTS.pkl: per request either `("ok", {output name: numpy array})` or
-`("error", first line of the error message)`.
+`("error", the error message)`.
 
 The only imports are TensorFlow and tensorflow_text (which registers its ops): this is
 what a model server has. `import adapter_bert` is made to fail first, and the script
@@ -55,7 +55,7 @@ def main(export_dir, requests_path, results_path):
             outputs = function(**tensors)
             results.append(("ok", {k: v.numpy() for k, v in outputs.items()}))
         except tf.errors.InvalidArgumentError as e:
-            results.append(("error", e.message.strip().splitlines()[0]))
+            results.append(("error", e.message))
     loaded = sorted(m for m in sys.modules if m.split(".")[0] == "adapter_bert")
     if loaded:
         raise SystemExit(f"adapter_bert modules were loaded: {loaded}")
