@@ -247,8 +247,11 @@ class BertInputEncoder(tf.Module):
                                                         tf.zeros([batch], tf.int64))
         else:
             text_b = tf.reshape(tf.convert_to_tensor(text_b, tf.string), [-1])
-            tf.debugging.assert_equal(tf.size(text_b, out_type=tf.int64), batch, message=(
+            check = tf.debugging.assert_equal(tf.size(text_b, out_type=tf.int64), batch, message=(
                 "text_a and text_b must have the same number of rows"))
+            # Everything that pairs rows of a and b waits for the check.
+            with tf.control_dependencies([check] if check is not None else []):
+                text_b = tf.identity(text_b)
             has_b = tf.strings.length(text_b) > 0
             tokens_b = self.tokenize(text_b)
         len_a, len_b = self._truncated_lengths(tokens_a.row_lengths(),
