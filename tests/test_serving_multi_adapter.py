@@ -102,7 +102,7 @@ def test_unknown_task_is_a_clear_error_and_an_empty_batch_is_empty(multi_export)
         serve(task=tf.constant(["mrpc", "qqp"]), text_a=tf.constant(["a", "b"]),
               text_b=tf.constant(["c", "d"]))
     message = error.value.message
-    assert "unknown task: every row's task must be one of mrpc, mnli, stsb; got" in message
+    assert "unknown task: the task of each row must be one of mrpc, mnli, stsb; got" in message
     assert "[qqp]" in message
     empty = serve(task=tf.constant([], tf.string), text_a=tf.constant([], tf.string),
                   text_b=tf.constant([], tf.string))

@@ -52,7 +52,7 @@ class _MultiTaskModule(tf.Module):
         known = tf.reduce_any(matches, 1)
         check = tf.debugging.Assert(
             tf.reduce_all(known),
-            [f"unknown task: every row's task must be one of {', '.join(self.tasks)}; got",
+            [f"unknown task: the task of each row must be one of {', '.join(self.tasks)}; got",
              tf.boolean_mask(task, tf.logical_not(known))], summarize=10)
         with tf.control_dependencies([check]):
             return tf.argmax(tf.cast(matches, tf.int32), 1, output_type=tf.int32)
