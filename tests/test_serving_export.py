@@ -157,8 +157,7 @@ def test_bad_input_at_serving_time(trained, tmp_path):
     np.testing.assert_array_equal(bad_bytes["input_ids"][0, :shown], clean["input_ids"][0, :shown])
     assert bad_bytes["input_mask"].sum() == shown + 1 and bad_bytes["segment_ids"].sum() == 1
     assert no_rows["probabilities"].shape == (0, 2) and no_rows["label"].shape == (0,)
-    assert mismatch[0] == "error" and "text_a and text_b must have the same number of rows" \
-        in mismatch[1]
+    assert s7 == "error" and "text_a and text_b must have the same number of rows" in mismatch
 
 
 def test_single_sentence_and_regression_exports(backbone, tmp_path):
