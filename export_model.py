@@ -33,7 +33,7 @@ def main(argv):
     from adapter_bert.tasks import common
 
     def export():
-        from adapter_bert.flags import FlagError
+        from adapter_bert.tasks.flags import FlagError
         from adapter_bert.serving.export import require_serving_extra
         from adapter_bert.serving.multi_adapter import export_multi_adapter
         if not FLAGS.adapters:

@@ -79,7 +79,7 @@ def latencies(call, count):
 
 def python_path(model, tokenizer, examples, labels):
     """run_classifier.py's predict: Python features, then Keras predict (dynamic padding)."""
-    from adapter_bert.batching import predict_features
+    from adapter_bert.data.batching import predict_features
     from adapter_bert.data.features import convert_examples_to_features
 
     def predict(rows, batch):
@@ -91,10 +91,10 @@ def python_path(model, tokenizer, examples, labels):
 
 def single_task_speed(work, examples, labels):
     import tensorflow as tf
-    from adapter_bert.checkpoints import load_pretrained, default_backbone_dir
-    from adapter_bert.config import AdapterConfig
+    from adapter_bert.model.checkpoints import load_pretrained, default_backbone_dir
+    from adapter_bert.model.config import AdapterConfig
     from adapter_bert.serving import export_classifier
-    from adapter_bert.tokenization import load_tokenizer
+    from adapter_bert.data.tokenization import load_tokenizer
     vocab = os.path.join(default_backbone_dir(), "vocab.txt")
     model = load_pretrained(None, AdapterConfig(size=64), head="classifier", num_labels=2)
     path = export_classifier(model, os.path.join(work, "mrpc"), vocab, True, MAX_LEN, labels,
@@ -131,8 +131,8 @@ def single_task_speed(work, examples, labels):
 
 def make_adapters(work):
     """Five adapter directories on the MiniLM (size 64, 2- or 3-way heads)."""
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.multitask import MultiAdapterModel
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.adapters.multitask import MultiAdapterModel
     model = MultiAdapterModel.from_pretrained()
     dirs = []
     for task in TASKS:
@@ -146,8 +146,8 @@ def make_adapters(work):
 def multi_task(work, examples, adapter_dirs):
     import numpy as np
     import tensorflow as tf
-    from adapter_bert.adapter_files import adapter_config_of, load_adapter
-    from adapter_bert.checkpoints import default_backbone_dir, load_pretrained
+    from adapter_bert.adapters.files import adapter_config_of, load_adapter
+    from adapter_bert.model.checkpoints import default_backbone_dir, load_pretrained
     from adapter_bert.serving import export_classifier, export_multi_adapter
     vocab = os.path.join(default_backbone_dir(), "vocab.txt")
     backbone = os.path.join(default_backbone_dir(), "model.safetensors")

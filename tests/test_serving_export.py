@@ -91,7 +91,7 @@ def test_tokenize_signature_gives_the_python_pipelines_features(trained, mrpc_di
                                                               tmp_path):
     from adapter_bert.data.features import convert_examples_to_features
     from adapter_bert.data.glue import get_processor
-    from adapter_bert.tokenization import load_tokenizer
+    from adapter_bert.data.tokenization import load_tokenizer
     processor = get_processor("mrpc")
     examples = processor.get_examples(str(mrpc_dir), "dev")
     expected = convert_examples_to_features(examples, processor.get_labels(), MAX_LEN,
@@ -164,9 +164,9 @@ def test_single_sentence_and_regression_exports(backbone, tmp_path):
     """A single-sentence task takes text_a only; a regression head returns `score`."""
     import tensorflow as tf
 
-    from adapter_bert.checkpoints import load_pretrained
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.heads import BertClassifier
+    from adapter_bert.model.checkpoints import load_pretrained
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.model.heads import BertClassifier
     from adapter_bert.serving.export import ExportError, export_classifier
     from adapter_bert.serving.tokenizer import BertInputEncoder
     vocab = str(backbone / "vocab.txt")

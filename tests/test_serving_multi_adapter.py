@@ -27,8 +27,8 @@ def backbone(tmp_path_factory, shared_dir):
 @pytest.fixture(scope="module")
 def adapters(backbone, tmp_path_factory):
     """Adapter directories with random (not identity) adapters, LayerNorms and heads."""
-    from adapter_bert.config import AdapterConfig
-    from adapter_bert.multitask import MultiAdapterModel
+    from adapter_bert.model.config import AdapterConfig
+    from adapter_bert.adapters.multitask import MultiAdapterModel
     root = tmp_path_factory.mktemp("adapters")
     model = MultiAdapterModel.from_pretrained(str(backbone / "bert_model.ckpt"))
     rng = np.random.default_rng(0)
@@ -53,8 +53,8 @@ def multi_export(backbone, adapters, tmp_path_factory):
 
 
 def single_export(backbone, adapter_dir, labels, out):
-    from adapter_bert.adapter_files import adapter_config_of, load_adapter
-    from adapter_bert.checkpoints import load_pretrained
+    from adapter_bert.adapters.files import adapter_config_of, load_adapter
+    from adapter_bert.model.checkpoints import load_pretrained
     from adapter_bert.serving import export_classifier
     model = load_pretrained(str(backbone / "bert_model.ckpt"), adapter_config_of(str(adapter_dir)),
                             head="classifier", num_labels=len(labels or [0]))

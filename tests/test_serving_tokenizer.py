@@ -42,7 +42,7 @@ def test_every_glue_dev_row_matches_the_python_pipeline(task, shared_dir, minilm
     """All rows of the real dev set, with run_classifier.py's vocabulary and tokenizer."""
     from adapter_bert.data.features import convert_examples_to_features
     from adapter_bert.data.glue import canonical_task_name, get_processor
-    from adapter_bert.tokenization import load_tokenizer
+    from adapter_bert.data.tokenization import load_tokenizer
     vocab = str(minilm_dir / "vocab.txt")
     processor = get_processor(canonical_task_name(task))
     examples = processor.get_examples(str(shared_dir / "data/glue" / task), "dev")

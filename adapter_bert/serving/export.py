@@ -24,7 +24,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from adapter_bert.fast_layers import portable_kernels
+from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.tokenizer import BertInputEncoder
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
-from adapter_bert.fast_layers import portable_kernels
+from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.export import (FEATURES, ExportError, trim_to_longest,
                                          write_saved_model)
 from adapter_bert.serving.tokenizer import BertInputEncoder
@@ -117,10 +117,10 @@ def export_multi_adapter(adapter_dirs: Sequence[str], export_dir: str,
         ExportError: no adapters, two tasks of one name, a span (SQuAD) head, or no
             vocabulary. AdapterFileError: an adapter that does not fit the backbone.
     """
-    from adapter_bert.checkpoints import resolve_backbone
-    from adapter_bert.multitask import MultiAdapterModel
-    from adapter_bert.heads import ClassifierHead
-    from adapter_bert.tokenization import validate_case_matches_checkpoint
+    from adapter_bert.model.checkpoints import resolve_backbone
+    from adapter_bert.adapters.multitask import MultiAdapterModel
+    from adapter_bert.model.heads import ClassifierHead
+    from adapter_bert.data.tokenization import validate_case_matches_checkpoint
     if not adapter_dirs:
         raise ExportError("no adapters to export (--adapters)")
     if names is not None and len(names) != len(adapter_dirs):

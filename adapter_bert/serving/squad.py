@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from adapter_bert.fast_layers import portable_kernels
+from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.export import FEATURES, INFO_FILE, write_saved_model
 
 VOCAB_ASSET = "vocab.txt"
@@ -100,7 +100,7 @@ class SquadAnswerer:
     """
 
     def __init__(self, export_dir: str, batch_size: int = 64):
-        from adapter_bert.tokenization import load_tokenizer
+        from adapter_bert.data.tokenization import load_tokenizer
         with open(os.path.join(export_dir, INFO_FILE), encoding="utf-8") as f:
             self.info = json.load(f)
         if self.info.get("kind") != "span":
