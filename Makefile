@@ -17,7 +17,7 @@ setup: $(STAMP)
 # TensorFlow comes with the [cpu] extra only where none is installed, so that pip never
 # replaces a machine's own TensorFlow build (tensorflow-tpu, tensorflow-cpu, a GPU build).
 HAS_TENSORFLOW = $(shell $(PYTHON) -c "import importlib.util as u; print(u.find_spec('tensorflow') is not None)")
-EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test,cpu$(comma)test)
+EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test$(comma)serving,cpu$(comma)test$(comma)serving)
 comma := ,
 
 $(STAMP): setup.py

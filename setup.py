@@ -51,6 +51,10 @@ setup(
         # must then be installed with `pip install --no-deps "tf-keras==2.20.*"`, since
         # tf-keras' requirement on `tensorflow` would replace the TPU build.
         "tpu": [f"tensorflow-tpu{TENSORFLOW}"],
+        # Exported SavedModels tokenise in the graph with tensorflow-text's ops. Its minor
+        # version must be TensorFlow's (beside tensorflow-tpu or tensorflow-cpu install it
+        # with --no-deps, as tf-keras).
+        "serving": [f"tensorflow-text{TENSORFLOW}"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

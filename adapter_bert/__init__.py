@@ -56,6 +56,8 @@ _EXPORTS = {
     "TUNING_MODES": "adapter_bert.adapters.tuning",
     "parameter_report": "adapter_bert.adapters.tuning",
     "parameter_summary": "adapter_bert.adapters.tuning",
+    "export_classifier": "adapter_bert.serving",
+    "export_multi_adapter": "adapter_bert.serving",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -23,6 +23,7 @@ Both subclass the Keras layers they replace, with the same weights and config, s
 checkpoints, `isinstance` checks and saved configs are unchanged.
 """
 
+import contextlib
 import functools
 import numbers
 
@@ -74,9 +75,29 @@ def lean_cpu_kernels() -> bool:
     element-wise TensorFlow op is a pass over memory, and the kernels here (16-bit
     dropout masks, the XLA-fused GELU of activations.py) make fewer of them. Inside XLA
     the compiler fuses element-wise work itself, and accelerators have other costs.
+    Inside `portable_kernels()` it is False.
     """
-    return _host_is_cpu() and not control_flow_util.GraphOrParentsInXlaContext(
-        tf.compat.v1.get_default_graph())
+    return not _PORTABLE and _host_is_cpu() and \
+        not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+# Depth of nested `portable_kernels()` blocks (non-empty: plain TensorFlow ops only).
+_PORTABLE = []
+
+
+@contextlib.contextmanager
+def portable_kernels():
+    """Ops built inside use plain TensorFlow kernels only, whatever the host.
+
+    For graphs that are saved and served elsewhere (SavedModels, TFLite): the GELU of
+    `lean_cpu_kernels` is an XLA-compiled function, compiled anew for every input width
+    a server meets, and one a TFLite converter cannot take.
+    """
+    _PORTABLE.append(True)
+    try:
+        yield
+    finally:
+        _PORTABLE.pop()
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")

@@ -189,6 +189,9 @@ def main(flag_values, strategy=None) -> int:
         strategy: an existing `tf.distribute.Strategy` to use instead of building one
             from the flags.
     """
+    if getattr(flag_values, "export_dir", None):
+        from adapter_bert.serving.export import require_serving_extra
+        require_serving_extra()  # before training, not after it
     run = ClassifierRun(flag_values, strategy)
     global_step = 0
     if flag_values.do_train:
@@ -204,4 +207,7 @@ def main(flag_values, strategy=None) -> int:
     if flag_values.do_predict:
         for path in run.predict():
             print(f"predictions: {path}", flush=True)
+    if getattr(flag_values, "export_dir", None):
+        from adapter_bert.serving.export import export_classifier_run
+        print(f"exported: {export_classifier_run(run, flag_values.export_dir)}", flush=True)
     return 0

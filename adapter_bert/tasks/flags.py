@@ -190,6 +190,7 @@ def define_classifier_flags():
             "padded.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    _define_export_flag()
     _define_shared_groups()
 
 
@@ -213,7 +214,9 @@ def validate_classifier(values) -> str:
         task = canonical_task_name(values.task_name)
     except ValueError as e:
         raise FlagError(f"--task_name: {e}") from None
-    if values.data_source == "tsv":
+    # --export_dir alone exports the latest checkpoint: it reads no data.
+    reads_data = values.do_train or values.do_eval or values.do_predict
+    if values.data_source == "tsv" and reads_data:
         if not values.data_dir:
             raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
         if not io_utils.isdir(values.data_dir):
@@ -244,6 +247,14 @@ def validate_ablation(values) -> str:
     return validate_classifier(values)
 
 
+def _define_export_flag():
+    if "export_dir" not in FLAGS:
+        flags.DEFINE_string("export_dir", None,
+                            "Write the trained model as a SavedModel here (after training, "
+                            "or of --load_adapter, or of the latest checkpoint in "
+                            "--output_dir); needs the [serving] extra (tensorflow-text).")
+
+
 def was_set(values, name: str) -> bool:
     """Whether the user gave --name explicitly (absl FlagValues); False for other objects."""
     try:
@@ -268,7 +279,7 @@ def validate_common(values) -> None:
         FlagError: naming the flag and what was expected.
     """
     actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a, False)]
-    if not actions:
+    if not actions and not getattr(values, "export_dir", None):
         names = "`do_train`, `do_eval` or `do_predict`" if hasattr(values, "do_eval") \
             else "`do_train` or `do_predict`"
         raise FlagError(f"At least one of {names} must be True.")
@@ -387,6 +398,7 @@ def define_squad_flags():
     flags.DEFINE_float(
         "null_score_diff_threshold", 0.0,
         "If null_score - best_non_null is greater than the threshold predict null.")
+    _define_export_flag()
     _define_shared_groups()
 
 

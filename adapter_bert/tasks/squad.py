@@ -313,6 +313,9 @@ def main(flag_values, strategy=None) -> int:
     Raises:
         FlagError, SquadDataError, ...: bad input (run_cli turns them into one line).
     """
+    if getattr(flag_values, "export_dir", None):
+        from adapter_bert.serving.export import require_serving_extra
+        require_serving_extra()  # before training, not after it
     run = SquadRun(flag_values, strategy)
     results: Dict[str, object] = {}
     if flag_values.do_train:
@@ -327,4 +330,7 @@ def main(flag_values, strategy=None) -> int:
         _print_scores(results, [k for k in figures if not k.startswith("predict_")])
         print(f"predictions: {os.path.join(flag_values.output_dir, 'predictions.json')}",
               flush=True)
+    if getattr(flag_values, "export_dir", None):
+        from adapter_bert.serving.squad import export_squad_run
+        print(f"exported: {export_squad_run(run, flag_values.export_dir)}", flush=True)
     return 0

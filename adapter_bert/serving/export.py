@@ -1,0 +1,191 @@
+"""Export a trained classifier as a SavedModel that takes raw strings.
+
+The SavedModel holds the whole network (backbone, adapters, head) and the run's
+tokenisation (`tokenizer.BertInputEncoder`), so serving it needs TensorFlow and
+`import tensorflow_text` (which registers the WordPiece op), not this package.
+
+Signatures (every tensor's first dimension is the batch; a batch may be empty):
+- `serving_default`: `text_a` [B] string (and `text_b` [B] for sentence-pair tasks; an
+  empty `text_b` makes the row a single sentence) -> `probabilities` [B, num_labels]
+  float32 and `label` [B] string; a regression task (STS-B) returns `score` [B].
+- `tokenize`: the same inputs -> `input_ids`, `input_mask`, `segment_ids`, int32
+  [B, max_seq_length], exactly as run_classifier.py's Python pipeline makes them.
+- `from_features`: those three features -> the outputs of `serving_default`.
+
+Rows are padded to the longest row of the batch, not to `max_seq_length`: padding
+positions get no attention weight, so outputs are those of the full-width model.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Callable, Dict, Optional, Sequence
+
+import tensorflow as tf
+
+from adapter_bert.model.fast_layers import portable_kernels
+from adapter_bert.serving.tokenizer import BertInputEncoder
+
+FEATURES = ("input_ids", "input_mask", "segment_ids")
+INFO_FILE = "export_info.json"
+
+
+class ExportError(ValueError):
+    """The model or its settings cannot be exported as asked."""
+
+
+def trim_to_longest(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Cuts the padding columns that no row of the batch uses (keeps at least one)."""
+    width = tf.reduce_max(tf.concat([[1], tf.reduce_sum(features["input_mask"], 1)], 0))
+    return {key: value[:, :width] for key, value in features.items()}
+
+
+def _feature_specs():
+    return [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
+
+
+def _text_specs(pair: bool):
+    specs = [tf.TensorSpec([None], tf.string, "text_a")]
+    return specs + [tf.TensorSpec([None], tf.string, "text_b")] if pair else specs
+
+
+class _ClassifierModule(tf.Module):
+    """What the SavedModel tracks: the encoder, the model's variables, the labels."""
+
+    def __init__(self, model, encoder: BertInputEncoder, labels: Sequence[str]):
+        super().__init__(name="classifier_export")
+        self.encoder = encoder
+        # The variables, not the Keras model (kept out of tracking in a closure): the
+        # SavedModel then holds the serving functions only and needs no Keras classes.
+        self.model_variables = list(model.variables)
+        self._call = lambda features: model(features, training=False)
+        self.regression = not labels
+        self.labels = tf.constant(list(labels) or [""], tf.string)
+
+    def outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        logits = self._call(trim_to_longest(features))
+        if self.regression:
+            return {"score": logits[:, 0]}
+        return {"probabilities": tf.nn.softmax(logits, -1),
+                "label": tf.gather(self.labels, tf.argmax(logits, -1, output_type=tf.int32))}
+
+
+def _signatures(module: _ClassifierModule, pair: bool) -> Dict[str, Callable]:
+    def encode(text_a, text_b=None):
+        return module.encoder.encode(text_a, text_b)
+
+    if pair:
+        serve = tf.function(lambda text_a, text_b: module.outputs(encode(text_a, text_b)),
+                            input_signature=_text_specs(True), autograph=False)
+        tokenize = tf.function(encode, input_signature=_text_specs(True), autograph=False)
+    else:
+        serve = tf.function(lambda text_a: module.outputs(encode(text_a)),
+                            input_signature=_text_specs(False), autograph=False)
+        tokenize = tf.function(lambda text_a: encode(text_a), input_signature=_text_specs(False), autograph=False)
+    from_features = tf.function(
+        lambda input_ids, input_mask, segment_ids: module.outputs(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}),
+        input_signature=_feature_specs(), autograph=False)
+    return {"serving_default": serve.get_concrete_function(),
+            "tokenize": tokenize.get_concrete_function(),
+            "from_features": from_features.get_concrete_function()}
+
+
+def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, Callable],
+                      info: dict) -> str:
+    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole.
+
+    The SavedModel is written beside `export_dir` and moved into place when complete,
+    so an interrupted export leaves any earlier export as it was.
+    """
+    export_dir = os.path.abspath(export_dir)
+    parent = os.path.dirname(export_dir)
+    if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise ExportError(f"--export_dir={export_dir} exists and is a file, not a directory")
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.", dir=parent)
+    os.chmod(staging, 0o755)  # mkdtemp makes it private; a model is meant to be shared
+    try:
+        tf.saved_model.save(module, staging, signatures=signatures)
+        with open(os.path.join(staging, INFO_FILE), "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=2)
+            f.write("\n")
+        old = None
+        if os.path.exists(export_dir):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.old.", dir=parent)
+            os.rename(export_dir, os.path.join(old, "model"))
+        os.rename(staging, export_dir)
+        if old:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return export_dir
+
+
+def export_classifier(model, export_dir: str, vocab_file: str, do_lower_case: bool,
+                      max_seq_length: int, labels: Optional[Sequence[str]],
+                      pair: bool, task: Optional[str] = None) -> str:
+    """Writes a string-in SavedModel of a trained sentence (pair) classifier.
+
+    Args:
+        model: a built task model that maps Google-named int32 features to float32
+            logits [B, num_labels] (`BertClassifier`, `ResAdapterClassifier`).
+        export_dir: the SavedModel directory (replaced whole if it exists).
+        vocab_file, do_lower_case, max_seq_length: the run's tokenisation.
+        labels: label strings in logit order; empty or None for regression (STS-B).
+        pair: the signature takes `text_b` too (sentence-pair tasks).
+        task: recorded in `export_info.json`.
+
+    Returns:
+        The absolute path of the SavedModel.
+
+    Raises:
+        ExportError: labels that do not match the model's outputs.
+        VocabularyError: an unusable vocabulary.
+    """
+    labels = list(labels or [])
+    num_outputs = int(model(_dummy_features(), training=False).shape[-1])
+    if labels and num_outputs != len(labels):
+        raise ExportError(f"the model has {num_outputs} outputs but {len(labels)} labels "
+                          f"{labels}")
+    if not labels and num_outputs != 1:
+        raise ExportError(f"a regression export needs one output; the model has {num_outputs}")
+    encoder = BertInputEncoder(vocab_file, do_lower_case, max_seq_length)
+    module = _ClassifierModule(model, encoder, labels)
+    with portable_kernels():
+        signatures = _signatures(module, pair)
+    info = {"kind": "classifier", "task": task, "labels": labels or None,
+            "regression": not labels, "pair": bool(pair), "max_seq_length": max_seq_length,
+            "do_lower_case": bool(do_lower_case),
+            "inputs": [s.name for s in _text_specs(pair)],
+            "outputs": ["score"] if not labels else ["probabilities", "label"]}
+    return write_saved_model(export_dir, module, signatures, info)
+
+
+def _dummy_features():
+    return {name: tf.ones([1, 2], tf.int32) if name != "segment_ids" else tf.zeros([1, 2], tf.int32)
+            for name in FEATURES}
+
+
+def require_serving_extra() -> None:
+    """Raises ExportError, naming the fix, when tensorflow-text is not installed."""
+    try:
+        import tensorflow_text  # noqa: F401
+    except ImportError:
+        raise ExportError("--export_dir needs tensorflow-text (the [serving] extra): pip install "
+                          f"'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'") from None
+
+
+def export_classifier_run(run, export_dir: str) -> str:
+    """Exports the model of a run_classifier.py run (`tasks.classifier.ClassifierRun`).
+
+    Returns:
+        The absolute path of the SavedModel.
+    """
+    layouts = run.processor.layouts.values()
+    pair = any(layout.text_b is not None for layout in layouts)
+    return export_classifier(run.model, export_dir, run.backbone.files.vocab_file,
+                             run.flags.do_lower_case, run.flags.max_seq_length,
+                             None if run.is_regression else run.labels, pair, task=run.task)

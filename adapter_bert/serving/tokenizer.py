@@ -1,0 +1,304 @@
+"""Google BERT's tokenisation and input layout as TensorFlow ops, for SavedModels.
+
+`BertInputEncoder` turns raw UTF-8 strings into the `input_ids`, `input_mask` and
+`segment_ids` that google-research/bert's `FullTokenizer`, `_truncate_seq_pair` and
+`convert_single_example` make of them, inside the graph:
+
+1. UTF-8 -> code points. Bytes that are not UTF-8 are dropped, as Google's
+   `convert_to_unicode` (`decode("utf-8", "ignore")`) drops them.
+2. The basic tokenizer, from the per-code-point tables of `unicode_tables`: control
+   characters dropped, whitespace separates words, CJK ideographs and punctuation are
+   words of their own; uncased models lower-case with `str.lower()`'s rules (final sigma
+   included), decompose (NFD) and drop non-spacing marks.
+3. WordPiece on each word with tensorflow-text's `FastWordpieceTokenizer` (greedy
+   longest-match-first, "##" suffixes); a word of more than 200 characters is `[UNK]`
+   (Google's `max_input_chars_per_word`).
+4. `[CLS] a [SEP] b [SEP]`, Google's pair truncation (drop the last token of the longer
+   side, of `b` on a tie) to `max_seq_length`, zero padding. An empty `text_b` makes the
+   row a single sentence (Google tests `if example.text_b`).
+
+The one difference from Python: NFD's reordering of several combining marks is not
+done (each code point is decomposed on its own); it changes a result only when two
+spacing combining marks of different classes stand out of canonical order after a
+letter, which no natural text contains.
+"""
+
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from adapter_bert.serving import unicode_tables as tables
+
+# google-research/bert's WordpieceTokenizer.max_input_chars_per_word.
+MAX_CHARS_PER_WORD = 200
+_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
+
+
+class VocabularyError(ValueError):
+    """The vocabulary file cannot serve as a WordPiece vocabulary."""
+
+
+def read_vocab(vocab_file: str) -> Dict[str, int]:
+    """Reads a BERT `vocab.txt` as google-research/bert's `load_vocab` does.
+
+    One token a line, stripped of surrounding whitespace; the id is the line number
+    (from 0); a token on several lines keeps its last id.
+
+    Raises:
+        VocabularyError: file missing, not UTF-8 (naming the line), or without
+            `[CLS]`, `[SEP]` or `[UNK]`.
+    """
+    try:
+        with open(vocab_file, "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError as e:
+        raise VocabularyError(f"{vocab_file}: cannot read the vocabulary ({e.strerror})") from None
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    vocab = {}
+    for number, line in enumerate(lines):
+        try:
+            vocab[line.decode("utf-8").strip()] = number
+        except UnicodeDecodeError:
+            raise VocabularyError(f"{vocab_file}: line {number + 1} is not valid UTF-8") from None
+    missing = [t for t in _SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise VocabularyError(f"{vocab_file}: no {', '.join(missing)} token in the vocabulary")
+    return vocab
+
+
+def _table(values, dtype=tf.int32) -> tf.Variable:
+    """A constant table held in a (non-trainable) variable."""
+    return tf.Variable(tf.cast(values, dtype), trainable=False)
+
+
+class BertInputEncoder(tf.Module):
+    """Raw strings -> BERT features, exactly as Google's Python pipeline (see module doc).
+
+    Args:
+        vocab_file: the run's `vocab.txt`.
+        do_lower_case: lower-case and strip accents (uncased models).
+        max_seq_length: length of every output row, special tokens included (>= 3).
+
+    Raises:
+        VocabularyError: an unusable vocabulary.
+        ValueError: `max_seq_length` below 3.
+    """
+
+    def __init__(self, vocab_file: str, do_lower_case: bool, max_seq_length: int,
+                 name: str = "bert_input_encoder"):
+        super().__init__(name=name)
+        import tensorflow_text as text  # the optional [serving] extra
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length={max_seq_length}: need at least 3 ([CLS] a [SEP] "
+                             f"b [SEP] with one token each side)")
+        vocab = read_vocab(vocab_file)
+        self.do_lower_case = bool(do_lower_case)
+        self.max_seq_length = int(max_seq_length)
+        self.cls_id, self.sep_id, self.unk_id = (vocab[t] for t in _SPECIAL_TOKENS)
+        # FastWordpiece numbers tokens by their position in the list it gets: give it each
+        # non-empty token once and map its ids back to the file's (last-wins) ids.
+        tokens = [t for t in dict.fromkeys(vocab) if t]
+        # Byte limit high enough for any word of MAX_CHARS_PER_WORD characters; the
+        # character limit itself is applied in `_wordpiece`.
+        model = text.FastWordpieceTokenizer(
+            tokens, suffix_indicator="##", max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 4,
+            unknown_token="[UNK]", no_pretokenization=True)
+        # The tables are variables rather than constants: a SavedModel then stores them
+        # once, not once per signature that tokenises.
+        self._wordpiece_model = _table(model._model, tf.uint8)  # noqa: SLF001 - its buffer
+        self._file_ids = _table([vocab[t] for t in tokens])
+        starts, bits = tables.code_point_classes()
+        self._class_starts, self._class_bits = _table(starts), _table(bits)
+        if self.do_lower_case:
+            mapping = tables.lower_case_mapping()
+            keys = sorted(mapping)
+            self._map_keys = _table(keys)
+            self._map_values = _table([v for k in keys for v in mapping[k]])
+            self._map_splits = _table(np.cumsum([0] + [len(mapping[k]) for k in keys]),
+                                      tf.int64)
+
+    # --------------------------------------------------------------- steps
+    def _classes(self, code_points: tf.Tensor) -> tf.Tensor:
+        run = tf.searchsorted(self._class_starts, code_points, side="right") - 1
+        return tf.gather(self._class_bits, run)
+
+    @staticmethod
+    def _has(bits: tf.Tensor, flag: int) -> tf.Tensor:
+        return tf.not_equal(tf.bitwise.bitwise_and(bits, flag), 0)
+
+    def _final_sigmas(self, chars: tf.RaggedTensor, bits: tf.RaggedTensor) -> tf.RaggedTensor:
+        """Capital sigmas that end a word become 'ς', as `str.lower()` does.
+
+        A sigma is final when the nearest character before it that is not
+        case-ignorable is cased and the nearest one after it is not (or there is none).
+        """
+        flat, flat_bits = chars.flat_values, bits.flat_values
+        positions = tf.range(tf.size(flat, out_type=tf.int64))
+        row_starts = tf.gather(chars.row_starts(), chars.value_rowids())
+        row_limits = tf.gather(chars.row_limits(), chars.value_rowids())
+        relevant = tf.logical_not(self._has(flat_bits, tables.CASE_IGNORABLE))
+        anchors = tf.boolean_mask(positions, relevant)   # positions of relevant characters
+        count_upto = tf.cumsum(tf.cast(relevant, tf.int64))          # inclusive
+        count_before = count_upto - tf.cast(relevant, tf.int64)
+        anchors_padded = tf.concat([[-1], anchors, [-1]], 0)
+        previous = tf.gather(anchors_padded, count_before)            # -1: none
+        following = tf.gather(anchors_padded, count_upto + 1)         # -1: none
+        cased = self._has(flat_bits, tables.CASED)
+        cased_padded = tf.concat([[False], cased, [False]], 0)
+
+        def cased_at(index, inside):
+            return tf.logical_and(inside, tf.gather(cased_padded, index + 1))
+
+        before = cased_at(previous, previous >= row_starts)
+        after = cased_at(following, tf.logical_and(following >= 0, following < row_limits))
+        final = tf.logical_and(tf.equal(flat, tables.CAPITAL_SIGMA),
+                               tf.logical_and(before, tf.logical_not(after)))
+        return chars.with_flat_values(tf.where(final, tables.FINAL_SIGMA, flat))
+
+    def _lower_case(self, flat: tf.Tensor) -> tf.RaggedTensor:
+        """[N] code points -> [N, (k)] code points of strip_accents(lower(c))."""
+        index = tf.searchsorted(self._map_keys, flat, side="left")
+        index = tf.minimum(index, tf.size(self._map_keys) - 1)
+        mapped = tf.equal(tf.gather(self._map_keys, index), flat)
+        table_rows = tf.cast(tf.shape(self._map_keys)[0], tf.int32)
+        own = tf.RaggedTensor.from_tensor(flat[:, tf.newaxis])
+        rows = tf.where(mapped, index, table_rows + tf.range(tf.size(flat)))
+        table = tf.RaggedTensor.from_row_splits(tf.convert_to_tensor(self._map_values),
+                                                tf.convert_to_tensor(self._map_splits))
+        return tf.gather(tf.concat([table, own], 0), rows)
+
+    def words(self, texts: tf.Tensor) -> Tuple[tf.RaggedTensor, tf.Tensor]:
+        """The basic tokenizer on [B] strings.
+
+        Returns:
+            (the code points of every word of every text, in order, [W, (chars)];
+            int64 [B] number of words of each text).
+        """
+        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                          replacement_char=0xFFFD)
+        bits = tf.ragged.map_flat_values(self._classes, chars)
+        keep = tf.logical_not(self._has(bits, tables.DROP))
+        chars, bits = tf.ragged.boolean_mask(chars, keep), tf.ragged.boolean_mask(bits, keep)
+        if self.do_lower_case:
+            chars = self._final_sigmas(chars, bits)
+        space = self._has(bits.flat_values, tables.SPACE)
+        cjk = self._has(bits.flat_values, tables.CJK)
+        flat = chars.flat_values
+        row_of = chars.value_rowids()
+        if self.do_lower_case:
+            pieces = self._lower_case(flat)             # [N, (k)]
+            counts = pieces.row_lengths()
+            flat = pieces.flat_values
+            space, cjk = (tf.repeat(x, counts) for x in (space, cjk))
+            row_of = tf.repeat(row_of, counts)
+        alone = tf.logical_or(cjk, self._has(self._classes(flat), tables.PUNCT))
+        # A word starts at a non-space character that begins its text, follows a space,
+        # stands alone, or follows one that stands alone.
+        previous_row = _shifted(row_of, -1)
+        previous_space = _shifted(space, True)
+        previous_alone = _shifted(alone, True)
+        starts = tf.reduce_any(tf.stack([tf.not_equal(previous_row, row_of), previous_space,
+                                         alone, previous_alone]), 0)
+        starts = tf.logical_and(starts, tf.logical_not(space))
+        letters = tf.logical_not(space)
+        word_of = tf.cumsum(tf.cast(tf.boolean_mask(starts, letters), tf.int64)) - 1
+        words = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(flat, letters), word_of,
+            nrows=tf.reduce_sum(tf.cast(starts, tf.int64)))
+        words_per_text = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), row_of,
+                                                      tf.size(texts, out_type=tf.int64))
+        return words, words_per_text
+
+    def _wordpiece(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+        """Word code points [W, (chars)] -> WordPiece ids [W, (pieces)] in the file's ids."""
+        strings = tf.strings.unicode_encode(words, "UTF-8")
+        import tensorflow_text as text
+        tokenizer = text.FastWordpieceTokenizer(
+            model_buffer=tf.convert_to_tensor(self._wordpiece_model), token_out_type=tf.int32)
+        pieces = tokenizer.tokenize(strings)
+        pieces = pieces.with_flat_values(tf.gather(self._file_ids, pieces.flat_values))
+        too_long = words.row_lengths() > MAX_CHARS_PER_WORD
+        count = tf.cast(tf.size(too_long), tf.int32)
+        unknown = tf.RaggedTensor.from_tensor(tf.fill([count, 1], tf.constant(self.unk_id,
+                                                                              tf.int32)))
+        rows = tf.where(too_long, count + tf.range(count), tf.range(count))
+        return tf.gather(tf.concat([pieces, unknown], 0), rows)
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """[B] UTF-8 strings -> WordPiece ids [B, (tokens)], as Google's FullTokenizer."""
+        texts = tf.reshape(tf.convert_to_tensor(texts, tf.string), [-1])
+        words, words_per_text = self.words(texts)
+        pieces = self._wordpiece(words)
+        return tf.RaggedTensor.from_row_lengths(pieces, words_per_text).merge_dims(1, 2)
+
+    # -------------------------------------------------------------- layout
+    def encode(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+        """[B] strings (and [B] second strings) -> int32 [B, max_seq_length] features.
+
+        Rows whose `text_b` is empty are single sentences: `[CLS] a [SEP]`.
+        """
+        tokens_a = self.tokenize(text_a)
+        batch = tokens_a.nrows(out_type=tf.int64)
+        if text_b is None:
+            has_b = tf.zeros([batch], tf.bool)
+            tokens_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32),
+                                                        tf.zeros([batch], tf.int64))
+        else:
+            text_b = tf.reshape(tf.convert_to_tensor(text_b, tf.string), [-1])
+            check = tf.debugging.assert_equal(tf.size(text_b, out_type=tf.int64), batch, message=(
+                "text_a and text_b must have the same number of rows"))
+            # Everything that pairs rows of a and b waits for the check.
+            with tf.control_dependencies([check] if check is not None else []):
+                text_b = tf.identity(text_b)
+            has_b = tf.strings.length(text_b) > 0
+            tokens_b = self.tokenize(text_b)
+        len_a, len_b = self._truncated_lengths(tokens_a.row_lengths(),
+                                               tf.where(has_b, tokens_b.row_lengths(), 0), has_b)
+        tokens_a = _first(tokens_a, len_a)
+        tokens_b = _first(tokens_b, len_b)
+        cls = tf.fill([batch, 1], self.cls_id)
+        sep = tf.fill([batch, 1], self.sep_id)
+        second_sep = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(
+            tf.cast(has_b, tf.int64))], self.sep_id), tf.cast(has_b, tf.int64))
+        first = tf.concat([tf.RaggedTensor.from_tensor(cls), tokens_a,
+                           tf.RaggedTensor.from_tensor(sep)], 1)
+        second = tf.concat([tokens_b, second_sep], 1)
+        ids = tf.concat([first, second], 1)
+        segments = tf.concat([tf.zeros_like(first), tf.ones_like(second)], 1)
+        shape = [None, self.max_seq_length]
+        return {"input_ids": ids.to_tensor(0, shape=shape),
+                "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+                "segment_ids": segments.to_tensor(0, shape=shape)}
+
+    def _truncated_lengths(self, len_a, len_b, has_b):
+        """Google's `_truncate_seq_pair` in closed form.
+
+        Google drops the last token of the longer side (of b on a tie) until the pair
+        fits: the longer side alone is cut when the length difference covers the
+        excess; otherwise both end at half the budget, a keeping the odd token.
+        """
+        budget = tf.where(has_b, self.max_seq_length - 3, self.max_seq_length - 2)
+        budget = tf.cast(budget, tf.int64)
+        excess = len_a + len_b - budget
+        half_b = budget // 2
+        half_a = budget - half_b
+        a = tf.where(excess <= 0, len_a,
+                     tf.where(len_a - len_b >= excess, len_a - excess,
+                              tf.where(len_b - len_a >= excess, len_a, half_a)))
+        b = tf.where(excess <= 0, len_b,
+                     tf.where(len_a - len_b >= excess, len_b,
+                              tf.where(len_b - len_a >= excess, len_b - excess, half_b)))
+        return a, b
+
+
+def _shifted(values: tf.Tensor, fill) -> tf.Tensor:
+    """`values` moved one place right, `fill` first (same length, also when empty)."""
+    return tf.concat([tf.fill([1], tf.cast(fill, values.dtype)), values], 0)[:-1]
+
+
+def _first(tokens: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+    """The first `lengths[i]` tokens of every row."""
+    positions = tf.ragged.range(tokens.row_lengths())
+    return tf.ragged.boolean_mask(tokens, positions < tf.expand_dims(lengths, 1))
