@@ -19,7 +19,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["adapter_bert", "adapter_bert.*"]),
-    py_modules=["run_classifier", "run_squad"],
+    py_modules=["run_classifier", "run_squad", "ablate_adapters", "export_model"],
     # TensorFlow and tf-keras come from an extra below, or are already installed: a plain
     # requirement would make pip add the `tensorflow` distribution over a machine's own
     # build (tensorflow-tpu, tensorflow-cpu). adapter_bert.install_check says at the first

@@ -18,28 +18,24 @@ On the embedded MiniLM (all-MiniLM-L6-v2) with size-64 Houlsby adapters and a 2-
 Writes bench/results/serving.{json,md} and prints the markdown.
 
 Usage:
-    python bench/serving.py --data_dir=<glue>/MRPC
+    python -m bench.serving --data_dir=<glue>/MRPC
 """
 
-import json
 import os
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from bench.harness import RESULTS, write_results  # noqa: E402
 
 flags.DEFINE_string("data_dir", None, "The MRPC folder of glue_data (dev.tsv is read).")
 flags.DEFINE_string("work_dir", None, "Where exports are written (default: a temporary dir).")
 flags.DEFINE_integer("latency_requests", 200, "Batch-1 requests timed per path.")
 flags.DEFINE_integer("repeats", 3, "Passes over the dev set for the batch-64 figures.")
-flags.DEFINE_string("out", os.path.join(HERE, "results", "serving"),
+flags.DEFINE_string("out", os.path.join(RESULTS, "serving"),
                     "Output prefix (.json and .md are written).")
 FLAGS = flags.FLAGS
 
@@ -242,7 +238,6 @@ def main(argv):
     import adapter_bert  # noqa: F401  (CPU settings before TensorFlow loads)
     import tensorflow as tf
     from adapter_bert.data.glue import get_processor
-    from adapter_bert.io_utils import atomic_write_text
     if not FLAGS.data_dir:
         raise app.UsageError("--data_dir is required (the MRPC folder)")
     processor = get_processor("mrpc")
@@ -255,8 +250,7 @@ def main(argv):
                "rows": len(examples), "batch": BATCH, "max_seq_length": MAX_LEN,
                "tensorflow": tf.__version__, "cpu_count": os.cpu_count()}
     text = markdown(results)
-    atomic_write_text(FLAGS.out + ".json", json.dumps(results, indent=2) + "\n")
-    atomic_write_text(FLAGS.out + ".md", text)
+    write_results(FLAGS.out, results, text)
     print(text)
 
 
