@@ -229,7 +229,8 @@ class SquadRun(base.TaskRun):
             return batches().map(_labels_by_output_name)
 
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
-                               values.output_dir, values.save_checkpoints_steps)
+                               values.output_dir, values.save_checkpoints_steps,
+                               write_dir=self.write_dir)
         self.save_trained_adapter(task_name(self.version_2), None)
         stats.update(global_step=int(logs["global_step"]))
         if "loss" in logs:
@@ -279,9 +280,9 @@ class SquadRun(base.TaskRun):
                    for i, f in enumerate(features)]
         predictions, null_odds = write_predictions(
             examples, features, results, values.n_best_size, values.max_answer_length,
-            self.version_2, values.null_score_diff_threshold, values.output_dir)
+            self.version_2, values.null_score_diff_threshold, self.write_dir)
         logging.info("Wrote predictions for %d questions to %s", len(predictions),
-                     values.output_dir)
+                     self.write_dir)
         figures: Dict[str, object] = {"predict_questions": len(examples),
                                       "predict_windows": len(features)}
         if self.scoreable:
@@ -313,6 +314,14 @@ def main(flag_values, strategy=None) -> int:
         FlagError, SquadDataError, ...: bad input (run_cli turns them into one line).
     """
     run = SquadRun(flag_values, strategy)
+    try:
+        return _run_steps(run, flag_values)
+    finally:
+        run.close()
+
+
+def _run_steps(run: SquadRun, flag_values) -> int:
+    """Train and predict as the flags ask; outputs go to the run's write_dir."""
     results: Dict[str, object] = {}
     if flag_values.do_train:
         results.update(run.train())
@@ -322,8 +331,9 @@ def main(flag_values, strategy=None) -> int:
         figures = run.predict()
         results.update(figures)
         results.update(run.param_results)
-        write_eval_results(flag_values.output_dir, results)
+        write_eval_results(run.write_dir, results)
         _print_scores(results, [k for k in figures if not k.startswith("predict_")])
-        print(f"predictions: {os.path.join(flag_values.output_dir, 'predictions.json')}",
-              flush=True)
+        if run.role.is_chief:
+            print(f"predictions: {os.path.join(run.write_dir, 'predictions.json')}",
+                  flush=True)
     return 0
