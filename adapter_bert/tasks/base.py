@@ -71,12 +71,24 @@ class TaskRun:
     UNTRAINED = ""
     num_labels: Optional[int] = None
 
-    def __init__(self, flag_values, strategy=None):
+    def __init__(self, flag_values, strategy=None, static_shapes: Optional[bool] = None):
+        """Checks the flags, reads the data, prepares the run and builds the model.
+
+        Args:
+            flag_values: parsed flags.
+            strategy: an existing strategy, or None to build one from the flags.
+            static_shapes: None: as the device needs (True on TPU). True forces the
+                TPU's input path on any device (full batches, fixed widths, eval and
+                predict sets padded to a multiple of the batch, Google's
+                iterations_per_loop), which is how that path is tested on CPU.
+        """
         self.flags = flag_values
         self.validate_flags(flag_values)
         self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
         self.read_data()
         self.strategy, self.static_shapes, self.role = prepare_run(flag_values, strategy)
+        if static_shapes is not None:
+            self.static_shapes = bool(static_shapes)
         try:
             self.model, self.param_results = build_task_model_for_flags(
                 self.strategy, self.backbone, flag_values, self.HEAD,
