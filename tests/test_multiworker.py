@@ -36,12 +36,8 @@ CHIEF_OUTPUTS = {"eval_results.txt", "test_results.tsv", "adapter", "checkpoints
 @pytest.fixture(scope="module")
 def backbone(tmp_path_factory, shared_dir):
     """The tiny random BERT with dropout off (deterministic forward pass)."""
-    directory = write_tiny_backbone(tmp_path_factory.mktemp("mw") / "bert",
-                                    shared_dir / "models/google-bert-mini-index/vocab.txt")
-    config = json.loads((directory / "bert_config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (directory / "bert_config.json").write_text(json.dumps(config))
-    return directory
+    return write_tiny_backbone(tmp_path_factory.mktemp("mw") / "bert",
+                               shared_dir / "models/google-bert-mini-index/vocab.txt", dropout=0.0)
 
 
 @pytest.fixture(scope="module")

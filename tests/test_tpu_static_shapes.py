@@ -84,7 +84,7 @@ def host_dependencies(concrete):
     return problems
 
 
-def check_step_compiles(model, step, batch):
+def check_step_compiles(step, batch):
     """`step` (train_step or predict_step) traced on `batch`: XLA compiles it to HLO and
     its graph needs nothing from the host."""
     function = tf.function(step, jit_compile=True)
@@ -153,8 +153,8 @@ def test_classifier_compiles_with_xla_on_static_shapes_and_matches_the_plain_run
                                                                "segment_ids"], ["label_ids"],
                                                    16, 1, 0)())
     assert batch[0]["input_ids"].shape == (16, 32)
-    check_step_compiles(run.model, run.model.train_step, batch)
-    check_step_compiles(run.model, run.model.predict_step, (batch[0],))
+    check_step_compiles(run.model.train_step, batch)
+    check_step_compiles(run.model.predict_step, (batch[0],))
 
 
 # -------------------------------------------------------------------------------- squad
@@ -212,5 +212,5 @@ def test_squad_compiles_with_xla_on_static_shapes_and_matches_the_plain_run(
     batch = first_batch(run.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS, 8, 1, 0)()
                         .map(_labels_by_output_name))
     assert batch[0]["input_ids"].shape == (8, 64)
-    check_step_compiles(run.model, run.model.train_step, batch)
-    check_step_compiles(run.model, run.model.predict_step, (batch[0],))
+    check_step_compiles(run.model.train_step, batch)
+    check_step_compiles(run.model.predict_step, (batch[0],))
