@@ -25,6 +25,10 @@ HOST_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "PrintV2", "Print"}
 # Ops whose output shape depends on the data (XLA on TPU needs static shapes).
 DYNAMIC_SHAPE_OPS = {"Where", "Unique", "UniqueV2", "UniqueWithCounts", "DenseToSparseSetOperation",
                      "RaggedTensorToTensor", "RaggedGather", "BooleanMask", "NonMaxSuppressionV5"}
+# Shape arithmetic: BroadcastGradientArgs returns the axes a gradient is summed over, a
+# vector whose length TensorFlow's shape inference leaves open but which follows from the
+# (static) input shapes alone; XLA folds it to a constant when it compiles the step.
+SHAPE_ONLY_OPS = {"BroadcastGradientArgs"}
 TOLERANCE = 2e-4
 
 
@@ -79,7 +83,8 @@ def host_dependencies(concrete):
             for tensor in op.outputs:
                 if tensor.dtype == tf.string:
                     problems.append(f"{op.name}: string output")
-                elif tensor.dtype != tf.resource and not tensor.shape.is_fully_defined():
+                elif tensor.dtype != tf.resource and op.type not in SHAPE_ONLY_OPS \
+                        and not tensor.shape.is_fully_defined():
                     problems.append(f"{op.name}: shape {tensor.shape}")
     return problems
 
@@ -92,6 +97,22 @@ def check_step_compiles(step, batch):
     assert host_dependencies(concrete) == []
     hlo = function.experimental_get_compiler_ir(batch)(stage="hlo")
     assert "ENTRY" in hlo
+
+
+def test_the_graph_check_finds_host_callbacks_string_ops_and_data_dependent_shapes():
+    spec = tf.TensorSpec([4], tf.float32)
+
+    def problems_of(function):
+        return host_dependencies(tf.function(function).get_concrete_function(spec))
+
+    assert problems_of(lambda x: tf.nn.relu(x) * 2.0) == []
+    assert any("EagerPyFunc" in p for p in problems_of(
+        lambda x: tf.py_function(lambda v: v, [x], tf.float32)))
+    assert any("PyFunc" in p for p in problems_of(
+        lambda x: tf.numpy_function(lambda v: v, [x], tf.float32)))
+    assert any("string" in p for p in problems_of(lambda x: tf.strings.as_string(x)))
+    assert any("Where" in p for p in problems_of(lambda x: tf.where(x > 0)))
+    assert any("shape (None,)" in p for p in problems_of(lambda x: tf.boolean_mask(x, x > 0)))
 
 
 def first_batch(dataset):
@@ -140,8 +161,11 @@ def test_classifier_compiles_with_xla_on_static_shapes_and_matches_the_plain_run
     # Two training steps per execution, as --iterations_per_loop asks on a TPU.
     assert run.model._steps_per_execution.numpy() == 2
     assert results["global_step"] == plain_results["global_step"] == 6
-    for key in ("eval_loss", "eval_accuracy", "eval_f1"):
-        assert abs(results[key] - plain_results[key]) <= TOLERANCE, key
+    differences = {key: abs(results[key] - plain_results[key])
+                   for key in ("eval_loss", "eval_accuracy", "eval_f1")}
+    print("classifier, XLA + static shapes vs plain, |difference|:", differences,
+          "max |probability difference|:", np.abs(probabilities - plain_probabilities).max())
+    assert max(differences.values()) <= TOLERANCE, differences
     assert probabilities.shape == plain_probabilities.shape == (8, 2)
     np.testing.assert_allclose(probabilities, plain_probabilities, atol=TOLERANCE)
     for a, b in zip(run.model.trainable_weights, plain.model.trainable_weights):
@@ -176,7 +200,8 @@ def run_squad_steps(backbone, squad_file, out: Path, xla: bool):
         "--do_train", "--do_predict", "--padding=max_seq_length",
         f"--train_file={squad_file}", f"--predict_file={squad_file}",
         f"--jit_compile={'true' if xla else 'false'}",
-        *squad_flags(backbone, out, predict_batch_size=8, iterations_per_loop=2)])
+        *squad_flags(backbone, out, predict_batch_size=8, iterations_per_loop=2,
+                     num_train_epochs=0.25)])
     run = SquadRun(values, static_shapes=xla or None)
     try:
         run.train()
@@ -197,6 +222,10 @@ def test_squad_compiles_with_xla_on_static_shapes_and_matches_the_plain_run(
     assert run.static_shapes and run.pipeline.jit_compile and run.model._jit_compile
     windows = len(logits["start_logits"])
     assert windows % 8, "the predict set should not fill its last batch"
+    print("squad, XLA + static shapes vs plain: max |logit difference|",
+          max(np.abs(logits[k] - plain_logits[k]).max() for k in logits),
+          "exact/f1", figures["exact_match"], plain_figures["exact_match"], figures["f1"],
+          plain_figures["f1"])
     for key in ("start_logits", "end_logits"):
         assert logits[key].shape == plain_logits[key].shape == (windows, 64)
         np.testing.assert_allclose(logits[key], plain_logits[key], atol=TOLERANCE, err_msg=key)
