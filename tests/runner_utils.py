@@ -9,15 +9,19 @@ from pathlib import Path
 from tests.conftest import REPO
 
 
-def write_tiny_backbone(directory: Path, vocab_file: Path) -> Path:
-    """Writes a random 2-layer BERT as a Google TF1 checkpoint folder with a real vocab."""
+def write_tiny_backbone(directory: Path, vocab_file: Path, dropout: float = 0.1) -> Path:
+    """Writes a random 2-layer BERT as a Google TF1 checkpoint folder with a real vocab.
+
+    `dropout` (hidden and attention) 0 makes training a deterministic function of the
+    batches, for comparing runs whose random streams differ (XLA, several replicas)."""
     from adapter_bert.model.checkpoints import save_tf1_checkpoint
     from adapter_bert.model.config import BertConfig
     from adapter_bert.model.encoder import BertModel
     directory.mkdir(parents=True, exist_ok=True)
     vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
     config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     bert = BertModel(config)
     bert.build_with_dummy_inputs()
     save_tf1_checkpoint(bert, str(directory / "bert_model.ckpt"))

@@ -24,7 +24,7 @@ from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.tasks.flags import FlagError, was_set
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.task_models import build_task_model_for_flags
-from adapter_bert.training.distribute import get_strategy, static_shapes_required
+from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
                                         set_dtype_policy, set_seed, steps_per_execution)
 from adapter_bert.training.optimizer import create_optimizer
@@ -71,15 +71,41 @@ class TaskRun:
     UNTRAINED = ""
     num_labels: Optional[int] = None
 
-    def __init__(self, flag_values, strategy=None):
+    def __init__(self, flag_values, strategy=None, static_shapes: Optional[bool] = None):
+        """Checks the flags, reads the data, prepares the run and builds the model.
+
+        Args:
+            flag_values: parsed flags.
+            strategy: an existing strategy, or None to build one from the flags.
+            static_shapes: None: as the device needs (True on TPU). True forces the
+                TPU's input path on any device (full batches, fixed widths, eval and
+                predict sets padded to a multiple of the batch, Google's
+                iterations_per_loop), which is how that path is tested on CPU.
+        """
         self.flags = flag_values
         self.validate_flags(flag_values)
         self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
         self.read_data()
-        self.strategy, self.static_shapes = prepare_run(flag_values, strategy)
-        self.model, self.param_results = build_task_model_for_flags(
-            self.strategy, self.backbone, flag_values, self.HEAD, num_labels=self.num_labels,
-            train_pooler=self.train_pooler)
+        self.strategy, self.static_shapes, self.role = prepare_run(flag_values, strategy)
+        if static_shapes is not None:
+            self.static_shapes = bool(static_shapes)
+        try:
+            self.model, self.param_results = build_task_model_for_flags(
+                self.strategy, self.backbone, flag_values, self.HEAD,
+                num_labels=self.num_labels, train_pooler=self.train_pooler)
+        except BaseException:
+            self.role.close()
+            raise
+
+    @property
+    def write_dir(self) -> str:
+        """Where this process writes its outputs: --output_dir on the chief (and in every
+        one-process run), a temporary directory on other workers (`WorkerRole`)."""
+        return self.role.write_dir
+
+    def close(self) -> None:
+        """Deletes what a non-chief worker wrote; call when the run is over."""
+        self.role.close()
 
     def validate_flags(self, flag_values) -> None:
         raise NotImplementedError
@@ -95,11 +121,11 @@ class TaskRun:
     def pipeline(self) -> InputPipeline:
         """Features cache, padding, batching and prediction of this run."""
         return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
-                                     self.strategy)
+                                     self.strategy, self.write_dir)
 
     def save_trained_adapter(self, task: str, labels) -> None:
         """Writes the trained weights into <output_dir>/adapter (see `adapters.files`)."""
-        save_adapter(self.model, os.path.join(self.flags.output_dir, ADAPTER_DIR), task, labels,
+        save_adapter(self.model, os.path.join(self.write_dir, ADAPTER_DIR), task, labels,
                      self.flags.tuning_mode)
 
     def restore_trained_weights(self) -> int:
@@ -164,22 +190,25 @@ def prepare_run(flag_values, strategy=None):
             passes its own); None builds one from the flags.
 
     Returns:
-        (strategy, static_shapes): static_shapes is True where batches must have fixed
-        shapes (TPU).
+        (strategy, static_shapes, role): static_shapes is True where batches must have
+        fixed shapes (TPU); role (`WorkerRole`) says where this process writes: only the
+        chief creates and cleans --output_dir.
     """
-    prepare_output_dir(flag_values.output_dir)
-    for stale in remove_stale_temporaries(flag_values.output_dir):
-        logging.info("Removed %s, left by a run killed while writing it", stale)
+    strategy = strategy or get_strategy(
+        flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
+        flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
+    role = worker_role(strategy, flag_values.output_dir)
+    if role.is_chief:
+        prepare_output_dir(flag_values.output_dir)
+        for stale in remove_stale_temporaries(flag_values.output_dir):
+            logging.info("Removed %s, left by a run killed while writing it", stale)
     set_seed(flag_values.seed)
     if getattr(flag_values, "deterministic", False):
         # With the seed above: same flags, same machine -> bit-identical results.
         tf.config.experimental.enable_op_determinism()
         logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
     set_dtype_policy(flag_values.dtype)
-    strategy = strategy or get_strategy(
-        flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
-        flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
-    return strategy, static_shapes_required(strategy)
+    return strategy, static_shapes_required(strategy), role
 
 
 def write_results(path: str, results: Dict[str, object]) -> None:

@@ -112,7 +112,8 @@ class ClassifierRun(base.TaskRun):
                                               flag_values.train_batch_size,
                                               schedule.num_train_steps, flag_values.seed)
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
-                               flag_values.output_dir, flag_values.save_checkpoints_steps)
+                               flag_values.output_dir, flag_values.save_checkpoints_steps,
+                               write_dir=self.write_dir)
         self.save_trained_adapter(self.task, self.labels)
         return logs
 
@@ -158,7 +159,7 @@ class ClassifierRun(base.TaskRun):
             features, count = self.features(split)
             logits = self.logits(features, count, self.flags.predict_batch_size)
             rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
-            path = os.path.join(self.flags.output_dir, filename)
+            path = os.path.join(self.write_dir, filename)
             atomic_write_text(path, "".join("\t".join(str(float(p)) for p in row) + "\n"
                                             for row in rows))
             logging.info("Wrote %d predictions to %s", len(rows), path)
@@ -193,6 +194,14 @@ def main(flag_values, strategy=None) -> int:
         from adapter_bert.serving.export import require_serving_extra
         require_serving_extra()  # before training, not after it
     run = ClassifierRun(flag_values, strategy)
+    try:
+        return _run_steps(run, flag_values)
+    finally:
+        run.close()
+
+
+def _run_steps(run: ClassifierRun, flag_values) -> int:
+    """Train, eval and predict as the flags ask; outputs go to the run's write_dir."""
     global_step = 0
     if flag_values.do_train:
         global_step = int(run.train()["global_step"])
@@ -200,14 +209,16 @@ def main(flag_values, strategy=None) -> int:
         global_step = run.restore_trained_weights()
     if flag_values.do_eval:
         results = run.evaluate(global_step)
-        base.write_results(os.path.join(flag_values.output_dir, "eval_results.txt"), results)
+        base.write_results(os.path.join(run.write_dir, "eval_results.txt"), results)
         for key in sorted(results):
             if key.startswith("eval_"):
                 print(f"{key} = {results[key]}", flush=True)
     if flag_values.do_predict:
         for path in run.predict():
-            print(f"predictions: {path}", flush=True)
-    if getattr(flag_values, "export_dir", None):
+            if run.role.is_chief:
+                print(f"predictions: {path}", flush=True)
+    # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
+    if getattr(flag_values, "export_dir", None) and run.role.is_chief:
         from adapter_bert.serving.export import export_classifier_run
         print(f"exported: {export_classifier_run(run, flag_values.export_dir)}", flush=True)
     return 0

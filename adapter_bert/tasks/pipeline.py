@@ -7,7 +7,7 @@ predictions, so GLUE and SQuAD batch the same way.
 
 import dataclasses
 import functools
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -53,14 +53,19 @@ class InputPipeline:
     jit_compile: bool = False
 
     @classmethod
-    def for_run(cls, flag_values, backbone, static_shapes: bool, strategy) -> "InputPipeline":
-        """Builds the pipeline from parsed flags, the backbone and the device."""
+    def for_run(cls, flag_values, backbone, static_shapes: bool, strategy,
+                write_dir: Optional[str] = None) -> "InputPipeline":
+        """Builds the pipeline from parsed flags, the backbone and the device.
+
+        The default feature cache lies in `write_dir` (default --output_dir; a worker
+        that is not the chief keeps its own in its temporary directory).
+        """
         dynamic = flag_values.padding == "dynamic" and not static_shapes
         if flag_values.padding == "dynamic" and static_shapes:
             logging.info("Fixed batch shapes on this device: --padding=dynamic does not apply")
         return cls(dynamic=dynamic, static_shapes=static_shapes,
                    cache=FeatureCache.for_run(flag_values.feature_cache_dir,
-                                              flag_values.output_dir),
+                                              write_dir or flag_values.output_dir),
                    vocab_file=backbone.files.vocab_file,
                    do_lower_case=bool(flag_values.do_lower_case),
                    jit_compile=resolve_jit_compile(flag_values.jit_compile, strategy))

@@ -230,7 +230,8 @@ class SquadRun(base.TaskRun):
             return batches().map(_labels_by_output_name)
 
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
-                               values.output_dir, values.save_checkpoints_steps)
+                               values.output_dir, values.save_checkpoints_steps,
+                               write_dir=self.write_dir)
         self.save_trained_adapter(task_name(self.version_2), None)
         stats.update(global_step=int(logs["global_step"]))
         if "loss" in logs:
@@ -280,9 +281,9 @@ class SquadRun(base.TaskRun):
                    for i, f in enumerate(features)]
         predictions, null_odds = write_predictions(
             examples, features, results, values.n_best_size, values.max_answer_length,
-            self.version_2, values.null_score_diff_threshold, values.output_dir)
+            self.version_2, values.null_score_diff_threshold, self.write_dir)
         logging.info("Wrote predictions for %d questions to %s", len(predictions),
-                     values.output_dir)
+                     self.write_dir)
         figures: Dict[str, object] = {"predict_questions": len(examples),
                                       "predict_windows": len(features)}
         if self.scoreable:
@@ -317,6 +318,14 @@ def main(flag_values, strategy=None) -> int:
         from adapter_bert.serving.export import require_serving_extra
         require_serving_extra()  # before training, not after it
     run = SquadRun(flag_values, strategy)
+    try:
+        return _run_steps(run, flag_values)
+    finally:
+        run.close()
+
+
+def _run_steps(run: SquadRun, flag_values) -> int:
+    """Train and predict as the flags ask; outputs go to the run's write_dir."""
     results: Dict[str, object] = {}
     if flag_values.do_train:
         results.update(run.train())
@@ -326,11 +335,13 @@ def main(flag_values, strategy=None) -> int:
         figures = run.predict()
         results.update(figures)
         results.update(run.param_results)
-        write_eval_results(flag_values.output_dir, results)
+        write_eval_results(run.write_dir, results)
         _print_scores(results, [k for k in figures if not k.startswith("predict_")])
-        print(f"predictions: {os.path.join(flag_values.output_dir, 'predictions.json')}",
-              flush=True)
-    if getattr(flag_values, "export_dir", None):
+        if run.role.is_chief:
+            print(f"predictions: {os.path.join(run.write_dir, 'predictions.json')}",
+                  flush=True)
+    # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
+    if getattr(flag_values, "export_dir", None) and run.role.is_chief:
         from adapter_bert.serving.squad import export_squad_run
         print(f"exported: {export_squad_run(run, flag_values.export_dir)}", flush=True)
     return 0

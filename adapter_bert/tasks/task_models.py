@@ -101,7 +101,12 @@ def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
     """
     resadapter_config = resadapter_config_for_run(flag_values)
     adapter_config = None if resadapter_config else adapter_config_for_run(flag_values)
-    model = new_task_model(backbone.config, head, num_labels, adapter_config, resadapter_config)
+    # The model object itself is created under the scope: Keras records the strategy when
+    # a Model is constructed, and under MultiWorkerMirroredStrategy a model created outside
+    # it updates its loss metric in cross-replica context and fails in `fit`.
+    with strategy.scope():
+        model = new_task_model(backbone.config, head, num_labels, adapter_config,
+                               resadapter_config)
     return build_task_model(strategy, model, backbone, flag_values,
                                    "false" if resadapter_config else train_pooler)
 

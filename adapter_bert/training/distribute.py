@@ -5,7 +5,10 @@ Google's scripts select TPU vs. local with `--use_tpu`, `--tpu_name`, `--tpu_zon
 the same script trains on one device, several GPUs, several workers or a TPU.
 """
 
+import dataclasses
 import os
+import shutil
+import tempfile
 from typing import Optional
 
 import tensorflow as tf
@@ -72,6 +75,55 @@ def static_shapes_required(strategy) -> bool:
         Whether static shapes are required.
     """
     return is_tpu_strategy(strategy)
+
+
+@dataclasses.dataclass
+class WorkerRole:
+    """Where one worker of a run reads and writes: the chief/worker split in one place.
+
+    Every worker of a multi-worker run executes the same program (collective ops need all
+    of them), but only the chief writes into `--output_dir`: results, the adapter, the
+    feature cache, checkpoints and TensorBoard logs. Any other worker writes the same
+    files into a private temporary directory, deleted by `close()`. Checkpoints are read
+    by every worker from the chief's `output_dir`, so a restarted cluster resumes from
+    the chief's last checkpoint (`output_dir` must be storage every worker can read,
+    e.g. `gs://`, for several machines).
+
+    Attributes:
+        is_chief: this worker owns `output_dir` (always True with one worker).
+        output_dir: the run's --output_dir (read by every worker).
+        write_dir: where this worker writes: `output_dir` for the chief, else a
+            temporary directory.
+        name: "chief" or e.g. "worker 1", for log lines.
+    """
+
+    is_chief: bool
+    output_dir: str
+    write_dir: str
+    name: str = "chief"
+
+    def close(self) -> None:
+        """Deletes a non-chief worker's temporary directory (nothing for the chief)."""
+        if not self.is_chief and os.path.isdir(self.write_dir):
+            shutil.rmtree(self.write_dir, ignore_errors=True)
+
+
+def worker_role(strategy, output_dir: str) -> WorkerRole:
+    """The `WorkerRole` of this process in `strategy`'s cluster.
+
+    Multi-worker strategies name their chief (`extended.should_checkpoint`: the task
+    "chief", else worker 0); every other strategy runs as one process, its chief.
+    A non-chief worker gets a fresh directory under the system temporary folder.
+    """
+    extended = getattr(strategy, "extended", None)
+    if getattr(extended, "should_checkpoint", True):
+        return WorkerRole(True, output_dir, output_dir)
+    resolver = strategy.cluster_resolver
+    name = f"{resolver.task_type} {resolver.task_id}"
+    write_dir = tempfile.mkdtemp(prefix=f"adapter_bert_{resolver.task_type}{resolver.task_id}_")
+    logging.info("This process is %s, not the chief: it writes into %s (deleted at the end) "
+                 "and reads checkpoints from %s", name, write_dir, output_dir)
+    return WorkerRole(False, output_dir, write_dir, name)
 
 
 def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master):

@@ -89,8 +89,14 @@ class TrainingCheckpoints:
     checkpoint, so an adapter-tuning checkpoint stays small.
     """
 
-    def __init__(self, model, optimizer, output_dir: str, max_to_keep: int = 5):
-        """`optimizer` may be None to read only the weights (evaluation)."""
+    def __init__(self, model, optimizer, output_dir: str, max_to_keep: int = 5,
+                 write_dir: Optional[str] = None):
+        """`optimizer` may be None to read only the weights (evaluation).
+
+        `write_dir` (default `output_dir`): where `save` writes. A multi-worker run's
+        non-chief workers save into a temporary directory (every worker must save, only
+        the chief's copy is kept) and restore from the chief's `output_dir`.
+        """
         names = tf1_variables(model)
         # Trainable weights plus the state they train with (BatchNorm moving statistics).
         trainable = {id(v) for v in trained_weights(model)}
@@ -102,7 +108,8 @@ class TrainingCheckpoints:
                 tracked[f"dropout_rng_{index}"] = generator
         self.checkpoint = tf.train.Checkpoint(**tracked)
         self.directory = os.path.join(output_dir, "checkpoints")
-        self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, os.path.join(write_dir or output_dir, "checkpoints"), max_to_keep)
         self.restored_step = 0
 
     def restore_latest(self, expect_partial: bool = False) -> Optional[str]:
@@ -112,7 +119,7 @@ class TrainingCheckpoints:
             expect_partial: the caller tracks only part of what was saved (e.g. no
                 optimizer when evaluating), so unrestored values are not an error.
         """
-        latest = self.manager.latest_checkpoint
+        latest = tf.train.latest_checkpoint(self.directory)
         if latest:
             status = self.checkpoint.restore(latest)
             if expect_partial:
@@ -163,12 +170,17 @@ def steps_per_execution(iterations_per_loop: int, explicitly_set: bool, on_tpu: 
 
 def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.Dataset],
                     num_train_steps: int, output_dir: str, save_checkpoints_steps: int,
-                    verbose: int = 1, extra_callbacks: Sequence = ()) -> Dict[str, float]:
+                    verbose: int = 1, extra_callbacks: Sequence = (),
+                    write_dir: Optional[str] = None) -> Dict[str, float]:
     """Trains for `num_train_steps` steps in total, resuming from the latest checkpoint.
 
     The model must be compiled with `optimizer`. The training stream is replayed from
     its start and the batches already trained on are skipped, so a resumed run sees
     the same data as an uninterrupted one.
+
+    Checkpoints are restored from `output_dir`; checkpoints and TensorBoard logs are
+    written into `write_dir` (default `output_dir`; a temporary directory on the
+    non-chief workers of a multi-worker run, see `distribute.WorkerRole`).
 
     Returns:
         The last logged metrics (e.g. {"loss": ...}) and "global_step".
@@ -176,7 +188,8 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     Raises:
         TrainingError: the loss became NaN (the last good checkpoint is kept).
     """
-    checkpoints = TrainingCheckpoints(model, optimizer, output_dir)
+    write_dir = write_dir or output_dir
+    checkpoints = TrainingCheckpoints(model, optimizer, output_dir, write_dir=write_dir)
     checkpoints.restore_latest()
     done = int(optimizer.iterations.numpy())
     remaining = num_train_steps - done
@@ -187,7 +200,7 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
                  num_train_steps)
     callbacks = [
         _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps),
-        keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"), update_freq=10),
+        keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=10),
         keras.callbacks.TerminateOnNaN(),
         *extra_callbacks,
     ]

@@ -1,0 +1,190 @@
+"""Two real workers: `run_classifier.py` twice on 127.0.0.1 with TF_CONFIG and
+`--distribution_strategy=multi_worker_mirrored` (one CPU device each).
+
+Checked against a one-process run at the same global batch: the same eval metrics, only
+the chief writes into --output_dir, the other worker leaves nothing in its temporary
+folder, and a cluster whose worker was killed resumes from the chief's last checkpoint.
+Dropout is off in the tiny backbone so that the two layouts (one replica of 16 examples,
+two replicas of 8) compute the same function and their metrics can be compared closely.
+Every process runs under a timeout, so a hung collective fails the test instead of
+blocking the suite.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.robustness.helpers import classifier_flags, mrpc_dir
+from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
+
+# Seconds one process of a run may take (the tiny runs take one to three minutes on a
+# busy 2-core machine); a hang is cut here.
+PROCESS_TIMEOUT = 420
+METRICS = ("eval_accuracy", "eval_f1", "eval_loss", "loss")
+CHIEF_OUTPUTS = {"eval_results.txt", "test_results.tsv", "adapter", "checkpoints", "logs",
+                 "feature_cache"}
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory, shared_dir):
+    """The tiny random BERT with dropout off (deterministic forward pass)."""
+    return write_tiny_backbone(tmp_path_factory.mktemp("mw") / "bert",
+                               shared_dir / "models/google-bert-mini-index/vocab.txt", dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, shared_dir):
+    """96 train, 40 dev and 8 test MRPC examples: 6 steps at batch 16."""
+    source = shared_dir / "data/glue/MRPC"
+
+    def read(name, count):
+        return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
+    return mrpc_dir(tmp_path_factory.mktemp("mw_data"),
+                    (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
+
+
+def argv(backbone, data, output_dir, **overrides):
+    return ["--do_train", "--do_eval", "--do_predict",
+            *classifier_flags(backbone, output_dir, data, **overrides)]
+
+
+@pytest.fixture(scope="module")
+def one_process(backbone, data, tmp_path_factory):
+    """The reference: one process, global batch 16."""
+    out = tmp_path_factory.mktemp("one") / "out"
+    result = run_subprocess("run_classifier.py", argv(backbone, data, out),
+                            timeout=PROCESS_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def free_ports(count: int):
+    """Ports the OS reports free on 127.0.0.1 (bound together, so they differ)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def start_worker(index: int, ports, args, tmpdir: Path, log: Path, script="run_classifier.py",
+                 hooks=None) -> subprocess.Popen:
+    """Starts worker `index` of a cluster of len(ports) workers; TMPDIR is `tmpdir` so the
+    test sees every temporary folder the worker makes."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), TMPDIR=str(tmpdir),
+               TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker",
+                                                                    "index": index}}),
+               **(hooks or {}))
+    command = [sys.executable, str(REPO / script), *args]
+    if script == "tests/killer.py":
+        command = [sys.executable, str(REPO / script), str(REPO / "run_classifier.py"), *args]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("w"),
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def wait_all(processes, timeout=PROCESS_TIMEOUT):
+    """Waits for every process; kills them all if any runs past `timeout`."""
+    deadline = time.monotonic() + timeout
+    try:
+        return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
+    except subprocess.TimeoutExpired:
+        for p in processes:
+            p.kill()
+        raise
+
+
+def run_cluster(args, tmp: Path, name: str):
+    """Runs two workers to the end; returns their logs (text)."""
+    ports = free_ports(2)
+    (tmp / "tmpdir").mkdir(exist_ok=True)
+    logs = [tmp / f"{name}.worker{i}.log" for i in range(2)]
+    workers = [start_worker(i, ports, args, tmp / "tmpdir", logs[i]) for i in range(2)]
+    codes = wait_all(workers)
+    texts = [log.read_text() for log in logs]
+    assert codes == [0, 0], "\n".join(text[-3000:] for text in texts)
+    return texts
+
+
+def assert_same_metrics(got: Path, expected: Path, tolerance=1e-3):
+    got, expected = read_results(got / "eval_results.txt"), read_results(
+        expected / "eval_results.txt")
+    assert got["global_step"] == expected["global_step"] == "6"
+    for key in METRICS:
+        assert abs(float(got[key]) - float(expected[key])) <= tolerance, (key, got, expected)
+    return {key: abs(float(got[key]) - float(expected[key])) for key in METRICS}
+
+
+def test_two_workers_match_one_process_and_only_the_chief_writes(
+        one_process, backbone, data, tmp_path):
+    out = tmp_path / "out"
+    logs = run_cluster(argv(backbone, data, out, distribution_strategy="multi_worker_mirrored"),
+                       tmp_path, "two")
+    assert "num_workers = 2" in logs[0] and "num_workers = 2" in logs[1]
+    assert "not the chief" in logs[1] and "not the chief" not in logs[0]
+    differences = assert_same_metrics(out, one_process)
+    print("two workers vs one process, |difference|:", differences)
+    # Same predictions, row by row, to 1e-3.
+    rows = [[float(x) for x in line.split("\t")]
+            for line in (out / "test_results.tsv").read_text().splitlines()]
+    reference = [[float(x) for x in line.split("\t")]
+                 for line in (one_process / "test_results.tsv").read_text().splitlines()]
+    assert len(rows) == len(reference) == 8
+    assert max(abs(a - b) for r, s in zip(rows, reference) for a, b in zip(r, s)) <= 1e-3
+    # Only the chief's files are in --output_dir: one TensorBoard writer, one set of
+    # checkpoints, no worker folder; worker 1 deleted its temporary folder.
+    assert {p.name for p in out.iterdir()} == CHIEF_OUTPUTS
+    assert len(list((out / "logs").rglob("events.out.tfevents.*"))) == 1
+    assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == [
+        "ckpt-2.index", "ckpt-4.index", "ckpt-6.index"]
+    assert {p.name for p in (out / "adapter").iterdir()} == {"adapter_config.json",
+                                                             "adapter_model.safetensors"}
+    assert list((tmp_path / "tmpdir").iterdir()) == []
+
+
+def test_a_killed_worker_resumes_with_the_cluster_from_the_last_checkpoint(
+        one_process, backbone, data, tmp_path):
+    """kill -9 worker 1 right after checkpoint 4; the chief, stuck waiting for it in the
+    next step's all-reduce, is killed too; both started again resume at step 5."""
+    out = tmp_path / "out"
+    args = argv(backbone, data, out, distribution_strategy="multi_worker_mirrored")
+    ports = free_ports(2)
+    (tmp_path / "tmpdir").mkdir()
+    logs = [tmp_path / f"killed.worker{i}.log" for i in range(2)]
+    chief = start_worker(0, ports, args, tmp_path / "tmpdir", logs[0])
+    worker = start_worker(1, ports, args, tmp_path / "tmpdir", logs[1],
+                          script="tests/killer.py", hooks={"KILL_AFTER_CHECKPOINT": "4"})
+    try:
+        assert worker.wait(timeout=PROCESS_TIMEOUT) == -signal.SIGKILL, logs[1].read_text()[-3000:]
+        # The chief writes checkpoint 4 at the same step, then cannot finish step 5.
+        index = out / "checkpoints" / "checkpoint"
+        deadline = time.monotonic() + 120
+        while "ckpt-4" not in (index.read_text() if index.exists() else ""):
+            assert chief.poll() is None and time.monotonic() < deadline, \
+                logs[0].read_text()[-3000:]
+            time.sleep(1)
+        time.sleep(2)  # let the chief's write of checkpoint 4 settle before it is killed
+    finally:
+        chief.kill()
+        worker.kill()
+        chief.wait(), worker.wait()
+    assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
+    assert "ckpt-6" not in index.read_text()
+
+    resumed = run_cluster(args, tmp_path, "resumed")
+    for text in resumed:
+        assert "Restored " + str(out / "checkpoints" / "ckpt-4") in text
+        assert "steps 5..6 of 6" in text
+    differences = assert_same_metrics(out, one_process)
+    print("killed and resumed two workers vs one process, |difference|:", differences)
