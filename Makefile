@@ -60,8 +60,8 @@ test-fast: setup
 # the environment exists, 23 minutes with creating it.
 TF220_VENV  ?= .venv-tf220
 TF220_PY    := $(TF220_VENV)/bin/python
-TF220_TESTS ?= tests/test_install.py tests/test_modeling.py tests/test_checkpoints.py \
-               tests/test_tuning.py tests/test_optimization.py tests/test_adapter_files.py
+TF220_TESTS ?= tests/test_install.py tests/test_encoder.py tests/test_checkpoints.py \
+               tests/test_tuning.py tests/test_optimizer.py tests/test_adapter_files.py
 
 test-tf220:
 	test -x $(TF220_PY) || $(PYTHON) -m venv $(TF220_VENV) \
