@@ -17,7 +17,7 @@ from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
 from adapter_bert.tokenization import (TokenizerError, check_vocab_matches_config, load_tokenizer,
                                        validate_case_matches_checkpoint)
 from adapter_bert.distribute import get_strategy, static_shapes_required
-from adapter_bert.optimization import create_optimizer
+from adapter_bert.optimization import choose_optimizer, create_optimizer
 from adapter_bert.training import (TrainingError, TrainSchedule, set_dtype_policy, set_seed,
                                    steps_per_execution)
 from adapter_bert.tuning import (apply_tuning, parameter_report, parameter_summary,
@@ -212,7 +212,13 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
 
 
 def run_optimizer(flag_values, schedule):
-    """The run's AdamW (create it under the strategy scope)."""
-    return create_optimizer(flag_values.learning_rate, schedule.num_train_steps,
-                            schedule.num_warmup_steps,
-                            bias_correction=flag_values.adam_bias_correction)
+    """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant.
+
+    Unset `--learning_rate` / `--adam_bias_correction` (None) take the tuning mode's
+    defaults (`optimization.choose_optimizer`).
+    """
+    choice = choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
+                              flag_values.adam_bias_correction)
+    logging.info(choice.describe())
+    return create_optimizer(choice.learning_rate, schedule.num_train_steps,
+                            schedule.num_warmup_steps, bias_correction=choice.bias_correction)
