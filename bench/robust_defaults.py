@@ -23,6 +23,9 @@ file exists is skipped (runs shared by suites, e.g. MRPC adapters at 1e-3 x 3, r
 once), so the script resumes where it stopped. After every run, and with --tables_only,
 the tables bench/results/robust_defaults_<suite>.{json,md} are rewritten from the files
 that exist. SQuAD data files are cut into --work_dir, never into the repository.
+Several drivers may run at once (e.g. one per suite): a claim file per run in --work_dir
+keeps them from running a spec twice, and a run whose driver died but whose process
+finished is recorded from its output folder (also by --tables_only).
 
 Usage:
     python bench/robust_defaults.py --suites=mrpc,squad,stability
@@ -178,8 +181,7 @@ def command_for(spec, output_dir, work_dir):
 
 def run_one(spec, args):
     """Runs one spec (fresh output folder); returns its result record."""
-    name = run_id(spec)
-    output_dir = os.path.join(args.work_dir, name)
+    output_dir = os.path.join(args.work_dir, run_id(spec))
     shutil.rmtree(output_dir, ignore_errors=True)  # a killed run starts over
     os.makedirs(output_dir)
     command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
@@ -187,8 +189,12 @@ def run_one(spec, args):
     start = time.time()
     with open(os.path.join(output_dir, "run.log"), "w", encoding="utf-8") as log:
         subprocess.run(command, check=True, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    wall = time.time() - start
-    record = {"run": name, **spec, "command": " ".join(["python"] + command[1:]).replace(
+    return result_record(spec, command, output_dir, time.time() - start)
+
+
+def result_record(spec, command, output_dir, wall):
+    """The run's record, read from the files its command wrote into output_dir."""
+    record = {"run": run_id(spec), **spec, "command": " ".join(["python"] + command[1:]).replace(
         REPO + "/", ""), "wall_s": round(wall, 1)}
     if spec["task"] in ("mrpc", "rte"):
         results = read_results(os.path.join(output_dir, "eval_results.txt"))
@@ -201,6 +207,54 @@ def run_one(spec, args):
         record.update(exact_match=results["exact_match"], f1=results["f1"])
     record["optimizer_log"] = _optimizer_line(os.path.join(output_dir, "run.log"))
     return record
+
+
+# A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running
+# that run, so that several drivers (or a driver restarted while its runs go on) never run
+# the same spec twice.
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_claim(path):
+    """(pid, start time) of a claim file, or None if there is none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            pid, start = f.read().split()
+        return int(pid), float(start)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def claim(spec, args) -> bool:
+    """Claims the spec for this process; False while another live process holds it."""
+    path = os.path.join(args.work_dir, run_id(spec) + ".claim")
+    held = read_claim(path)
+    if held and held[0] != os.getpid() and _alive(held[0]):
+        return False
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {time.time()}")
+    os.replace(path + ".tmp", path)
+    return True
+
+
+def adopt(spec, args):
+    """The record of a run another process finished (claim dead, results there), or None."""
+    held = read_claim(os.path.join(args.work_dir, run_id(spec) + ".claim"))
+    output_dir = os.path.join(args.work_dir, run_id(spec))
+    done = os.path.join(output_dir, "eval_results.txt" if spec["task"] in ("mrpc", "rte")
+                        else "eval_results.json")
+    if not held or _alive(held[0]) or not os.path.exists(done):
+        return None
+    command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
+    return result_record(spec, command, output_dir, os.path.getmtime(done) - held[1])
 
 
 def _optimizer_line(log_path):
@@ -351,28 +405,65 @@ def _unique(specs):
     return unique
 
 
+def adopt_finished(specs, args):
+    """Records the runs that other processes finished since (see `adopt`)."""
+    for spec in specs:
+        path = os.path.join(args.results_dir, run_id(spec) + ".json")
+        if not os.path.exists(path):
+            adopted = adopt(spec, args)
+            if adopted:
+                write_json(path, adopted)
+
+
 def run_pending(specs, args):
-    """Runs the specs whose result file is missing, --jobs at a time, in order."""
+    """Runs the specs whose result file is missing, --jobs at a time, in order.
+
+    A spec another live process has claimed is left to it; at the end this driver waits
+    for such runs and records them from their output folders.
+    """
     lock = threading.Lock()
-    todo = [s for s in specs
-            if not os.path.exists(os.path.join(args.results_dir, run_id(s) + ".json"))]
+    result_path = lambda spec: os.path.join(args.results_dir, run_id(spec) + ".json")  # noqa: E731
+    todo = [s for s in specs if not os.path.exists(result_path(s))]
     if any(s.get("backbone") == "tf1" for s in todo):
         tf1_backbone(args.work_dir)  # once, before parallel runs could race to write it
+    busy = []
+
+    def record(spec, result):
+        with lock:
+            write_json(result_path(spec), result)
+            write_tables(SUITES, args.results_dir)
 
     def work(spec):
+        with lock:
+            if os.path.exists(result_path(spec)):
+                return True
+            adopted = adopt(spec, args)
+            if adopted:
+                write_json(result_path(spec), adopted)
+                return True
+            if not claim(spec, args):
+                busy.append(spec)
+                return True
         try:
-            record = run_one(spec, args)
+            record(spec, run_one(spec, args))
         except subprocess.CalledProcessError:
             log = os.path.join(args.work_dir, run_id(spec), "run.log")
             print(f"robust_defaults.py: run {run_id(spec)} failed; see {log}", flush=True)
             return False
-        with lock:
-            write_json(os.path.join(args.results_dir, run_id(spec) + ".json"), record)
-            write_tables(SUITES, args.results_dir)
         return True
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         ok = [future.result() for future in [pool.submit(work, spec) for spec in todo]]
+    for spec in busy:
+        claim_path = os.path.join(args.work_dir, run_id(spec) + ".claim")
+        while (held := read_claim(claim_path)) and _alive(held[0]) and held[0] != os.getpid():
+            time.sleep(30)
+        if not os.path.exists(result_path(spec)):
+            adopted = adopt(spec, args)
+            if adopted:
+                record(spec, adopted)
+            else:
+                ok.append(work(spec))
     return all(ok)
 
 
@@ -395,6 +486,7 @@ def main():
         parser.error(f"--suites: unknown {unknown}; expected some of {', '.join(SUITES)}")
     os.makedirs(args.results_dir, exist_ok=True)
     os.makedirs(args.work_dir, exist_ok=True)
+    adopt_finished(_unique([s for suite in SUITES for s in suite_specs(suite)]), args)
     if not args.tables_only:
         pending = [spec for suite in suites for spec in suite_specs(suite)]
         failed = not run_pending(_unique(pending), args)

@@ -82,3 +82,44 @@ def test_partial_cell_is_marked(tmp_path):
     row = next(r for r in json.loads((tmp_path / "robust_defaults_mrpc.json").read_text())["cells"]
                if r["seeds"])
     assert row["seeds"] == [42] and row["verdict"] == "pending"
+
+
+def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
+    import argparse
+    import os
+    import subprocess
+    import sys
+    args = argparse.Namespace(work_dir=str(tmp_path / "work"),
+                              results_dir=str(tmp_path / "results" / "robust_defaults"))
+    os.makedirs(args.work_dir)
+    os.makedirs(args.results_dir)
+    spec = bench.suite_specs("mrpc")[0]
+    claim_path = os.path.join(args.work_dir, bench.run_id(spec) + ".claim")
+    # A live process (our parent) holds the run: no claim, nothing to adopt.
+    with open(claim_path, "w") as f:
+        f.write(f"{os.getppid()} 100.0")
+    assert not bench.claim(spec, args) and bench.adopt(spec, args) is None
+    # Its process has ended and left its results: the run is recorded, not re-run.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    with open(claim_path, "w") as f:
+        f.write(f"{dead} 100.0")
+    output_dir = os.path.join(args.work_dir, bench.run_id(spec))
+    os.makedirs(output_dir)
+    with open(os.path.join(output_dir, "eval_results.txt"), "w") as f:
+        f.write("eval_accuracy = 0.8\neval_f1 = 0.86\ntrainable_params = 753794\n")
+    with open(os.path.join(output_dir, "run.log"), "w") as f:
+        f.write("I1123 common.py:222] Optimizer: bias-corrected AdamW, learning rate 0.001\n")
+    bench.adopt_finished([spec], args)
+    record = json.loads(open(os.path.join(args.results_dir,
+                                          bench.run_id(spec) + ".json")).read())
+    assert record["dev_accuracy"] == pytest.approx(80.0) and record["dev_f1"] == 86.0
+    assert record["optimizer_log"] == "bias-corrected AdamW, learning rate 0.001"
+    assert "--learning_rate=1e-3" in record["command"]
+    # A dead claim without results is taken over.
+    other = bench.suite_specs("mrpc")[1]
+    with open(os.path.join(args.work_dir, bench.run_id(other) + ".claim"), "w") as f:
+        f.write(f"{dead} 100.0")
+    assert bench.claim(other, args)
+    assert bench.read_claim(os.path.join(args.work_dir, bench.run_id(other) + ".claim"))[0] \
+        == os.getpid()
