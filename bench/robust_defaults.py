@@ -115,7 +115,7 @@ def tf1_backbone(work_dir) -> str:
 def write_tf1(folder):
     """Loads the embedded MiniLM and writes bert_model.ckpt, bert_config.json, vocab.txt."""
     import adapter_bert as ab
-    from adapter_bert.checkpoints import build_model, load_weights, read_weights, \
+    from adapter_bert.model.checkpoints import build_model, load_weights, read_weights, \
         resolve_backbone
     files = resolve_backbone()
     config = ab.BertConfig.from_json_file(files.config_file)
