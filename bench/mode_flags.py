@@ -3,7 +3,9 @@
 Both benchmarks give every mode the same data and budget; only the optimizer settings
 differ by mode: a learning rate each (adapters want a larger one; the paper searched
 1e-4..1e-3, full fine-tuning uses BERT's 5e-5) and, per mode, Google's Adam without bias
-correction (the original's) or bias-corrected Adam (`--adam_bias_correction`).
+correction (the original's) or bias-corrected Adam (`--adam_bias_correction`). The Adam
+variant is always passed explicitly (`--noadam_bias_correction` for Google's), so a row
+means the same whatever the runner's per-mode default is.
 """
 
 DEFAULT_RATES = {"adapter": "1e-3", "full": "5e-5"}
@@ -45,7 +47,7 @@ def learning_rate(mode, args) -> str:
 def mode_flags(mode, args):
     """The runner flags that make one mode: tuning mode, learning rate, Adam variant."""
     return [f"--tuning_mode={mode}", f"--learning_rate={learning_rate(mode, args)}",
-            *(["--adam_bias_correction"] if bias_corrected(mode, args) else [])]
+            "--adam_bias_correction" if bias_corrected(mode, args) else "--noadam_bias_correction"]
 
 
 def optimizer_label(row) -> str:

@@ -17,12 +17,13 @@ def parse(argv):
     return args
 
 
-def test_defaults_are_each_modes_usual_rate_and_googles_adam():
+def test_defaults_are_each_modes_usual_rate_and_googles_adam_passed_explicitly():
     args = parse([])
     assert mode_flags.modes(args) == ["adapter", "full"]
-    assert mode_flags.mode_flags("adapter", args) == ["--tuning_mode=adapter",
-                                                      "--learning_rate=1e-3"]
-    assert mode_flags.mode_flags("full", args) == ["--tuning_mode=full", "--learning_rate=5e-5"]
+    assert mode_flags.mode_flags("adapter", args) == [
+        "--tuning_mode=adapter", "--learning_rate=1e-3", "--noadam_bias_correction"]
+    assert mode_flags.mode_flags("full", args) == [
+        "--tuning_mode=full", "--learning_rate=5e-5", "--noadam_bias_correction"]
 
 
 @pytest.mark.parametrize("argv, corrected", [
@@ -36,6 +37,7 @@ def test_bias_correction_is_chosen_per_mode(argv, corrected):
     for mode in ("adapter", "full"):
         flags = mode_flags.mode_flags(mode, args)
         assert ("--adam_bias_correction" in flags) == (mode in corrected)
+        assert ("--noadam_bias_correction" in flags) == (mode not in corrected)
         row = mode_flags.row_fields(mode, args)
         assert row["bias_correction"] == (mode in corrected)
         label = mode_flags.optimizer_label(row)

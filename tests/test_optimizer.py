@@ -6,7 +6,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.training.optimizer import (NO_DECAY_PATTERNS, BertAdamW, WarmupLinearDecay,
-                                       create_optimizer)
+                                             adam_step_multiplier, choose_optimizer,
+                                             create_optimizer)
 
 
 # --- schedule ---------------------------------------------------------------------------
@@ -187,3 +188,123 @@ def test_sparse_gradients_match_dense():
 def test_amsgrad_needs_bias_correction():
     with pytest.raises(ValueError, match="amsgrad"):
         BertAdamW(amsgrad=True)
+
+
+# --- the learning rate and Adam variant each tuning mode gets ---------------------------
+
+@pytest.mark.parametrize("mode, rate, corrected", [
+    ("adapter", 1e-3, True), ("layernorm", 1e-3, True),
+    ("full", 5e-5, False), ("top_k", 5e-5, False)])
+def test_mode_defaults(mode, rate, corrected):
+    choice = choose_optimizer(mode)
+    assert (choice.learning_rate, choice.bias_correction) == (rate, corrected)
+    assert not choice.learning_rate_given and not choice.bias_correction_given
+
+
+@pytest.mark.parametrize("mode", ["adapter", "layernorm", "full", "top_k"])
+@pytest.mark.parametrize("corrected", [False, True])
+def test_explicit_values_win(mode, corrected):
+    choice = choose_optimizer(mode, learning_rate=3e-4, bias_correction=corrected)
+    assert (choice.learning_rate, choice.bias_correction) == (3e-4, corrected)
+    assert choice.learning_rate_given and choice.bias_correction_given
+
+
+def test_log_line_names_rate_variant_and_how_to_change_them():
+    assert choose_optimizer("adapter").describe() == (
+        "Optimizer: bias-corrected AdamW (default for --tuning_mode=adapter; "
+        "--noadam_bias_correction restores Google's uncorrected AdamW), learning rate 0.001 "
+        "(default for --tuning_mode=adapter; --learning_rate sets it)")
+    assert choose_optimizer("full").describe() == (
+        "Optimizer: Google's AdamW without bias correction (default for --tuning_mode=full; "
+        "--adam_bias_correction corrects it), learning rate 5e-05 (default for "
+        "--tuning_mode=full; --learning_rate sets it)")
+    assert choose_optimizer("adapter", 3e-3, False).describe() == (
+        "Optimizer: Google's AdamW without bias correction, learning rate 0.003")
+
+
+def test_adam_step_multiplier():
+    assert adam_step_multiplier(1) == pytest.approx(0.1 / np.sqrt(0.001))
+    # The largest overshoot is around step 10, and it fades slowly.
+    peak = max(range(1, 1000), key=adam_step_multiplier)
+    assert 8 <= peak <= 12 and adam_step_multiplier(peak) == pytest.approx(6.5, abs=0.1)
+    assert adam_step_multiplier(343) == pytest.approx(1.86, abs=0.01)
+    with pytest.raises(ValueError):
+        adam_step_multiplier(0)
+
+
+def _parsed(argv):
+    """run_classifier.py's flags parsed from `argv` (absl's global FLAGS, reset first)."""
+    from absl import flags
+
+    from adapter_bert.tasks import flags as adapter_flags
+    adapter_flags.define_classifier_flags()
+    values = flags.FLAGS
+    values.unparse_flags()
+    values(["run_classifier.py", *argv])
+    return values
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], None), (["--adam_bias_correction"], True), (["--noadam_bias_correction"], False),
+    (["--adam_bias_correction=false"], False), (["--adam_bias_correction=true"], True)])
+def test_bias_correction_flag_is_tri_state(argv, expected):
+    values = _parsed(argv)
+    assert values.adam_bias_correction is expected
+    assert values.learning_rate is None
+
+
+def _train_toy(optimizer, steps=4):
+    rng = np.random.default_rng(1)
+    kernel = tf.Variable(rng.normal(size=(5, 3)).astype(np.float32), name="toy/dense/kernel")
+    bias = tf.Variable(rng.normal(size=(3,)).astype(np.float32), name="toy/dense/bias")
+    for _ in range(steps):
+        grads = [tf.constant(rng.normal(scale=3.0, size=v.shape).astype(np.float32))
+                 for v in (kernel, bias)]
+        optimizer.apply_gradients(zip(grads, [kernel, bias]))
+    return kernel.numpy(), bias.numpy()
+
+
+@pytest.mark.parametrize("mode", ["adapter", "layernorm", "full", "top_k"])
+def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
+    """--noadam_bias_correction in any mode makes exactly Google's update rule."""
+    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.training import TrainSchedule
+    values = _parsed([f"--tuning_mode={mode}", "--learning_rate=1e-3",
+                      "--noadam_bias_correction"])
+    with caplog.at_level("INFO", logger="absl"):
+        restored = run_optimizer(values, TrainSchedule(10, 2))
+    assert restored.bias_correction is False
+    assert "Optimizer: Google's AdamW without bias correction, learning rate 0.001" \
+        in caplog.text
+    google = BertAdamW(learning_rate=WarmupLinearDecay(1e-3, 10, 2), weight_decay=0.01,
+                       no_decay_patterns=NO_DECAY_PATTERNS, epsilon=1e-6, global_clipnorm=1.0)
+    for got, want in zip(_train_toy(restored), _train_toy(google)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_adapter_default_is_corrected_and_differs_from_google(caplog):
+    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.training import TrainSchedule
+    values = _parsed(["--tuning_mode=adapter"])
+    with caplog.at_level("INFO", logger="absl"):
+        default = run_optimizer(values, TrainSchedule(10, 2))
+    assert default.bias_correction is True
+    assert float(default._learning_rate(5)) == pytest.approx(1e-3 * (1 - 5 / 10))
+    assert "learning rate 0.001 (default for --tuning_mode=adapter" in caplog.text
+    google = create_optimizer(1e-3, 10, 2, bias_correction=False)
+    corrected = create_optimizer(1e-3, 10, 2, bias_correction=True)
+    got = _train_toy(default)
+    np.testing.assert_array_equal(got[0], _train_toy(corrected)[0])
+    assert not np.allclose(got[0], _train_toy(google)[0])
+
+
+def test_full_fine_tuning_default_is_google(caplog):
+    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.training import TrainSchedule
+    values = _parsed(["--tuning_mode=full"])
+    with caplog.at_level("INFO", logger="absl"):
+        default = run_optimizer(values, TrainSchedule(10, 2))
+    assert default.bias_correction is False
+    assert "learning rate 5e-05 (default for --tuning_mode=full" in caplog.text
+    np.testing.assert_array_equal(_train_toy(default)[0],
+                                  _train_toy(create_optimizer(5e-5, 10, 2))[0])

@@ -27,7 +27,7 @@ from adapter_bert.tasks.task_models import build_task_model_for_flags
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
                                         set_dtype_policy, set_seed, steps_per_execution)
-from adapter_bert.training.optimizer import create_optimizer
+from adapter_bert.training.optimizer import choose_optimizer, create_optimizer
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
 # run writes into --output_dir.
@@ -254,7 +254,13 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
 
 
 def run_optimizer(flag_values, schedule):
-    """The run's AdamW (create it under the strategy scope)."""
-    return create_optimizer(flag_values.learning_rate, schedule.num_train_steps,
-                            schedule.num_warmup_steps,
-                            bias_correction=flag_values.adam_bias_correction)
+    """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant.
+
+    Unset `--learning_rate` / `--adam_bias_correction` (None) take the tuning mode's
+    defaults (`training.optimizer.choose_optimizer`).
+    """
+    choice = choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
+                              flag_values.adam_bias_correction)
+    logging.info(choice.describe())
+    return create_optimizer(choice.learning_rate, schedule.num_train_steps,
+                            schedule.num_warmup_steps, bias_correction=choice.bias_correction)

@@ -53,12 +53,15 @@ def _define_model_flags():
         "False for cased models.")
 
 
-def _define_training_flags(learning_rate=5e-5):
+def _define_training_flags():
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
     flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
+    flags.DEFINE_float(
+        "learning_rate", None,
+        "The initial learning rate for Adam. Default: 5e-5 (Google's) for --tuning_mode=full "
+        "and top_k, 1e-3 for adapter and layernorm; the log names the rate used.")
     flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
     flags.DEFINE_float(
         "warmup_proportion", 0.1,
@@ -140,11 +143,15 @@ def _define_port_flags():
     flags.DEFINE_float("lora_alpha", None,
                        "LoRA scaling numerator (scale = alpha / rank); default: the rank, "
                        "i.e. scale 1.")
-    flags.DEFINE_bool("adam_bias_correction", False,
+    flags.DEFINE_bool("adam_bias_correction", None,
                       "Bias-correct Adam's moment estimates as Keras/PyTorch AdamW do. Google's "
-                      "optimizer does not (the default): its updates are then up to ~6x larger "
-                      "than --learning_rate over the first hundred steps (2x at step 300), which "
-                      "matters at adapter learning rates.")
+                      "optimizer does not: its updates are then up to ~6x larger than "
+                      "--learning_rate over the first hundred steps (2x at step 300), which "
+                      "at adapter learning rates collapses the encoder output and stalls "
+                      "training. "
+                      "Default: on for --tuning_mode=adapter and layernorm, off (Google's "
+                      "optimizer, bit for bit) for full and top_k; --noadam_bias_correction "
+                      "restores Google's optimizer in every mode.")
     flags.DEFINE_bool("deterministic", False,
                       "Enable TensorFlow op determinism: the same seed and flags give "
                       "bit-identical results on the same machine (slower).")
@@ -292,7 +299,8 @@ def validate_common(values) -> None:
         if hasattr(values, name):
             check_positive(name, getattr(values, name))
     check_positive("num_train_epochs", values.num_train_epochs)
-    check_positive("learning_rate", values.learning_rate)
+    if values.learning_rate is not None:
+        check_positive("learning_rate", values.learning_rate)
     if not 0.0 <= values.warmup_proportion <= 1.0:
         raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):

@@ -14,8 +14,16 @@ Keras' `AdamW` applies Adam's bias correction, which Google's
 fading to 1 over a few thousand steps; warmup keeps those early steps small).
 `BertAdamW(bias_correction=False)`, the default of `create_optimizer`, matches the
 original exactly; `bias_correction=True` is plain Keras `AdamW`.
+
+`choose_optimizer` picks a run's learning rate and Adam variant from its tuning mode:
+full (and top-k) fine-tuning keep Google's optimizer and 5e-5; the parameter-efficient
+modes (adapters, LayerNorms) default to bias-corrected Adam and 1e-3, because Google's
+uncorrected first updates are several times the learning rate, which at adapter rates
+drives MiniLM's pooler into tanh saturation and training to the majority class
+(docs/stability.md has the measurements).
 """
 
+import dataclasses
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -25,6 +33,79 @@ import tf_keras as keras
 # optimiser both do) get no weight decay. "bias" also matches the adapters'
 # `biases1`/`biases2` and the heads' `output_bias`.
 NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
+
+# Tuning modes that train a few new or small weights at adapter-sized learning rates.
+PARAMETER_EFFICIENT_MODES = ("adapter", "layernorm")
+# Google's fine-tuning rate (its scripts' --learning_rate default), and the rate the
+# parameter-efficient modes use when no --learning_rate is given.
+FINE_TUNING_LEARNING_RATE = 5e-5
+ADAPTER_LEARNING_RATE = 1e-3
+
+
+def adam_step_multiplier(step: int, beta_1: float = 0.9, beta_2: float = 0.999) -> float:
+    """How much larger Google's uncorrected update is than the bias-corrected one at `step`.
+
+    `(1 - beta_1**t) / sqrt(1 - beta_2**t)`: 3.16 at t = 1, 6.5 around t = 10, 3.2 at
+    t = 100, 1.86 at t = 343 (3 MRPC epochs at batch 32), 1.0 in the limit.
+    """
+    if step < 1:
+        raise ValueError(f"step counts from 1, got {step}")
+    return (1.0 - beta_1 ** step) / (1.0 - beta_2 ** step) ** 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerChoice:
+    """A run's learning rate and Adam variant, and whether each was given or defaulted."""
+
+    tuning_mode: str
+    learning_rate: float
+    bias_correction: bool
+    learning_rate_given: bool
+    bias_correction_given: bool
+
+    def describe(self) -> str:
+        """The log line naming the rate, the Adam variant and where each came from."""
+        rate = f"learning rate {self.learning_rate:g}"
+        if not self.learning_rate_given:
+            rate += f" (default for --tuning_mode={self.tuning_mode}; --learning_rate sets it)"
+        if self.bias_correction:
+            adam = "bias-corrected AdamW"
+            if not self.bias_correction_given:
+                adam += (f" (default for --tuning_mode={self.tuning_mode}; "
+                         "--noadam_bias_correction restores Google's uncorrected AdamW)")
+        else:
+            adam = "Google's AdamW without bias correction"
+            if not self.bias_correction_given:
+                adam += (f" (default for --tuning_mode={self.tuning_mode}; "
+                         "--adam_bias_correction corrects it)")
+        return f"Optimizer: {adam}, {rate}"
+
+
+def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
+                     bias_correction: Optional[bool] = None) -> OptimizerChoice:
+    """The learning rate and Adam variant of a run; None means "the mode's default".
+
+    Parameter-efficient modes (`PARAMETER_EFFICIENT_MODES`) default to bias-corrected
+    Adam at `ADAPTER_LEARNING_RATE`; the others keep Google's uncorrected Adam at
+    `FINE_TUNING_LEARNING_RATE`. A value given explicitly always wins, so
+    `bias_correction=False` reproduces Google's optimizer in every mode.
+
+    Args:
+        tuning_mode: the run's tuning mode (`tuning.TUNING_MODES`).
+        learning_rate: `--learning_rate`, or None when not given.
+        bias_correction: `--adam_bias_correction`, or None when not given.
+
+    Returns:
+        An `OptimizerChoice`.
+    """
+    efficient = tuning_mode in PARAMETER_EFFICIENT_MODES
+    default_rate = ADAPTER_LEARNING_RATE if efficient else FINE_TUNING_LEARNING_RATE
+    return OptimizerChoice(
+        tuning_mode=tuning_mode,
+        learning_rate=float(default_rate if learning_rate is None else learning_rate),
+        bias_correction=bool(efficient if bias_correction is None else bias_correction),
+        learning_rate_given=learning_rate is not None,
+        bias_correction_given=bias_correction is not None)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")

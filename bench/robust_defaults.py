@@ -1,0 +1,501 @@
+"""Adapter tuning at the runners' defaults: the learning-rate robustness benchmarks.
+
+Every run is a plain user command: run_classifier.py / run_squad.py with the task's data,
+--learning_rate, --num_train_epochs and a --seed, nothing else about the optimizer (the
+tuning mode's default Adam variant applies; eval and predict batch sizes only set speed).
+Suites (--suites, run in the order given):
+
+- `mrpc`: MRPC adapters (embedded MiniLM, batch 32, seq 128) at 3e-4 x 5 epochs,
+  1e-3 x 3 and 3e-3 x 3; the same on a TF1 checkpoint written from MiniLM
+  (`save_tf1_checkpoint`); full fine-tuning at 5e-5 x 3. Seeds 42, 43, 44.
+  Target per adapter cell: mean >= 80.0 accuracy and >= 86.0 F1, no seed below 78.0.
+- `squad`: SQuAD v1.1 adapters on the first 1,500 questions of train-v1.1-subset.json,
+  2 epochs, seq 256, stride 128, batch 16, at 1e-3, 3e-4 and 3e-3, scored on the first
+  article of dev-v1.1.json. Target: F1 >= 40 at 1e-3, within 3 F1 of it at the others.
+- `stability`: MRPC and RTE, adapters at {3e-4, 1e-3, 3e-3} and full fine-tuning at
+  {2e-5, 5e-5}, 3 epochs, seeds 42-44: mean +- sd per cell.
+- `squad_full`: all 11,877 questions of train-v1.1-subset.json, 2 epochs, seq 384,
+  adapters (size 64) vs full fine-tuning at their default rates, scored on all of
+  dev-v1.1.json.
+
+Each run writes bench/results/robust_defaults/<run>.json as soon as it ends; a run whose
+file exists is skipped (runs shared by suites, e.g. MRPC adapters at 1e-3 x 3, run
+once), so the script resumes where it stopped. After every run, and with --tables_only,
+the tables bench/results/robust_defaults_<suite>.{json,md} are rewritten from the files
+that exist. SQuAD data files are cut into --work_dir, never into the repository.
+Several drivers may run at once (e.g. one per suite): a claim file per run in --work_dir
+keeps them from running a spec twice, and a run whose driver died but whose process
+finished is recorded from its output folder (also by --tables_only).
+
+Usage:
+    python bench/robust_defaults.py --suites=mrpc,squad,stability
+    python bench/robust_defaults.py --suites=squad_full
+    python bench/robust_defaults.py --tables_only
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from mrpc_adapter_vs_full import read_results  # noqa: E402
+from squad_adapter_vs_full import first_questions, load_articles, write_squad  # noqa: E402
+
+SHARED = os.path.join(REPO, "..", "shared", "data")
+RESULTS = os.path.join(HERE, "results", "robust_defaults")
+SEEDS = (42, 43, 44)
+SUITES = ("mrpc", "squad", "stability", "squad_full")
+# Item targets for the MRPC adapter cells (mean accuracy, mean F1, lowest seed accuracy).
+MRPC_TARGET = (80.0, 86.0, 78.0)
+
+
+def run_id(spec) -> str:
+    """The run's file name: everything that makes it differ from another run."""
+    parts = [spec["task"], spec.get("backbone", "minilm"), spec["mode"], spec["lr"],
+             f"{spec['epochs']:g}ep"]
+    if spec["task"].startswith("squad"):
+        parts.append(f"{spec['questions']}q")
+    parts.append(f"seed{spec['seed']}")
+    return "_".join(parts)
+
+
+def glue_spec(task, mode, lr, epochs, seed, backbone="minilm"):
+    return {"task": task, "mode": mode, "lr": lr, "epochs": epochs, "seed": seed,
+            "backbone": backbone}
+
+
+def suite_specs(suite):
+    """The runs of one suite, in the order they run (seed 42 of every cell first)."""
+    if suite == "mrpc":
+        settings = (("1e-3", 3), ("3e-3", 3), ("3e-4", 5))
+        specs = [glue_spec("mrpc", "adapter", lr, ep, seed) for seed in SEEDS
+                 for lr, ep in settings]
+        specs += [glue_spec("mrpc", "full", "5e-5", 3, seed) for seed in SEEDS]
+        specs += [glue_spec("mrpc", "adapter", lr, ep, seed, backbone="tf1") for seed in SEEDS
+                  for lr, ep in settings]
+        return specs
+    if suite == "stability":
+        cells = [("adapter", lr) for lr in ("3e-4", "1e-3", "3e-3")] + \
+                [("full", lr) for lr in ("2e-5", "5e-5")]
+        return [glue_spec(task, mode, lr, 3, seed) for task in ("mrpc", "rte")
+                for seed in SEEDS for mode, lr in cells]
+    if suite == "squad":
+        return [{"task": "squad", "mode": "adapter", "lr": lr, "epochs": 2, "seed": 42,
+                 "questions": 1500, "max_seq_length": 256, "batch_size": 16,
+                 "eval_articles": 1} for lr in ("1e-3", "3e-4", "3e-3")]
+    if suite == "squad_full":
+        return [{"task": "squad_full", "mode": mode, "lr": lr, "epochs": 2, "seed": 42,
+                 "questions": 11877, "max_seq_length": 384, "batch_size": 32,
+                 "eval_articles": None} for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))]
+    raise ValueError(f"unknown suite {suite!r}")
+
+
+# ------------------------------------------------------------------------- data, backbone
+
+def tf1_backbone(work_dir) -> str:
+    """Writes the embedded MiniLM as a Google TF1 checkpoint folder once; returns its prefix."""
+    folder = os.path.join(work_dir, "minilm_tf1")
+    prefix = os.path.join(folder, "bert_model.ckpt")
+    if not os.path.exists(prefix + ".index"):
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--write_tf1", folder],
+                       check=True, cwd=REPO)
+    return prefix
+
+
+def write_tf1(folder):
+    """Loads the embedded MiniLM and writes bert_model.ckpt, bert_config.json, vocab.txt."""
+    import adapter_bert as ab
+    from adapter_bert.model.checkpoints import build_model, load_weights, read_weights, \
+        resolve_backbone
+    files = resolve_backbone()
+    config = ab.BertConfig.from_json_file(files.config_file)
+    bert = ab.BertModel(config)
+    build_model(bert)
+    load_weights(bert, read_weights(files), source=files.weights)
+    staging = folder + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    ab.save_tf1_checkpoint(bert, os.path.join(staging, "bert_model.ckpt"))
+    with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
+        f.write(config.to_google_json())
+    shutil.copy(files.vocab_file, os.path.join(staging, "vocab.txt"))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(staging, folder)
+
+
+def squad_files(spec, work_dir):
+    """Cuts the run's training and evaluation files into work_dir; returns their paths."""
+    name = f"{spec['task']}_{spec['questions']}q"
+    train = os.path.join(work_dir, f"{name}-train.json")
+    dev = os.path.join(work_dir, f"{name}-dev.json")
+    squad = os.path.join(SHARED, "squad")
+    if not os.path.exists(train):
+        articles = first_questions(load_articles(os.path.join(squad, "train-v1.1-subset.json")),
+                                   spec["questions"])
+        write_squad(train + ".tmp", "1.1", articles)
+        os.replace(train + ".tmp", train)
+    if not os.path.exists(dev):
+        articles = load_articles(os.path.join(squad, "dev-v1.1.json"))
+        if spec["eval_articles"]:
+            articles = articles[:spec["eval_articles"]]
+        write_squad(dev + ".tmp", "1.1", articles)
+        os.replace(dev + ".tmp", dev)
+    return train, dev
+
+
+# ------------------------------------------------------------------------------ one run
+
+def command_for(spec, output_dir, work_dir):
+    """The run's command line (a list): the user's command plus seed and output folder."""
+    common = [f"--output_dir={output_dir}", f"--learning_rate={spec['lr']}",
+              f"--num_train_epochs={spec['epochs']:g}", f"--seed={spec['seed']}"]
+    if spec["mode"] != "adapter":
+        common.append(f"--tuning_mode={spec['mode']}")
+    if spec.get("backbone") == "tf1":
+        prefix = tf1_backbone(work_dir)
+        folder = os.path.dirname(prefix)
+        common += [f"--init_checkpoint={prefix}",
+                   f"--bert_config_file={os.path.join(folder, 'bert_config.json')}",
+                   f"--vocab_file={os.path.join(folder, 'vocab.txt')}"]
+    if spec["task"] in ("mrpc", "rte"):
+        data_dir = os.path.join(SHARED, "glue", spec["task"].upper())
+        return [os.path.join(REPO, "run_classifier.py"), f"--task_name={spec['task'].upper()}",
+                "--do_train", "--do_eval", f"--data_dir={data_dir}", "--eval_batch_size=64",
+                *common]
+    train, dev = squad_files(spec, work_dir)
+    return [os.path.join(REPO, "run_squad.py"), "--do_train", "--do_predict",
+            f"--train_file={train}", f"--predict_file={dev}",
+            f"--max_seq_length={spec['max_seq_length']}", "--doc_stride=128",
+            f"--train_batch_size={spec['batch_size']}", "--predict_batch_size=64", *common]
+
+
+def run_one(spec, args):
+    """Runs one spec (fresh output folder); returns its result record."""
+    output_dir = os.path.join(args.work_dir, run_id(spec))
+    shutil.rmtree(output_dir, ignore_errors=True)  # a killed run starts over
+    os.makedirs(output_dir)
+    command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
+    print("+", " ".join(command), flush=True)
+    start = time.time()
+    with open(os.path.join(output_dir, "run.log"), "w", encoding="utf-8") as log:
+        subprocess.run(command, check=True, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    return result_record(spec, command, output_dir, time.time() - start)
+
+
+def result_record(spec, command, output_dir, wall):
+    """The run's record, read from the files its command wrote into output_dir."""
+    record = {"run": run_id(spec), **spec, "command": " ".join(["python"] + command[1:]).replace(
+        REPO + "/", ""), "wall_s": round(wall, 1)}
+    if spec["task"] in ("mrpc", "rte"):
+        results = read_results(os.path.join(output_dir, "eval_results.txt"))
+        record.update(dev_accuracy=100 * results["eval_accuracy"],
+                      dev_f1=100 * results["eval_f1"] if "eval_f1" in results else None,
+                      trainable_params=int(results["trainable_params"]))
+    else:
+        with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+            results = json.load(f)
+        record.update(exact_match=results["exact_match"], f1=results["f1"])
+    record["optimizer_log"] = _optimizer_line(os.path.join(output_dir, "run.log"))
+    return record
+
+
+# A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running
+# that run, so that several drivers (or a driver restarted while its runs go on) never run
+# the same spec twice.
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_claim(path):
+    """(pid, start time) of a claim file, or None if there is none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            pid, start = f.read().split()
+        return int(pid), float(start)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def claim(spec, args) -> bool:
+    """Claims the spec for this process; False while another live process holds it."""
+    path = os.path.join(args.work_dir, run_id(spec) + ".claim")
+    held = read_claim(path)
+    if held and held[0] != os.getpid() and _alive(held[0]):
+        return False
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {time.time()}")
+    os.replace(path + ".tmp", path)
+    return True
+
+
+def adopt(spec, args):
+    """The record of a run another process finished (claim dead, results there), or None."""
+    held = read_claim(os.path.join(args.work_dir, run_id(spec) + ".claim"))
+    output_dir = os.path.join(args.work_dir, run_id(spec))
+    done = os.path.join(output_dir, "eval_results.txt" if spec["task"] in ("mrpc", "rte")
+                        else "eval_results.json")
+    if not held or _alive(held[0]) or not os.path.exists(done):
+        return None
+    command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
+    return result_record(spec, command, output_dir, os.path.getmtime(done) - held[1])
+
+
+def _optimizer_line(log_path):
+    """The runner's 'Optimizer: ...' log line (which rate and Adam variant it used)."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if "Optimizer: " in line:
+                return line.split("Optimizer: ", 1)[1].strip()
+    return None
+
+
+def write_json(path, payload):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------- tables
+
+def _stats(values):
+    if not values:
+        return None
+    mean = statistics.mean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": mean, "sd": sd, "min": min(values), "n": len(values), "values": values}
+
+
+def _fmt(stats):
+    if stats is None:
+        return "—"
+    if stats["n"] == 1:
+        return f"{stats['mean']:.2f}"
+    return f"{stats['mean']:.2f} ± {stats['sd']:.2f}"
+
+
+def glue_cells(specs, records):
+    """Groups runs by (task, backbone, mode, lr, epochs): per-cell statistics."""
+    cells = {}
+    for spec in specs:
+        key = (spec["task"], spec.get("backbone", "minilm"), spec["mode"], spec["lr"],
+               spec["epochs"])
+        cell = cells.setdefault(key, {"seeds": [], "acc": [], "f1": [], "wall_s": [],
+                                      "expected": 0, "command": None})
+        cell["expected"] += 1
+        record = records.get(run_id(spec))
+        if record:
+            cell["seeds"].append(spec["seed"])
+            cell["acc"].append(record["dev_accuracy"])
+            if record.get("dev_f1") is not None:
+                cell["f1"].append(record["dev_f1"])
+            cell["wall_s"].append(record["wall_s"])
+            cell["command"] = cell["command"] or record["command"]
+    return cells
+
+
+def mrpc_verdict(mode, acc, f1, complete):
+    if mode != "adapter" or not acc:
+        return ""
+    ok = (acc["mean"] >= MRPC_TARGET[0] and f1 and f1["mean"] >= MRPC_TARGET[1]
+          and acc["min"] >= MRPC_TARGET[2])
+    if not complete:
+        return "pending" if ok else "failing so far"
+    return "meets target" if ok else "misses target"
+
+
+def glue_table(suite, specs, records):
+    cells = glue_cells(specs, records)
+    rows, lines = [], []
+    with_target = suite == "mrpc"
+    header = "| task | backbone | mode | lr x epochs | seeds done | dev acc | dev F1 | lowest acc |"
+    lines += [header + (" target |" if with_target else ""),
+              "|" + "---|" * (8 + with_target)]
+    for (task, backbone, mode, lr, epochs), cell in cells.items():
+        acc, f1 = _stats(cell["acc"]), _stats(cell["f1"])
+        complete = len(cell["acc"]) == cell["expected"]
+        verdict = mrpc_verdict(mode, acc, f1, complete) if with_target else ""
+        rows.append({"task": task, "backbone": backbone, "mode": mode, "lr": lr,
+                     "epochs": epochs, "seeds": cell["seeds"], "expected": cell["expected"],
+                     "accuracy": acc, "f1": f1, "verdict": verdict,
+                     "wall_s": cell["wall_s"], "example_command": cell["command"]})
+        backbone_name = "MiniLM (TF1 ckpt)" if backbone == "tf1" else "MiniLM"
+        seeds = ",".join(map(str, cell["seeds"])) or "—"
+        lowest = f"{acc['min']:.2f}" if acc else "—"
+        lines.append(f"| {task.upper()} | {backbone_name} | {mode} | {lr} x {epochs:g} | "
+                     f"{seeds} of {cell['expected']} | {_fmt(acc)} | {_fmt(f1)} | {lowest} |")
+        if with_target:
+            lines[-1] += f" {verdict} |"
+    lines += ["", "Mean ± sample standard deviation over the seeds done.", ""]
+    per_seed = [f"- `{r['run']}`: " + (f"{r['dev_accuracy']:.2f} / {r['dev_f1']:.2f}"
+                                        if r.get("dev_f1") is not None
+                                        else f"{r['dev_accuracy']:.2f}")
+                + f" ({r['wall_s'] / 60:.1f} min)"
+                for r in (records.get(run_id(s)) for s in specs) if r]
+    lines += ["Per run (dev accuracy / F1, wall time):", "", *per_seed]
+    return rows, lines
+
+
+def squad_table(specs, records):
+    rows = []
+    lines = ["| mode | lr x epochs | questions | EM | F1 | wall time |", "|---|---|---|---|---|---|"]
+    for spec in specs:
+        record = records.get(run_id(spec))
+        rows.append({**spec, "run": run_id(spec), "result": record})
+        if record:
+            lines.append(f"| {spec['mode']} | {spec['lr']} x {spec['epochs']} | "
+                         f"{spec['questions']} | {record['exact_match']:.2f} | "
+                         f"{record['f1']:.2f} | {record['wall_s'] / 60:.1f} min |")
+        else:
+            lines.append(f"| {spec['mode']} | {spec['lr']} x {spec['epochs']} | "
+                         f"{spec['questions']} | — | — | not run yet |")
+    return rows, lines
+
+
+def write_tables(suites, results_dir=RESULTS):
+    """Rewrites bench/results/robust_defaults_<suite>.{json,md} from the run files."""
+    records = {}
+    if os.path.isdir(results_dir):
+        for name in os.listdir(results_dir):
+            if name.endswith(".json"):
+                with open(os.path.join(results_dir, name), encoding="utf-8") as f:
+                    records[name[:-5]] = json.load(f)
+    for suite in suites:
+        specs = suite_specs(suite)
+        if suite.startswith("squad"):
+            rows, lines = squad_table(specs, records)
+        else:
+            rows, lines = glue_table(suite, specs, records)
+        done = sum(run_id(s) in records for s in specs)
+        title = [f"Suite `{suite}`: {done} of {len(specs)} runs done.", ""]
+        commands = sorted({records[run_id(s)]["command"] for s in specs if run_id(s) in records})
+        tail = ["", "Commands:", ""] + [f"    {c}" for c in commands]
+        stem = os.path.join(os.path.dirname(results_dir), f"robust_defaults_{suite}")
+        write_json(stem + ".json", {"suite": suite, "runs_done": done, "runs": len(specs),
+                                    "cells": rows})
+        with open(stem + ".md.tmp", "w", encoding="utf-8") as f:
+            f.write("\n".join(title + lines + tail) + "\n")
+        os.replace(stem + ".md.tmp", stem + ".md")
+
+
+def _unique(specs):
+    """Specs in order, each run once (suites share runs)."""
+    seen, unique = set(), []
+    for spec in specs:
+        if run_id(spec) not in seen:
+            seen.add(run_id(spec))
+            unique.append(spec)
+    return unique
+
+
+def adopt_finished(specs, args):
+    """Records the runs that other processes finished since (see `adopt`)."""
+    for spec in specs:
+        path = os.path.join(args.results_dir, run_id(spec) + ".json")
+        if not os.path.exists(path):
+            adopted = adopt(spec, args)
+            if adopted:
+                write_json(path, adopted)
+
+
+def run_pending(specs, args):
+    """Runs the specs whose result file is missing, --jobs at a time, in order.
+
+    A spec another live process has claimed is left to it; at the end this driver waits
+    for such runs and records them from their output folders.
+    """
+    lock = threading.Lock()
+    result_path = lambda spec: os.path.join(args.results_dir, run_id(spec) + ".json")  # noqa: E731
+    todo = [s for s in specs if not os.path.exists(result_path(s))]
+    if any(s.get("backbone") == "tf1" for s in todo):
+        tf1_backbone(args.work_dir)  # once, before parallel runs could race to write it
+    busy = []
+
+    def record(spec, result):
+        with lock:
+            write_json(result_path(spec), result)
+            write_tables(SUITES, args.results_dir)
+
+    def work(spec):
+        with lock:
+            if os.path.exists(result_path(spec)):
+                return True
+            adopted = adopt(spec, args)
+            if adopted:
+                write_json(result_path(spec), adopted)
+                return True
+            if not claim(spec, args):
+                busy.append(spec)
+                return True
+        try:
+            record(spec, run_one(spec, args))
+        except subprocess.CalledProcessError:
+            log = os.path.join(args.work_dir, run_id(spec), "run.log")
+            print(f"robust_defaults.py: run {run_id(spec)} failed; see {log}", flush=True)
+            return False
+        return True
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        ok = [future.result() for future in [pool.submit(work, spec) for spec in todo]]
+    for spec in busy:
+        claim_path = os.path.join(args.work_dir, run_id(spec) + ".claim")
+        while (held := read_claim(claim_path)) and _alive(held[0]) and held[0] != os.getpid():
+            time.sleep(30)
+        if not os.path.exists(result_path(spec)):
+            adopted = adopt(spec, args)
+            if adopted:
+                record(spec, adopted)
+            else:
+                ok.append(work(spec))
+    return all(ok)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", default="mrpc,squad,stability")
+    parser.add_argument("--work_dir", default="/tmp/adapter_bert_robust_defaults")
+    parser.add_argument("--results_dir", default=RESULTS)
+    parser.add_argument("--tables_only", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once (each is its own process)")
+    parser.add_argument("--write_tf1", metavar="FOLDER", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.write_tf1:
+        write_tf1(args.write_tf1)
+        return
+    suites = args.suites.split(",")
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        parser.error(f"--suites: unknown {unknown}; expected some of {', '.join(SUITES)}")
+    os.makedirs(args.results_dir, exist_ok=True)
+    os.makedirs(args.work_dir, exist_ok=True)
+    adopt_finished(_unique([s for suite in SUITES for s in suite_specs(suite)]), args)
+    if not args.tables_only:
+        pending = [spec for suite in suites for spec in suite_specs(suite)]
+        failed = not run_pending(_unique(pending), args)
+        write_tables(SUITES, args.results_dir)
+        if failed:
+            sys.exit(1)
+        return
+    write_tables(SUITES, args.results_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""bench/robust_defaults.py: the run grid of each suite, resuming, and the tables."""
+
+import json
+
+import pytest
+
+from tests.conftest import bench_module
+
+bench = bench_module("robust_defaults")
+
+
+def test_mrpc_suite_is_the_three_settings_on_two_backbones_plus_full():
+    specs = bench.suite_specs("mrpc")
+    cells = {(s.get("backbone"), s["mode"], s["lr"], s["epochs"]) for s in specs}
+    assert cells == {(b, "adapter", lr, ep) for b in ("minilm", "tf1")
+                     for lr, ep in (("3e-4", 5), ("1e-3", 3), ("3e-3", 3))} | \
+        {("minilm", "full", "5e-5", 3)}
+    assert len(specs) == 21 and {s["seed"] for s in specs} == {42, 43, 44}
+    # Seed 42 of every MiniLM adapter setting runs first.
+    assert [(s["lr"], s["seed"]) for s in specs[:3]] == [("1e-3", 42), ("3e-3", 42),
+                                                         ("3e-4", 42)]
+
+
+def test_run_ids_are_unique_and_shared_between_suites():
+    all_specs = [s for suite in bench.SUITES for s in bench.suite_specs(suite)]
+    unique = bench._unique(all_specs)
+    assert len({bench.run_id(s) for s in unique}) == len(unique)
+    stability = {bench.run_id(s) for s in bench.suite_specs("stability")}
+    mrpc = {bench.run_id(s) for s in bench.suite_specs("mrpc")}
+    assert len(stability) == 30
+    # MRPC adapters at 1e-3 and 3e-3 and full at 5e-5, 3 epochs, run once for both suites.
+    assert len(stability & mrpc) == 9
+    assert "mrpc_minilm_adapter_1e-3_3ep_seed42" in stability & mrpc
+
+
+def test_commands_carry_no_optimizer_flag_beyond_rate_and_epochs(tmp_path):
+    spec = bench.suite_specs("mrpc")[0]
+    command = bench.command_for(spec, str(tmp_path / "out"), str(tmp_path))
+    optimizer_flags = [a for a in command if a.split("=")[0] in (
+        "--adam_bias_correction", "--noadam_bias_correction", "--warmup_proportion",
+        "--train_pooler", "--tuning_mode")]
+    assert optimizer_flags == []
+    assert "--learning_rate=1e-3" in command and "--num_train_epochs=3" in command
+    full = bench.command_for(bench.glue_spec("rte", "full", "2e-5", 3, 43),
+                             str(tmp_path / "o"), str(tmp_path))
+    assert "--tuning_mode=full" in full and "--task_name=RTE" in full
+
+
+def _record(spec, acc, f1):
+    return {"run": bench.run_id(spec), **spec, "command": "python run_classifier.py ...",
+            "wall_s": 60.0, "dev_accuracy": acc, "dev_f1": f1}
+
+
+@pytest.mark.parametrize("accs, verdict", [
+    ((80.0, 81.0, 82.0), "meets target"),
+    ((77.9, 81.0, 82.0), "misses target"),   # one seed below 78
+    ((79.0, 80.0, 80.5), "misses target"),   # mean 79.8 < 80
+])
+def test_tables_are_written_from_the_run_files(tmp_path, accs, verdict):
+    results = tmp_path / "results" / "robust_defaults"
+    results.mkdir(parents=True)
+    cell = [s for s in bench.suite_specs("mrpc")
+            if s["lr"] == "1e-3" and s["backbone"] == "minilm"]
+    for spec, acc in zip(cell, accs):
+        (results / f"{bench.run_id(spec)}.json").write_text(json.dumps(_record(spec, acc, 87.0)))
+    bench.write_tables(["mrpc"], str(results))
+    table = json.loads((tmp_path / "results" / "robust_defaults_mrpc.json").read_text())
+    assert table["runs_done"] == 3 and table["runs"] == 21
+    row = next(r for r in table["cells"] if r["lr"] == "1e-3" and r["backbone"] == "minilm")
+    assert row["accuracy"]["mean"] == pytest.approx(sum(accs) / 3)
+    assert row["verdict"] == verdict
+    markdown = (tmp_path / "results" / "robust_defaults_mrpc.md").read_text()
+    assert f"| {verdict} |" in markdown and "— of 3" in markdown
+
+
+def test_partial_cell_is_marked(tmp_path):
+    results = tmp_path / "robust_defaults"
+    results.mkdir()
+    spec = bench.suite_specs("mrpc")[1]
+    (results / f"{bench.run_id(spec)}.json").write_text(json.dumps(_record(spec, 82.0, 88.0)))
+    bench.write_tables(["mrpc"], str(results))
+    row = next(r for r in json.loads((tmp_path / "robust_defaults_mrpc.json").read_text())["cells"]
+               if r["seeds"])
+    assert row["seeds"] == [42] and row["verdict"] == "pending"
+
+
+def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
+    import argparse
+    import os
+    import subprocess
+    import sys
+    args = argparse.Namespace(work_dir=str(tmp_path / "work"),
+                              results_dir=str(tmp_path / "results" / "robust_defaults"))
+    os.makedirs(args.work_dir)
+    os.makedirs(args.results_dir)
+    spec = bench.suite_specs("mrpc")[0]
+    claim_path = os.path.join(args.work_dir, bench.run_id(spec) + ".claim")
+    # A live process (our parent) holds the run: no claim, nothing to adopt.
+    with open(claim_path, "w") as f:
+        f.write(f"{os.getppid()} 100.0")
+    assert not bench.claim(spec, args) and bench.adopt(spec, args) is None
+    # Its process has ended and left its results: the run is recorded, not re-run.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    with open(claim_path, "w") as f:
+        f.write(f"{dead} 100.0")
+    output_dir = os.path.join(args.work_dir, bench.run_id(spec))
+    os.makedirs(output_dir)
+    with open(os.path.join(output_dir, "eval_results.txt"), "w") as f:
+        f.write("eval_accuracy = 0.8\neval_f1 = 0.86\ntrainable_params = 753794\n")
+    with open(os.path.join(output_dir, "run.log"), "w") as f:
+        f.write("I1123 common.py:222] Optimizer: bias-corrected AdamW, learning rate 0.001\n")
+    bench.adopt_finished([spec], args)
+    record = json.loads(open(os.path.join(args.results_dir,
+                                          bench.run_id(spec) + ".json")).read())
+    assert record["dev_accuracy"] == pytest.approx(80.0) and record["dev_f1"] == 86.0
+    assert record["optimizer_log"] == "bias-corrected AdamW, learning rate 0.001"
+    assert "--learning_rate=1e-3" in record["command"]
+    # A dead claim without results is taken over.
+    other = bench.suite_specs("mrpc")[1]
+    with open(os.path.join(args.work_dir, bench.run_id(other) + ".claim"), "w") as f:
+        f.write(f"{dead} 100.0")
+    assert bench.claim(other, args)
+    assert bench.read_claim(os.path.join(args.work_dir, bench.run_id(other) + ".claim"))[0] \
+        == os.getpid()
