@@ -16,8 +16,8 @@ bench/results/optimizer_dynamics.{json,md} (one summary row per variant) from th
 files that exist. A variant whose file exists is skipped.
 
 Usage:
-    python bench/optimizer_dynamics.py --variants=google_1e-3,corrected_1e-3
-    python bench/optimizer_dynamics.py            # every variant, each in its own process
+    python -m bench.optimizer_dynamics --variants=google_1e-3,corrected_1e-3
+    python -m bench.optimizer_dynamics            # every variant, each in its own process
 """
 
 import argparse
@@ -262,7 +262,7 @@ def main():
         if os.path.exists(path):
             print(f"skip {name}: {path} exists", flush=True)
             continue
-        command = [sys.executable, os.path.abspath(__file__), "--in_process",
+        command = [sys.executable, "-m", "bench.optimizer_dynamics", "--in_process",
                    f"--variants={name}", f"--steps={args.steps}", f"--epochs={args.epochs}",
                    f"--seed={args.seed}", f"--probe_every={args.probe_every}",
                    f"--data_dir={args.data_dir}", f"--work_dir={args.work_dir}",

@@ -28,9 +28,9 @@ keeps them from running a spec twice, and a run whose driver died but whose proc
 finished is recorded from its output folder (also by --tables_only).
 
 Usage:
-    python bench/robust_defaults.py --suites=mrpc,squad,stability
-    python bench/robust_defaults.py --suites=squad_full
-    python bench/robust_defaults.py --tables_only
+    python -m bench.robust_defaults --suites=mrpc,squad,stability
+    python -m bench.robust_defaults --suites=squad_full
+    python -m bench.robust_defaults --tables_only
 """
 
 import argparse
@@ -44,12 +44,11 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+from bench.harness import REPO
+from bench.harness import read_eval_results as read_results
+from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
 
-from mrpc_adapter_vs_full import read_results  # noqa: E402
-from squad_adapter_vs_full import first_questions, load_articles, write_squad  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SHARED = os.path.join(REPO, "..", "shared", "data")
 RESULTS = os.path.join(HERE, "results", "robust_defaults")
@@ -107,7 +106,7 @@ def tf1_backbone(work_dir) -> str:
     folder = os.path.join(work_dir, "minilm_tf1")
     prefix = os.path.join(folder, "bert_model.ckpt")
     if not os.path.exists(prefix + ".index"):
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--write_tf1", folder],
+        subprocess.run([sys.executable, "-m", "bench.robust_defaults", "--write_tf1", folder],
                        check=True, cwd=REPO)
     return prefix
 
