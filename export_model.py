@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv  # everything comes from flags
-    from adapter_bert.tasks import common
+    from adapter_bert.tasks import base
 
     def export():
         from adapter_bert.tasks.flags import FlagError
@@ -49,7 +49,7 @@ def main(argv):
         print(f"exported: {path}", flush=True)
         return 0
 
-    return common.run_cli("export_model.py", export)
+    return base.run_cli("export_model.py", export)
 
 
 if __name__ == "__main__":

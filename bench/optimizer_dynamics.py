@@ -138,15 +138,15 @@ def run_variant(name: str, args) -> dict:
             f"--feature_cache_dir={args.work_dir}/feature_cache", *VARIANTS[name]]
     values(argv)
     import numpy as np
-    from adapter_bert.tasks import common
+    from adapter_bert.tasks import base
     from adapter_bert.tasks.classifier import INPUT_KEYS, ClassifierRun
     run = ClassifierRun(values)
     features, count = run.features("train")
-    schedule, _ = common.training_schedule(values, count, run.static_shapes)
+    schedule, _ = base.training_schedule(values, count, run.static_shapes)
     dev, _ = run.features("dev")
     probe_inputs = {k: dev[k][:64] for k in INPUT_KEYS}
     with run.strategy.scope():
-        optimizer = common.run_optimizer(values, schedule)
+        optimizer = base.run_optimizer(values, schedule)
         run.model.compile(optimizer=optimizer, loss=run._loss(), jit_compile=False)  # noqa: SLF001
     probe = DynamicsProbe(run.model, optimizer, optimizer._learning_rate,  # noqa: SLF001
                           probe_inputs, args.probe_every)

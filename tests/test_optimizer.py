@@ -268,7 +268,7 @@ def _train_toy(optimizer, steps=4):
 def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
     """--noadam_bias_correction in any mode makes exactly Google's update rule."""
     from adapter_bert.tasks.base import run_optimizer
-    from adapter_bert.training import TrainSchedule
+    from adapter_bert.training.loop import TrainSchedule
     values = _parsed([f"--tuning_mode={mode}", "--learning_rate=1e-3",
                       "--noadam_bias_correction"])
     with caplog.at_level("INFO", logger="absl"):
@@ -284,7 +284,7 @@ def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
 
 def test_adapter_default_is_corrected_and_differs_from_google(caplog):
     from adapter_bert.tasks.base import run_optimizer
-    from adapter_bert.training import TrainSchedule
+    from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=adapter"])
     with caplog.at_level("INFO", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
@@ -300,7 +300,7 @@ def test_adapter_default_is_corrected_and_differs_from_google(caplog):
 
 def test_full_fine_tuning_default_is_google(caplog):
     from adapter_bert.tasks.base import run_optimizer
-    from adapter_bert.training import TrainSchedule
+    from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=full"])
     with caplog.at_level("INFO", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
