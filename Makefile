@@ -32,7 +32,7 @@ $(STAMP): setup.py
 demo: demo-data setup
 	$(PYTHON) run_classifier.py --task_name=MRPC --do_train --do_eval $(DEMO_DATA) \
 	  --output_dir=$(OUT)/mrpc_adapter \
-	  --tuning_mode=adapter --learning_rate=2e-3 --adam_bias_correction --eval_batch_size=64
+	  --learning_rate=1e-3 --eval_batch_size=64
 
 DEMO_DATA = $(if $(filter tfds,$(DATA_SOURCE)),--data_source=tfds,--data_dir=$(GLUE_DIR)/MRPC)
 
