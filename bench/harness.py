@@ -109,6 +109,11 @@ def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None)
     return Run(list(command), round(wall, 1), collect_results(output_dir))
 
 
+def write_json(path: str, payload, indent: int = 2) -> None:
+    """Writes `payload` as JSON to `path` atomically (a reader never sees half a file)."""
+    atomic_write_text(path, json.dumps(payload, indent=indent))
+
+
 def write_results(stem: str, result: dict, table: str) -> Dict[str, str]:
     """Writes `<stem>.json` (`result`) and `<stem>.md` (`table`), each atomically;
     returns their paths."""

@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from bench.harness import write_json, write_results
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results", "optimizer_dynamics")
@@ -218,18 +220,8 @@ def write_tables(results_dir):
             with open(os.path.join(results_dir, name), encoding="utf-8") as f:
                 records.append(json.load(f))
     rows = summary_rows(records)
-    with open(results_dir + ".json", "w", encoding="utf-8") as f:
-        json.dump(rows, f, indent=2)
-    with open(results_dir + ".md", "w", encoding="utf-8") as f:
-        f.write(markdown(rows))
+    write_results(results_dir, rows, markdown(rows))
     return rows
-
-
-def _write_json(path, payload):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=1)
-    os.replace(tmp, path)
 
 
 def main():
@@ -255,7 +247,7 @@ def main():
     if args.in_process:
         (name,) = names
         record = run_variant(name, args)
-        _write_json(os.path.join(args.results_dir, f"{name}{suffix}.json"), record)
+        write_json(os.path.join(args.results_dir, f"{name}{suffix}.json"), record, indent=1)
         return
     for name in names:
         path = os.path.join(args.results_dir, f"{name}{suffix}.json")

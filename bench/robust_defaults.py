@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 
-from bench.harness import REPO
+from bench.harness import REPO, write_json
 from bench.harness import read_eval_results as read_results
 from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
 
@@ -263,13 +263,6 @@ def _optimizer_line(log_path):
             if "Optimizer: " in line:
                 return line.split("Optimizer: ", 1)[1].strip()
     return None
-
-
-def write_json(path, payload):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2)
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------- tables

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tests.runner_utils import flag_list, read_results, run_in_process, write_tiny_backbone
+from tests.runner_utils import flag_list, read_results, run_in_process
 
 tensorflow_text = pytest.importorskip(
     "tensorflow_text", reason="the [serving] extra (tensorflow-text) is not installed")
@@ -34,12 +34,6 @@ def serve(export_dir: Path, requests, tmp_path: Path):
                           timeout=600, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return pickle.loads(results_path.read_bytes())
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
 
 
 @pytest.fixture(scope="module")

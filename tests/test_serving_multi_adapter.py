@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.runner_utils import run_subprocess, write_tiny_backbone
+from tests.runner_utils import run_subprocess
 
 pytest.importorskip("tensorflow_text", reason="the [serving] extra (tensorflow-text) is not "
                                               "installed")
@@ -16,12 +16,6 @@ import tensorflow as tf  # noqa: E402
 MAX_LEN = 32
 # name -> labels (None: regression)
 TASKS = {"mrpc": ["0", "1"], "mnli": ["contradiction", "entailment", "neutral"], "stsb": None}
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
 
 
 @pytest.fixture(scope="module")
