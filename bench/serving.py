@@ -87,7 +87,8 @@ def python_path(model, tokenizer, examples, labels):
 
 def single_task_speed(work, examples, labels):
     import tensorflow as tf
-    from adapter_bert.model.checkpoints import load_pretrained, default_backbone_dir
+    from adapter_bert.model.checkpoints import default_backbone_dir
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.serving import export_classifier
     from adapter_bert.data.tokenization import load_tokenizer
@@ -143,7 +144,8 @@ def multi_task(work, examples, adapter_dirs):
     import numpy as np
     import tensorflow as tf
     from adapter_bert.adapters.files import adapter_config_of, load_adapter
-    from adapter_bert.model.checkpoints import default_backbone_dir, load_pretrained
+    from adapter_bert.model.checkpoints import default_backbone_dir
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.serving import export_classifier, export_multi_adapter
     vocab = os.path.join(default_backbone_dir(), "vocab.txt")
     backbone = os.path.join(default_backbone_dir(), "model.safetensors")

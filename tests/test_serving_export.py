@@ -158,7 +158,7 @@ def test_single_sentence_and_regression_exports(backbone, tmp_path):
     """A single-sentence task takes text_a only; a regression head returns `score`."""
     import tensorflow as tf
 
-    from adapter_bert.model.checkpoints import load_pretrained
+    from adapter_bert.model.factory import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.heads import BertClassifier
     from adapter_bert.serving.export import ExportError, export_classifier
