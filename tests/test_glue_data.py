@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 
-from adapter_bert.data import glue
+from adapter_bert.data import glue, glue_tfds
 
 from tests.conftest import SHARED
 
@@ -335,7 +335,7 @@ def test_xnli_tmp(tmp_path):
     with pytest.raises(glue.GlueDataError, match=r"multinli.train.fr.tsv"):
         glue.XnliProcessor("fr").get_train_examples(str(tmp_path))
     with pytest.raises(glue.GlueDataError, match=r"not part of TFDS glue"):
-        glue.load_tfds_examples("xnli", "train")
+        glue_tfds.load_tfds_examples("xnli", "train")
     # the features are sentence pairs like MNLI's
     from tests.conftest import BERT_VOCAB
     if BERT_VOCAB.is_file():
@@ -474,18 +474,18 @@ def test_tfds_record_mapping():
                   "idx": 0}, ("A", "B", None)),
     ]
     for task, record, (text_a, text_b, label) in cases:
-        example = glue.tfds_record_to_example(task, record, "dev")
+        example = glue_tfds.tfds_record_to_example(task, record, "dev")
         assert (example.text_a, example.text_b, example.label) == (
             text_a, text_b, label), task
         assert example.guid == f"dev-{int(record['idx'])}"
         if label is not None and not glue.get_processor(task).is_regression:
             assert label in glue.get_processor(task).get_labels()
     with pytest.raises(glue.GlueDataError, match=r"label id 3 out of range"):
-        glue.tfds_record_to_example(
+        glue_tfds.tfds_record_to_example(
             "rte", {"sentence1": b"A", "sentence2": b"B", "label": 3,
                     "idx": 0}, "train")
     with pytest.raises(glue.GlueDataError, match=r"missing field.*sentence2"):
-        glue.tfds_record_to_example(
+        glue_tfds.tfds_record_to_example(
             "mrpc", {"sentence1": b"A", "label": 1, "idx": 0}, "train")
 
 
@@ -509,33 +509,33 @@ def test_load_tfds_examples_with_fake_module(monkeypatch):
                {"premise": b"P1", "hypothesis": b"H1", "label": 0, "idx": 1}]
     monkeypatch.setitem(sys.modules, "tensorflow_datasets",
                         _fake_tfds(records, calls))
-    examples = glue.load_tfds_examples("MNLI", "dev_mismatched",
+    examples = glue_tfds.load_tfds_examples("MNLI", "dev_mismatched",
                                        data_dir="/tfds")
     assert calls == [("glue/mnli", "validation_mismatched", "/tfds")]
     assert examples == [glue.InputExample("dev-0", "P0", "H0", "contradiction"),
                         glue.InputExample("dev-1", "P1", "H1", "entailment")]
-    glue.load_tfds_examples("mnli", "test")
+    glue_tfds.load_tfds_examples("mnli", "test")
     assert calls[1] == ("glue/mnli", "test_matched", None)
     calls.clear()
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", _fake_tfds(
         [{"sentence": b"fine .", "label": -1, "idx": 7}], calls))
-    assert glue.load_tfds_examples("sst2", "test") == [
+    assert glue_tfds.load_tfds_examples("sst2", "test") == [
         glue.InputExample("test-7", "fine .", None, None)]
-    assert glue.load_tfds_examples("SST-2", "dev")[0].guid == "dev-7"
+    assert glue_tfds.load_tfds_examples("SST-2", "dev")[0].guid == "dev-7"
     assert calls == [("glue/sst2", "test", None),
                      ("glue/sst2", "validation", None)]
     with pytest.raises(glue.GlueDataError, match=r"no split 'dev_matched'"):
-        glue.load_tfds_examples("rte", "dev_matched")
+        glue_tfds.load_tfds_examples("rte", "dev_matched")
 
 
 def test_load_tfds_examples_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"tensorflow_datasets.*not installed"):
-        glue.load_tfds_examples("mrpc", "train")
+        glue_tfds.load_tfds_examples("mrpc", "train")
     monkeypatch.setitem(
         sys.modules, "tensorflow_datasets",
         _fake_tfds([], [], fail=ConnectionError("no network")))
     with pytest.raises(glue.GlueDataError,
                        match=r"could not load TFDS glue/mrpc split 'train'.*"
                              r"no network"):
-        glue.load_tfds_examples("mrpc", "train")
+        glue_tfds.load_tfds_examples("mrpc", "train")

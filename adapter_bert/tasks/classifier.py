@@ -13,8 +13,8 @@ import tf_keras as keras
 from absl import logging
 
 from adapter_bert.data.features import convert_examples_to_features
-from adapter_bert.data.glue import (GlueDataFileNotFoundError, get_processor, how_to_get_data,
-                                     load_tfds_examples)
+from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
+from adapter_bert.data.glue_tfds import load_tfds_examples
 from adapter_bert.tasks.flags import FlagError, validate_classifier
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.glue import compute_metrics
