@@ -109,6 +109,15 @@ def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None)
     return Run(list(command), round(wall, 1), collect_results(output_dir))
 
 
+def listed_choices(parser, flag: str, value: str, allowed) -> List[str]:
+    """The comma-separated names of `--flag`; an unknown one stops with `parser.error`."""
+    names = value.split(",")
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        parser.error(f"--{flag}: unknown {unknown}; expected some of {', '.join(allowed)}")
+    return names
+
+
 def write_json(path: str, payload, indent: int = 2) -> None:
     """Writes `payload` as JSON to `path` atomically (a reader never sees half a file)."""
     atomic_write_text(path, json.dumps(payload, indent=indent))

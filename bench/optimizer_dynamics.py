@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from bench.harness import write_json, write_results
+from bench.harness import listed_choices, write_json, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -237,10 +237,7 @@ def main():
     parser.add_argument("--results_dir", default=RESULTS)
     parser.add_argument("--in_process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    names = args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        parser.error(f"--variants: unknown {unknown}; expected some of {sorted(VARIANTS)}")
+    names = listed_choices(parser, "variants", args.variants, sorted(VARIANTS))
     os.makedirs(args.results_dir, exist_ok=True)
     os.makedirs(args.work_dir, exist_ok=True)
     suffix = "" if args.seed == 42 else f"_seed{args.seed}"

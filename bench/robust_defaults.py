@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 
-from bench.harness import REPO, write_json
+from bench.harness import REPO, listed_choices, write_json
 from bench.harness import read_eval_results as read_results
 from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
 
@@ -472,10 +472,7 @@ def main():
     if args.write_tf1:
         write_tf1(args.write_tf1)
         return
-    suites = args.suites.split(",")
-    unknown = [s for s in suites if s not in SUITES]
-    if unknown:
-        parser.error(f"--suites: unknown {unknown}; expected some of {', '.join(SUITES)}")
+    suites = listed_choices(parser, "suites", args.suites, SUITES)
     os.makedirs(args.results_dir, exist_ok=True)
     os.makedirs(args.work_dir, exist_ok=True)
     adopt_finished(_unique([s for suite in SUITES for s in suite_specs(suite)]), args)
