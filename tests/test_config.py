@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError, optional_int_tuple
+from adapter_bert.model.config import (GOOGLE_ADAPTER_INIT_SCALE, AdapterConfig, BertConfig,
+                                       ConfigError, optional_int_tuple)
 
 
 def _write(tmp_path, values, name="config.json"):
@@ -92,8 +93,21 @@ def test_invalid_values():
 
 def test_adapter_config_defaults_follow_the_paper():
     cfg = AdapterConfig()
-    assert (cfg.size, cfg.activation, cfg.init_scale, cfg.positions) == (64, "gelu", 1e-3, "both")
+    assert (cfg.size, cfg.activation, cfg.positions) == (64, "gelu", "both")
     assert cfg.layer_positions(0) == ("attention", "ffn")
+    # Near-identity init at the top of the paper's flat range, 10x Google's 1e-3 (which
+    # --adapter_init_scale restores): see ADAPTER_INIT_SCALE.
+    assert (cfg.init_scale, GOOGLE_ADAPTER_INIT_SCALE) == (1e-2, 1e-3)
+
+
+def test_runner_flag_and_layers_share_the_config_default():
+    from absl import flags
+    from adapter_bert.adapters.layers import HoulsbyAdapter
+    from adapter_bert.tasks.flags import define_classifier_flags
+    if "adapter_init_scale" not in flags.FLAGS:  # another test may have defined them
+        define_classifier_flags()
+    assert flags.FLAGS["adapter_init_scale"].default == AdapterConfig().init_scale
+    assert HoulsbyAdapter().init_scale == AdapterConfig().init_scale
 
 
 def test_adapter_config_positions_and_leave_out(tiny_config):

@@ -26,6 +26,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.activations import canonical_activation, get_activation
+from adapter_bert.model.config import ADAPTER_INIT_SCALE
 
 
 class AdapterLayer(keras.layers.Layer):
@@ -45,7 +46,7 @@ class _Bottleneck(AdapterLayer):
     Subclasses define `call` and may override `_initializer`.
     """
 
-    def __init__(self, size=64, activation="gelu", init_scale=1e-3, name="adapters", **kwargs):
+    def __init__(self, size=64, activation="gelu", init_scale=ADAPTER_INIT_SCALE, name="adapters", **kwargs):
         super().__init__(name=name, **kwargs)
         self.size = int(size)
         self.activation = canonical_activation(activation)
@@ -168,7 +169,7 @@ class ParallelAdapter(_Bottleneck):
         True
     """
 
-    def __init__(self, size=64, activation="gelu", init_scale=1e-3, scaling=4.0,
+    def __init__(self, size=64, activation="gelu", init_scale=ADAPTER_INIT_SCALE, scaling=4.0,
                  name="adapters", **kwargs):
         super().__init__(size, activation, init_scale, name=name, **kwargs)
         self.scaling = float(scaling)

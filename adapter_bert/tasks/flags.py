@@ -11,7 +11,8 @@ from absl import flags
 from adapter_bert import io_utils
 from adapter_bert.model.activations import ACTIVATION_NAMES
 from adapter_bert.data.glue import canonical_task_name, how_to_get_data
-from adapter_bert.model.config import ADAPTER_POSITIONS
+from adapter_bert.model.config import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
+                                       GOOGLE_ADAPTER_INIT_SCALE)
 from adapter_bert.training.distribute import STRATEGIES
 from adapter_bert.adapters.tuning import TUNING_MODES
 
@@ -108,8 +109,9 @@ def _define_port_flags():
                       "auto trains it only when the checkpoint's pooler was never trained "
                       "(all-zero bias, as in the embedded MiniLM).")
     flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of each adapter.")
-    flags.DEFINE_float("adapter_init_scale", 1e-3,
-                       "Stddev of the adapters' truncated-normal initial weights.")
+    flags.DEFINE_float("adapter_init_scale", ADAPTER_INIT_SCALE,
+                       "Stddev of the adapters' truncated-normal initial weights "
+                       f"(google-research/adapter-bert: {GOOGLE_ADAPTER_INIT_SCALE:g}).")
     flags.DEFINE_enum("adapter_activation", "gelu", ACTIVATION_NAMES,
                       "Adapter non-linearity; gelu is the tanh approximation, as the original.")
     flags.DEFINE_enum("adapter_positions", "both", ADAPTER_POSITIONS,
