@@ -6,13 +6,11 @@ regression head). The tokenisation stays outside: it needs ops that TFLite has n
 builtin kernel for (see `refused_ops` and docs/serving.md); the SavedModel's `tokenize`
 signature, or the Python pipeline, makes the features.
 
-`python -m adapter_bert.serving.tflite EXPORT_DIR` prints, for each signature of a
-string-in SavedModel, the ops the converter refuses, with and without the TFLite
-kernels that tensorflow-text registers (see `main`).
+`python -m adapter_bert.serving.tflite_ops EXPORT_DIR` prints, for each signature of a
+string-in SavedModel, the ops the converter refuses (`refused_ops`).
 """
 
 import re
-import sys
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -151,33 +149,15 @@ def refused_ops(saved_model_dir: str, signature: str,
         converter.convert()
         return []
     except Exception as error:  # noqa: BLE001 - ConverterError, or others with the same text
-        found = re.findall(r"(?:TF Select|Custom) ops: ([^\n]*)", str(error))
-        if not found:
-            raise
+        message = str(error)
+    found = re.findall(r"(?:TF Select|Custom) ops: ([^\n]*)", message)
     ops = {op.strip() for line in found for op in line.split(",") if op.strip()}
+    # Errors raised before the op listing (a TensorArray loop, say) name the op as 'tf.X'.
+    ops = ops or set(re.findall(r"'tf\.(\w+)' op", message))
+    if not ops:
+        raise ValueError(f"{signature}: the converter failed without naming an op:\n"
+                         f"{message[-2000:]}")
     if with_tensorflow_text:
         kernels = tensorflow_text_kernels()
         ops = {op for op in ops if not any(op.startswith(kernel) for kernel in kernels)}
     return sorted(ops)
-
-
-def main(argv: List[str]) -> int:
-    """Prints the refused ops of each signature of a string-in SavedModel.
-
-    Usage: python -m adapter_bert.serving.tflite EXPORT_DIR
-    """
-    if len(argv) != 2:
-        print(main.__doc__.strip().splitlines()[-1], file=sys.stderr)
-        return 2
-    import tensorflow_text  # noqa: F401 - registers the WordPiece op the SavedModel holds
-    signatures = tf.saved_model.load(argv[1]).signatures
-    for name in sorted(signatures):
-        for text_kernels in (False, True):
-            ops = refused_ops(argv[1], name, with_tensorflow_text=text_kernels)
-            mode = "builtins + tensorflow-text kernels" if text_kernels else "builtins only"
-            print(f"{name} ({mode}): {', '.join(ops) if ops else 'converts'}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
