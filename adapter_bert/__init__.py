@@ -58,6 +58,7 @@ _EXPORTS = {
     "parameter_summary": "adapter_bert.adapters.tuning",
     "export_classifier": "adapter_bert.serving",
     "export_multi_adapter": "adapter_bert.serving",
+    "export_tflite": "adapter_bert.serving",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

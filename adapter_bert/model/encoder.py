@@ -438,7 +438,10 @@ def adapter_slots(layer: BertTransformerLayer, adapter_config: AdapterConfig, in
 
 def attention_adder_from_mask(input_mask) -> tf.Tensor:
     """[B, T] 1/0 mask -> [B, 1, 1, T] float32 adder: 0 where attended, -10000 on padding."""
-    mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+    # expand_dims, not `[:, tf.newaxis, tf.newaxis, :]`: TFLite's builtin StridedSlice has
+    # no new-axis form, so with a dynamic width that slice would keep the network from
+    # converting without TensorFlow ops.
+    mask = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, tf.float32), 1), 1)
     return (1.0 - mask) * _MASK_ADDER
 
 

@@ -12,8 +12,10 @@ Signatures (every tensor's first dimension is the batch; a batch may be empty):
   [B, max_seq_length], exactly as run_classifier.py's Python pipeline makes them.
 - `from_features`: those three features -> the outputs of `serving_default`.
 
-Rows are padded to the longest row of the batch, not to `max_seq_length`: padding
-positions get no attention weight, so outputs are those of the full-width model.
+The network runs on groups of `ROWS_PER_GROUP` rows of similar length (the batch's
+rows sorted by length), each group padded to its own longest row, not to
+`max_seq_length`: padding positions get no attention weight, so outputs are those of
+the full-width model, in the order of the request's rows.
 """
 
 import json
@@ -29,6 +31,11 @@ from adapter_bert.serving.tokenizer import BertInputEncoder
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 INFO_FILE = "export_info.json"
+# Rows per network call inside a serving signature. A batch padded to its longest row
+# wastes the padding of all its shorter rows (on MRPC dev, batches of 64 in file order:
+# 50% more token positions than real tokens); groups of 8 rows of similar length waste
+# almost none and still give the matmuls hundreds of rows (64 -> 8 measured 1.3x faster).
+ROWS_PER_GROUP = 8
 
 
 class ExportError(ValueError):
@@ -39,6 +46,49 @@ def trim_to_longest(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Cuts the padding columns that no row of the batch uses (keeps at least one)."""
     width = tf.reduce_max(tf.concat([[1], tf.reduce_sum(features["input_mask"], 1)], 0))
     return {key: value[:, :width] for key, value in features.items()}
+
+
+def in_length_groups(call: Callable[..., tf.Tensor], features: Dict[str, tf.Tensor],
+                     *row_values: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
+    """`call(features, *row_values)` run on groups of rows of similar length.
+
+    The rows are sorted by their `input_mask` length and cut into groups of
+    `ROWS_PER_GROUP`; each group is trimmed to its longest row (`trim_to_longest`) and
+    passed to `call` with the same rows of `row_values`. Row-wise, the result is what
+    `call` returns on the whole batch.
+
+    Args:
+        call: maps features (and per-row values) of R rows to a `dtype` tensor [R, ...].
+        features: Google-named int32 features [B, T].
+        *row_values: tensors [B, ...] split along with the rows (e.g. task names).
+
+    Returns:
+        The outputs of `call` for all B rows, in the order of `features`.
+    """
+    lengths = tf.reduce_sum(features["input_mask"], 1)
+    order = tf.argsort(lengths, stable=True)
+    rows = tf.size(order)
+    # One group at least: an empty batch goes through `call` as it is.
+    groups = tf.maximum(1, (rows + ROWS_PER_GROUP - 1) // ROWS_PER_GROUP)
+
+    group_shapes = []   # the static shape of `call`'s output, seen when the body is traced
+
+    def body(i, results):
+        take = order[i * ROWS_PER_GROUP:(i + 1) * ROWS_PER_GROUP]
+        part = {key: tf.gather(value, take) for key, value in features.items()}
+        values = [tf.gather(value, take) for value in row_values]
+        output = call(trim_to_longest(part), *values)
+        group_shapes.append(output.shape)
+        return i + 1, results.write(i, output)
+
+    results = tf.TensorArray(dtype, size=groups, infer_shape=False)
+    # One group at a time: each group's matmuls already use every intra-op thread.
+    _, results = tf.while_loop(lambda i, _: i < groups, body, [tf.constant(0), results],
+                               parallel_iterations=1)
+    outputs = tf.gather(results.concat(), tf.argsort(order))
+    # Keeps the signature's output shapes as specific as a call on the whole batch makes them.
+    outputs.set_shape(tf.TensorShape([None]).concatenate(group_shapes[0][1:]))
+    return outputs
 
 
 def _feature_specs():
@@ -64,7 +114,7 @@ class _ClassifierModule(tf.Module):
         self.labels = tf.constant(list(labels) or [""], tf.string)
 
     def outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        logits = self._call(trim_to_longest(features))
+        logits = in_length_groups(self._call, features)
         if self.regression:
             return {"score": logits[:, 0]}
         return {"probabilities": tf.nn.softmax(logits, -1),

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from adapter_bert.model.fast_layers import portable_kernels
-from adapter_bert.serving.export import (FEATURES, ExportError, trim_to_longest,
+from adapter_bert.serving.export import (FEATURES, ExportError, in_length_groups,
                                          write_saved_model)
 from adapter_bert.serving.tokenizer import BertInputEncoder
 
@@ -59,7 +59,7 @@ class _MultiTaskModule(tf.Module):
 
     def outputs(self, task, features):
         index = self.task_index(task)
-        logits = self._call(trim_to_longest(features), tf.gather(self.task_names, index))
+        logits = in_length_groups(self._call, features, tf.gather(self.task_names, index))
         regression = tf.gather(self.regression, index)
         probabilities = tf.nn.softmax(logits, -1)
         best = tf.argmax(logits, -1, output_type=tf.int32)
