@@ -51,6 +51,10 @@ VARIANTS = {
                                      "--train_pooler=false"],
 }
 
+# Every variant starts the adapters as Google's code does (stddev 1e-3) and keeps Google's
+# epsilon, so that the variants differ in the Adam variant, rate and pooler alone.
+PINNED = ["--adapter_init_scale=1e-3", "--adam_epsilon=1e-6"]
+
 GROUPS = ("adapters", "layer_norms", "pooler", "head")
 
 
@@ -137,7 +141,7 @@ def run_variant(name: str, args) -> dict:
     argv = ["optimizer_dynamics", "--task_name=MRPC", "--do_train", "--do_eval",
             f"--data_dir={args.data_dir}", f"--output_dir={work}",
             f"--num_train_epochs={args.epochs}", f"--seed={args.seed}",
-            f"--feature_cache_dir={args.work_dir}/feature_cache", *VARIANTS[name]]
+            f"--feature_cache_dir={args.work_dir}/feature_cache", *PINNED, *VARIANTS[name]]
     values(argv)
     import numpy as np
     from adapter_bert.tasks import base

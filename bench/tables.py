@@ -26,8 +26,8 @@ import sys
 from typing import Callable, Dict, List
 
 from adapter_bert.io_utils import atomic_write_text
-from bench import (adapter_storage, adapter_sweeps, mrpc_adapter_vs_full, resadapter_comparison,
-                   speed, squad_adapter_vs_full)
+from bench import (adapter_gradients, adapter_storage, adapter_sweeps, mrpc_adapter_vs_full,
+                   resadapter_comparison, speed, squad_adapter_vs_full)
 from bench.harness import REPO, RESULTS
 from bench.mode_flags import optimizer_label
 
@@ -167,6 +167,7 @@ SECTIONS: Dict[str, Callable[[], str]] = {
         "resadapter_squad_v2_4k/resadapter_comparison.json"),
     "storage": lambda: adapter_storage.markdown(load("adapter_storage.json")),
     "sweeps": sweeps,
+    "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
 }
 
 

@@ -198,7 +198,18 @@ def test_amsgrad_needs_bias_correction():
 def test_mode_defaults(mode, rate, corrected):
     choice = choose_optimizer(mode)
     assert (choice.learning_rate, choice.bias_correction) == (rate, corrected)
-    assert not choice.learning_rate_given and not choice.bias_correction_given
+    assert choice.epsilon == (1e-8 if corrected else 1e-6)
+    assert not (choice.learning_rate_given or choice.bias_correction_given
+                or choice.epsilon_given)
+
+
+@pytest.mark.parametrize("mode", ["adapter", "full"])
+def test_epsilon_follows_the_adam_variant_unless_given(mode):
+    # --noadam_bias_correction alone is Google's optimizer, epsilon included.
+    assert choose_optimizer(mode, bias_correction=False).epsilon == 1e-6
+    assert choose_optimizer(mode, bias_correction=True).epsilon == 1e-8
+    given = choose_optimizer(mode, bias_correction=True, epsilon=1e-6)
+    assert (given.epsilon, given.epsilon_given) == (1e-6, True)
 
 
 @pytest.mark.parametrize("mode", ["adapter", "layernorm", "full", "top_k"])
@@ -213,13 +224,15 @@ def test_log_line_names_rate_variant_and_how_to_change_them():
     assert choose_optimizer("adapter").describe() == (
         "Optimizer: bias-corrected AdamW (default for --tuning_mode=adapter; "
         "--noadam_bias_correction restores Google's uncorrected AdamW), learning rate 0.001 "
-        "(default for --tuning_mode=adapter; --learning_rate sets it)")
+        "(default for --tuning_mode=adapter; --learning_rate sets it), epsilon 1e-08 "
+        "(default for this Adam variant; --adam_epsilon sets it)")
     assert choose_optimizer("full").describe() == (
         "Optimizer: Google's AdamW without bias correction (default for --tuning_mode=full; "
         "--adam_bias_correction corrects it), learning rate 5e-05 (default for "
-        "--tuning_mode=full; --learning_rate sets it)")
+        "--tuning_mode=full; --learning_rate sets it), epsilon 1e-06")
     assert choose_optimizer("adapter", 3e-3, False).describe() == (
-        "Optimizer: Google's AdamW without bias correction, learning rate 0.003")
+        "Optimizer: Google's AdamW without bias correction, learning rate 0.003, "
+        "epsilon 1e-06")
 
 
 def test_adam_step_multiplier():
@@ -288,11 +301,11 @@ def test_adapter_default_is_corrected_and_differs_from_google(caplog):
     values = _parsed(["--tuning_mode=adapter"])
     with caplog.at_level("INFO", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
-    assert default.bias_correction is True
+    assert (default.bias_correction, default.epsilon) == (True, 1e-8)
     assert float(default._learning_rate(5)) == pytest.approx(1e-3 * (1 - 5 / 10))
     assert "learning rate 0.001 (default for --tuning_mode=adapter" in caplog.text
     google = create_optimizer(1e-3, 10, 2, bias_correction=False)
-    corrected = create_optimizer(1e-3, 10, 2, bias_correction=True)
+    corrected = create_optimizer(1e-3, 10, 2, bias_correction=True, epsilon=1e-8)
     got = _train_toy(default)
     np.testing.assert_array_equal(got[0], _train_toy(corrected)[0])
     assert not np.allclose(got[0], _train_toy(google)[0])
@@ -304,7 +317,7 @@ def test_full_fine_tuning_default_is_google(caplog):
     values = _parsed(["--tuning_mode=full"])
     with caplog.at_level("INFO", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
-    assert default.bias_correction is False
+    assert (default.bias_correction, default.epsilon) == (False, 1e-6)
     assert "learning rate 5e-05 (default for --tuning_mode=full" in caplog.text
     np.testing.assert_array_equal(_train_toy(default)[0],
                                   _train_toy(create_optimizer(5e-5, 10, 2))[0])

@@ -256,11 +256,12 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
 def run_optimizer(flag_values, schedule):
     """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant.
 
-    Unset `--learning_rate` / `--adam_bias_correction` (None) take the tuning mode's
-    defaults (`training.optimizer.choose_optimizer`).
+    Unset `--learning_rate` / `--adam_bias_correction` / `--adam_epsilon` (None) take the
+    tuning mode's defaults (`training.optimizer.choose_optimizer`).
     """
     choice = choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
-                              flag_values.adam_bias_correction)
+                              flag_values.adam_bias_correction, flag_values.adam_epsilon)
     logging.info(choice.describe())
     return create_optimizer(choice.learning_rate, schedule.num_train_steps,
-                            schedule.num_warmup_steps, bias_correction=choice.bias_correction)
+                            schedule.num_warmup_steps, bias_correction=choice.bias_correction,
+                            epsilon=choice.epsilon)

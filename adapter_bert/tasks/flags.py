@@ -154,6 +154,10 @@ def _define_port_flags():
                       "Default: on for --tuning_mode=adapter and layernorm, off (Google's "
                       "optimizer, bit for bit) for full and top_k; --noadam_bias_correction "
                       "restores Google's optimizer in every mode.")
+    flags.DEFINE_float("adam_epsilon", None,
+                       "Adam's epsilon. Default: 1e-8 (PyTorch AdamW's) with bias correction, "
+                       "Google's 1e-6 without; at 1e-6 the adapters' gradients (about 1e-6) "
+                       "are damped to a fraction of the learning rate.")
     flags.DEFINE_bool("deterministic", False,
                       "Enable TensorFlow op determinism: the same seed and flags give "
                       "bit-identical results on the same machine (slower).")
@@ -303,6 +307,8 @@ def validate_common(values) -> None:
     check_positive("num_train_epochs", values.num_train_epochs)
     if values.learning_rate is not None:
         check_positive("learning_rate", values.learning_rate)
+    if getattr(values, "adam_epsilon", None) is not None:
+        check_positive("adam_epsilon", values.adam_epsilon)
     if not 0.0 <= values.warmup_proportion <= 1.0:
         raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):

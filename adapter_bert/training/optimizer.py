@@ -17,9 +17,10 @@ original exactly; `bias_correction=True` is plain Keras `AdamW`.
 
 `choose_optimizer` picks a run's learning rate and Adam variant from its tuning mode:
 full (and top-k) fine-tuning keep Google's optimizer and 5e-5; the parameter-efficient
-modes (adapters, LayerNorms) default to bias-corrected Adam and 1e-3, because Google's
-uncorrected first updates are several times the learning rate, which at adapter rates
-drives MiniLM's pooler into tanh saturation and training to the majority class
+modes (adapters, LayerNorms) default to bias-corrected Adam with epsilon 1e-8 and 1e-3,
+because Google's uncorrected first updates are several times the learning rate, which at
+adapter rates collapses the encoder's output and training to the majority class, and
+because an epsilon of 1e-6 is as large as the adapters' gradients
 (docs/stability.md has the measurements).
 """
 
@@ -36,6 +37,13 @@ NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
 
 # Tuning modes that train a few new or small weights at adapter-sized learning rates.
 PARAMETER_EFFICIENT_MODES = ("adapter", "layernorm")
+# Adam's epsilon: Google's BERT optimizer uses 1e-6. Adapter weights get gradients of
+# about 1e-6 (their size times the other projection's), so next to an epsilon of 1e-6
+# their steps shrink to a fraction of the learning rate that differs from weight to
+# weight; the bias-corrected variant uses PyTorch AdamW's 1e-8, under which every weight
+# steps by about the learning rate (docs/stability.md).
+GOOGLE_EPSILON = 1e-6
+CORRECTED_EPSILON = 1e-8
 # Google's fine-tuning rate (its scripts' --learning_rate default), and the rate the
 # parameter-efficient modes use when no --learning_rate is given.
 FINE_TUNING_LEARNING_RATE = 5e-5
@@ -62,6 +70,8 @@ class OptimizerChoice:
     bias_correction: bool
     learning_rate_given: bool
     bias_correction_given: bool
+    epsilon: float = GOOGLE_EPSILON
+    epsilon_given: bool = False
 
     def describe(self) -> str:
         """The log line naming the rate, the Adam variant and where each came from."""
@@ -78,34 +88,45 @@ class OptimizerChoice:
             if not self.bias_correction_given:
                 adam += (f" (default for --tuning_mode={self.tuning_mode}; "
                          "--adam_bias_correction corrects it)")
-        return f"Optimizer: {adam}, {rate}"
+        epsilon = f"epsilon {self.epsilon:g}"
+        if not self.epsilon_given:
+            epsilon += (" (default for this Adam variant; --adam_epsilon sets it)"
+                        if self.bias_correction else "")
+        return f"Optimizer: {adam}, {rate}, {epsilon}"
 
 
 def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
-                     bias_correction: Optional[bool] = None) -> OptimizerChoice:
-    """The learning rate and Adam variant of a run; None means "the mode's default".
+                     bias_correction: Optional[bool] = None,
+                     epsilon: Optional[float] = None) -> OptimizerChoice:
+    """The learning rate, Adam variant and epsilon of a run; None means "the default".
 
     Parameter-efficient modes (`PARAMETER_EFFICIENT_MODES`) default to bias-corrected
     Adam at `ADAPTER_LEARNING_RATE`; the others keep Google's uncorrected Adam at
-    `FINE_TUNING_LEARNING_RATE`. A value given explicitly always wins, so
-    `bias_correction=False` reproduces Google's optimizer in every mode.
+    `FINE_TUNING_LEARNING_RATE`. Epsilon defaults to the variant's: Google's 1e-6
+    without bias correction, `CORRECTED_EPSILON` with it. A value given explicitly always
+    wins, so `bias_correction=False` alone reproduces Google's optimizer in every mode.
 
     Args:
         tuning_mode: the run's tuning mode (`tuning.TUNING_MODES`).
         learning_rate: `--learning_rate`, or None when not given.
         bias_correction: `--adam_bias_correction`, or None when not given.
+        epsilon: `--adam_epsilon`, or None when not given.
 
     Returns:
         An `OptimizerChoice`.
     """
     efficient = tuning_mode in PARAMETER_EFFICIENT_MODES
     default_rate = ADAPTER_LEARNING_RATE if efficient else FINE_TUNING_LEARNING_RATE
+    corrected = bool(efficient if bias_correction is None else bias_correction)
+    default_epsilon = CORRECTED_EPSILON if corrected else GOOGLE_EPSILON
     return OptimizerChoice(
         tuning_mode=tuning_mode,
         learning_rate=float(default_rate if learning_rate is None else learning_rate),
-        bias_correction=bool(efficient if bias_correction is None else bias_correction),
+        bias_correction=corrected,
         learning_rate_given=learning_rate is not None,
-        bias_correction_given=bias_correction is not None)
+        bias_correction_given=bias_correction is not None,
+        epsilon=float(default_epsilon if epsilon is None else epsilon),
+        epsilon_given=epsilon is not None)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
