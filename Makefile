@@ -88,7 +88,8 @@ bench: setup
 	$(PYTHON) -m bench.speed --data_dir=$(GLUE_DIR)/MRPC
 	$(PYTHON) -m bench.mrpc_adapter_vs_full --data_dir=$(GLUE_DIR)/MRPC \
 	  --seeds=42,43,44,45,46 --adapter_lr=2e-3 --bias_correction=adapter \
-	  --out=bench/results/mrpc_adapter_vs_full_seeds
+	  --out=bench/results/mrpc_adapter_vs_full_seeds \
+	  --extra=--adapter_init_scale=1e-3 --extra=--adam_epsilon=1e-6
 
 clean:
 	rm -rf .make $(OUT) .pytest_cache $(TF220_VENV)

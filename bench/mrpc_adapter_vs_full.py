@@ -126,7 +126,8 @@ def main():
     add_mode_arguments(parser)
     parser.add_argument("--out", default=os.path.join(harness.RESULTS, "mrpc_adapter_vs_full"),
                         help="results path without extension (.json and .md are written)")
-    parser.add_argument("--extra", nargs="*", default=[], help="more run_classifier.py flags")
+    parser.add_argument("--extra", action="append", default=[],
+                        help="one more run_classifier.py flag (repeat for several)")
     args = parser.parse_args()
     check_mode_arguments(parser, args)
     seeds = parse_seeds(parser, args.seeds)

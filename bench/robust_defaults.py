@@ -199,7 +199,8 @@ def result_record(spec, command, output_dir, wall):
         results = read_results(os.path.join(output_dir, "eval_results.txt"))
         record.update(dev_accuracy=100 * results["eval_accuracy"],
                       dev_f1=100 * results["eval_f1"] if "eval_f1" in results else None,
-                      trainable_params=int(results["trainable_params"]))
+                      trainable_params=int(results["trainable_params"]),
+                      trainable_percent=float(results["trainable_percent"]))
     else:
         with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
             results = json.load(f)

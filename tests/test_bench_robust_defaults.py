@@ -107,7 +107,7 @@ def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
     output_dir = os.path.join(args.work_dir, bench.run_id(spec))
     os.makedirs(output_dir)
     with open(os.path.join(output_dir, "eval_results.txt"), "w") as f:
-        f.write("eval_accuracy = 0.8\neval_f1 = 0.86\ntrainable_params = 753794\n")
+        f.write("eval_accuracy = 0.8\neval_f1 = 0.86\ntrainable_params = 753794\ntrainable_percent = 3.2339\n")
     with open(os.path.join(output_dir, "run.log"), "w") as f:
         f.write("I1123 common.py:222] Optimizer: bias-corrected AdamW, learning rate 0.001\n")
     bench.adopt_finished([spec], args)
