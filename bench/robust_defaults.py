@@ -362,29 +362,42 @@ def squad_table(specs, records):
     return rows, lines
 
 
-def write_tables(suites, results_dir=RESULTS):
-    """Rewrites bench/results/robust_defaults_<suite>.{json,md} from the run files."""
+def read_records(results_dir=RESULTS) -> dict:
+    """Every run file of `results_dir`, by run id."""
     records = {}
     if os.path.isdir(results_dir):
         for name in os.listdir(results_dir):
             if name.endswith(".json"):
                 with open(os.path.join(results_dir, name), encoding="utf-8") as f:
                     records[name[:-5]] = json.load(f)
+    return records
+
+
+def suite_table(suite, records):
+    """(cell rows, markdown lines, commands) of one suite from the run records."""
+    specs = suite_specs(suite)
+    if suite.startswith("squad"):
+        rows, lines = squad_table(specs, records)
+    else:
+        rows, lines = glue_table(suite, specs, records)
+    done = sum(run_id(s) in records for s in specs)
+    title = [f"Suite `{suite}`: {done} of {len(specs)} runs done.", ""]
+    commands = sorted({records[run_id(s)]["command"] for s in specs if run_id(s) in records})
+    return rows, title + lines, commands
+
+
+def write_tables(suites, results_dir=RESULTS):
+    """Rewrites bench/results/robust_defaults_<suite>.{json,md} from the run files."""
+    records = read_records(results_dir)
     for suite in suites:
-        specs = suite_specs(suite)
-        if suite.startswith("squad"):
-            rows, lines = squad_table(specs, records)
-        else:
-            rows, lines = glue_table(suite, specs, records)
-        done = sum(run_id(s) in records for s in specs)
-        title = [f"Suite `{suite}`: {done} of {len(specs)} runs done.", ""]
-        commands = sorted({records[run_id(s)]["command"] for s in specs if run_id(s) in records})
+        rows, lines, commands = suite_table(suite, records)
         tail = ["", "Commands:", ""] + [f"    {c}" for c in commands]
         stem = os.path.join(os.path.dirname(results_dir), f"robust_defaults_{suite}")
-        write_json(stem + ".json", {"suite": suite, "runs_done": done, "runs": len(specs),
-                                    "cells": rows})
+        write_json(stem + ".json", {"suite": suite, "runs_done": len(
+            [s for s in suite_specs(suite) if run_id(s) in records]), "runs": len(suite_specs(suite)),
+            "cells": rows})
         with open(stem + ".md.tmp", "w", encoding="utf-8") as f:
-            f.write("\n".join(title + lines + tail) + "\n")
+            f.write("\n".join(lines + tail) + "\n")
         os.replace(stem + ".md.tmp", stem + ".md")
 
 

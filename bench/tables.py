@@ -181,6 +181,8 @@ SECTIONS: Dict[str, Callable[[], str]] = {
         "resadapter_squad_v2_4k/resadapter_comparison.json"),
     "storage": lambda: adapter_storage.markdown(load("adapter_storage.json")),
     "sweeps": sweeps,
+    "robust-defaults-mrpc": lambda: "\n".join(
+        robust_defaults.suite_table("mrpc", robust_defaults.read_records())[1]) + "\n",
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
 }
 
