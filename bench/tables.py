@@ -155,6 +155,11 @@ def headline() -> str:
     return "\n".join(lines) + "\n"
 
 
+def robust_defaults_table(suite: str) -> str:
+    """One suite of the robust-defaults benchmark, from its run files (no commands)."""
+    return "\n".join(robust_defaults.suite_table(suite, robust_defaults.read_records())[1]) + "\n"
+
+
 def sweeps() -> str:
     rows = load("mrpc_adapter_sweeps.json")["rows"]
     # The metrics adapter_sweeps.write_outputs puts in its table.
@@ -181,8 +186,8 @@ SECTIONS: Dict[str, Callable[[], str]] = {
         "resadapter_squad_v2_4k/resadapter_comparison.json"),
     "storage": lambda: adapter_storage.markdown(load("adapter_storage.json")),
     "sweeps": sweeps,
-    "robust-defaults-mrpc": lambda: "\n".join(
-        robust_defaults.suite_table("mrpc", robust_defaults.read_records())[1]) + "\n",
+    "robust-defaults-mrpc": lambda: robust_defaults_table("mrpc"),
+    "robust-defaults-squad": lambda: robust_defaults_table("squad"),
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
 }
 
