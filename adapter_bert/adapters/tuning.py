@@ -171,21 +171,28 @@ def pooler_is_untrained(model) -> bool:
     return not np.any(bert.pooler.dense.bias.numpy())
 
 
-def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":
-    """Counts weights per component of a built model: component -> (trainable, total).
+def parameter_components(model):
+    """Yields (variable, component) for every parameter of a built model.
 
-    State that is not a parameter (BatchNorm moving statistics) is not counted, as
-    PyTorch/PEFT count parameters only.
+    Components are `COMPONENTS`. State that is not a parameter (BatchNorm moving
+    statistics) is left out, as PyTorch/PEFT count parameters only.
     """
-    counts: Dict[str, list] = OrderedDict((c, [0, 0]) for c in COMPONENTS)
-    trainable_ids = {id(v) for v in model.trainable_weights}
     for scope, layer, component in _leaf_layers(model):
         state = {id(v) for v in state_weights(layer)}
-        for variable in (v for v in direct_weights(layer) if id(v) not in state):
-            size = int(np.prod(variable.shape))
-            counts[component][1] += size
-            if id(variable) in trainable_ids:
-                counts[component][0] += size
+        for variable in direct_weights(layer):
+            if id(variable) not in state:
+                yield variable, component
+
+
+def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":
+    """Counts weights per component of a built model: component -> (trainable, total)."""
+    counts: Dict[str, list] = OrderedDict((c, [0, 0]) for c in COMPONENTS)
+    trainable_ids = {id(v) for v in model.trainable_weights}
+    for variable, component in parameter_components(model):
+        size = int(np.prod(variable.shape))
+        counts[component][1] += size
+        if id(variable) in trainable_ids:
+            counts[component][0] += size
     return OrderedDict((k, (v[0], v[1])) for k, v in counts.items())
 
 
