@@ -373,31 +373,30 @@ def read_records(results_dir=RESULTS) -> dict:
     return records
 
 
-def suite_table(suite, records):
-    """(cell rows, markdown lines, commands) of one suite from the run records."""
+def suite_table(suite, records) -> dict:
+    """One suite from the run records: its cell rows, markdown lines, commands and counts."""
     specs = suite_specs(suite)
     if suite.startswith("squad"):
         rows, lines = squad_table(specs, records)
     else:
         rows, lines = glue_table(suite, specs, records)
-    done = sum(run_id(s) in records for s in specs)
-    title = [f"Suite `{suite}`: {done} of {len(specs)} runs done.", ""]
-    commands = sorted({records[run_id(s)]["command"] for s in specs if run_id(s) in records})
-    return rows, title + lines, commands
+    done = [s for s in specs if run_id(s) in records]
+    title = [f"Suite `{suite}`: {len(done)} of {len(specs)} runs done.", ""]
+    return {"rows": rows, "lines": title + lines, "runs_done": len(done), "runs": len(specs),
+            "commands": sorted({records[run_id(s)]["command"] for s in done})}
 
 
 def write_tables(suites, results_dir=RESULTS):
     """Rewrites bench/results/robust_defaults_<suite>.{json,md} from the run files."""
     records = read_records(results_dir)
     for suite in suites:
-        rows, lines, commands = suite_table(suite, records)
-        tail = ["", "Commands:", ""] + [f"    {c}" for c in commands]
+        table = suite_table(suite, records)
+        lines = table["lines"] + ["", "Commands:", ""] + [f"    {c}" for c in table["commands"]]
         stem = os.path.join(os.path.dirname(results_dir), f"robust_defaults_{suite}")
-        write_json(stem + ".json", {"suite": suite, "runs_done": len(
-            [s for s in suite_specs(suite) if run_id(s) in records]), "runs": len(suite_specs(suite)),
-            "cells": rows})
+        write_json(stem + ".json", {"suite": suite, "runs_done": table["runs_done"],
+                                    "runs": table["runs"], "cells": table["rows"]})
         with open(stem + ".md.tmp", "w", encoding="utf-8") as f:
-            f.write("\n".join(lines + tail) + "\n")
+            f.write("\n".join(lines) + "\n")
         os.replace(stem + ".md.tmp", stem + ".md")
 
 

@@ -157,7 +157,8 @@ def headline() -> str:
 
 def robust_defaults_table(suite: str) -> str:
     """One suite of the robust-defaults benchmark, from its run files (no commands)."""
-    return "\n".join(robust_defaults.suite_table(suite, robust_defaults.read_records())[1]) + "\n"
+    table = robust_defaults.suite_table(suite, robust_defaults.read_records())
+    return "\n".join(table["lines"]) + "\n"
 
 
 def sweeps() -> str:
