@@ -321,3 +321,63 @@ def test_full_fine_tuning_default_is_google(caplog):
     assert "learning rate 5e-05 (default for --tuning_mode=full" in caplog.text
     np.testing.assert_array_equal(_train_toy(default)[0],
                                   _train_toy(create_optimizer(5e-5, 10, 2))[0])
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_rate_factors_scale_a_variables_step_and_decay(bias_correction):
+    """A variable listed in rate_factors trains as if the whole rate were that multiple."""
+    rng = np.random.default_rng(3)
+    init = rng.normal(size=(4, 3)).astype(np.float32)
+    grads = [rng.normal(scale=2.0, size=(4, 3)).astype(np.float32) for _ in range(3)]
+
+    def train(rate, factors):
+        var = tf.Variable(init, name="net/adapters/weights1")
+        optimizer = create_optimizer(rate, 10, 2, bias_correction=bias_correction,
+                                     clip_norm=None, rate_factors=factors)
+        for grad in grads:
+            optimizer.apply_gradients([(tf.constant(grad), var)])
+        return var.numpy()
+
+    scaled = train(1e-3, {"net/adapters/weights1:0": 4.0})
+    np.testing.assert_allclose(scaled, train(4e-3, {}), rtol=0, atol=1e-6)
+    assert not np.allclose(scaled, train(1e-3, {}), rtol=0, atol=1e-5)
+
+
+def test_rate_factors_survive_serialisation():
+    optimizer = BertAdamW(rate_factors={"a/adapters/weights1:0": 3.0})
+    clone = BertAdamW.from_config(optimizer.get_config())
+    assert clone.rate_factors == {"a/adapters/weights1:0": 3.0}
+    with pytest.raises(ValueError, match="amsgrad"):
+        BertAdamW(bias_correction=True, amsgrad=True, rate_factors={"a:0": 2.0})
+
+
+def test_adapter_learning_rate_applies_to_the_adapters_only(caplog):
+    """--adapter_learning_rate gives exactly the adapter component its own rate."""
+    from adapter_bert.adapters.tuning import apply_tuning, parameter_components
+    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.training.loop import TrainSchedule
+    model = _tiny_classifier()
+    apply_tuning(model, "adapter")
+    values = _parsed(["--tuning_mode=adapter", "--learning_rate=3e-4",
+                      "--adapter_learning_rate=3e-3"])
+    with caplog.at_level("INFO", logger="absl"):
+        optimizer = run_optimizer(values, TrainSchedule(10, 2), model)
+    assert "adapters at learning rate 0.003 (--adapter_learning_rate)" in caplog.text
+    adapters = {v.name for v, component in parameter_components(model)
+                if component == "adapters" and v.trainable}
+    assert adapters and set(optimizer.rate_factors) == adapters
+    assert all(f == pytest.approx(10.0) for f in optimizer.rate_factors.values())
+    others = [v for v in model.trainable_weights if v.name not in adapters]
+    assert others and all(optimizer._rate_factor(v) == 1.0 for v in others)
+    assert run_optimizer(_parsed(["--tuning_mode=adapter"]), TrainSchedule(10, 2),
+                         model).rate_factors == {}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tuning_mode=full", "--adapter_learning_rate=1e-3"], "only used with --tuning_mode=adapter"),
+    (["--tuning_mode=adapter", "--adapter_learning_rate=-1"], "adapter_learning_rate"),
+])
+def test_adapter_learning_rate_flag_is_checked(argv, message, tmp_path):
+    from adapter_bert.tasks.flags import FlagError, validate_common
+    with pytest.raises(FlagError, match=message):
+        validate_common(_parsed(["--do_train", f"--output_dir={tmp_path}", *argv]))

@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
+from adapter_bert.adapters.tuning import parameter_components
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
                                             load_tokenizer, validate_case_matches_checkpoint)
 from adapter_bert.io_utils import atomic_write_text, makedirs, remove_stale_temporaries
@@ -253,15 +254,27 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
     return schedule, spe
 
 
-def run_optimizer(flag_values, schedule):
+def run_optimizer(flag_values, schedule, model=None):
     """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant.
 
     Unset `--learning_rate` / `--adam_bias_correction` / `--adam_epsilon` (None) take the
-    tuning mode's defaults (`training.optimizer.choose_optimizer`).
+    tuning mode's defaults (`training.optimizer.choose_optimizer`). With
+    `--adapter_learning_rate`, the `model`'s adapter weights (the "adapters" component of
+    `tuning.parameter_components`) train at that rate instead.
     """
     choice = choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
-                              flag_values.adam_bias_correction, flag_values.adam_epsilon)
+                              flag_values.adam_bias_correction, flag_values.adam_epsilon,
+                              getattr(flag_values, "adapter_learning_rate", None))
     logging.info(choice.describe())
     return create_optimizer(choice.learning_rate, schedule.num_train_steps,
                             schedule.num_warmup_steps, bias_correction=choice.bias_correction,
-                            epsilon=choice.epsilon)
+                            epsilon=choice.epsilon, rate_factors=adapter_rate_factors(choice, model))
+
+
+def adapter_rate_factors(choice, model) -> Dict[str, float]:
+    """Variable name -> rate multiple for the adapters under --adapter_learning_rate."""
+    if choice.adapter_learning_rate is None:
+        return {}
+    factor = choice.adapter_learning_rate / choice.learning_rate
+    return {variable.name: factor for variable, component in parameter_components(model)
+            if component == "adapters" and variable.trainable}

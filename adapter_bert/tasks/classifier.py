@@ -105,7 +105,7 @@ class ClassifierRun(base.TaskRun):
                      flag_values.train_batch_size, schedule.num_train_steps,
                      schedule.num_warmup_steps)
         with self.strategy.scope():
-            optimizer = base.run_optimizer(flag_values, schedule)
+            optimizer = base.run_optimizer(flag_values, schedule, self.model)
             self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe,
                                jit_compile=self.pipeline.jit_compile)
         dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],

@@ -158,6 +158,10 @@ def _define_port_flags():
                        "Adam's epsilon. Default: 1e-8 (PyTorch AdamW's) with bias correction, "
                        "Google's 1e-6 without; at 1e-6 the adapters' gradients (about 1e-6) "
                        "are damped to a fraction of the learning rate.")
+    flags.DEFINE_float("adapter_learning_rate", None,
+                       "Peak learning rate of the adapters' weights and biases (same warmup "
+                       "and decay); the LayerNorms, pooler and head keep --learning_rate. "
+                       "Only with --tuning_mode=adapter. Default: --learning_rate.")
     flags.DEFINE_bool("deterministic", False,
                       "Enable TensorFlow op determinism: the same seed and flags give "
                       "bit-identical results on the same machine (slower).")
@@ -309,6 +313,11 @@ def validate_common(values) -> None:
         check_positive("learning_rate", values.learning_rate)
     if getattr(values, "adam_epsilon", None) is not None:
         check_positive("adam_epsilon", values.adam_epsilon)
+    if getattr(values, "adapter_learning_rate", None) is not None:
+        check_positive("adapter_learning_rate", values.adapter_learning_rate)
+        if values.tuning_mode != "adapter":
+            raise FlagError("--adapter_learning_rate is only used with --tuning_mode=adapter, "
+                            f"got --tuning_mode={values.tuning_mode}")
     if not 0.0 <= values.warmup_proportion <= 1.0:
         raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):

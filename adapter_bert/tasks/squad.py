@@ -220,7 +220,7 @@ class SquadRun(base.TaskRun):
                      "*****", len(self.train_examples), len(features), values.train_batch_size,
                      schedule.num_train_steps, schedule.num_warmup_steps)
         with self.strategy.scope():
-            optimizer = base.run_optimizer(values, schedule)
+            optimizer = base.run_optimizer(values, schedule, self.model)
             compile_span_model(self.model, optimizer, spe, self.pipeline.jit_compile)
         batches = self.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS,
                                               values.train_batch_size,

@@ -25,7 +25,7 @@ because an epsilon of 1e-6 is as large as the adapters' gradients
 """
 
 import dataclasses
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras as keras
@@ -72,6 +72,7 @@ class OptimizerChoice:
     bias_correction_given: bool
     epsilon: float = GOOGLE_EPSILON
     epsilon_given: bool = False
+    adapter_learning_rate: Optional[float] = None
 
     def describe(self) -> str:
         """The log line naming the rate, the Adam variant and where each came from."""
@@ -92,12 +93,17 @@ class OptimizerChoice:
         if not self.epsilon_given:
             epsilon += (" (default for this Adam variant; --adam_epsilon sets it)"
                         if self.bias_correction else "")
-        return f"Optimizer: {adam}, {rate}, {epsilon}"
+        adapters = ""
+        if self.adapter_learning_rate is not None:
+            adapters = (f", adapters at learning rate {self.adapter_learning_rate:g} "
+                        "(--adapter_learning_rate)")
+        return f"Optimizer: {adam}, {rate}{adapters}, {epsilon}"
 
 
 def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
                      bias_correction: Optional[bool] = None,
-                     epsilon: Optional[float] = None) -> OptimizerChoice:
+                     epsilon: Optional[float] = None,
+                     adapter_learning_rate: Optional[float] = None) -> OptimizerChoice:
     """The learning rate, Adam variant and epsilon of a run; None means "the default".
 
     Parameter-efficient modes (`PARAMETER_EFFICIENT_MODES`) default to bias-corrected
@@ -111,6 +117,8 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
         learning_rate: `--learning_rate`, or None when not given.
         bias_correction: `--adam_bias_correction`, or None when not given.
         epsilon: `--adam_epsilon`, or None when not given.
+        adapter_learning_rate: `--adapter_learning_rate`, or None: the adapters train at
+            the learning rate like every other weight.
 
     Returns:
         An `OptimizerChoice`.
@@ -126,7 +134,9 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
         learning_rate_given=learning_rate is not None,
         bias_correction_given=bias_correction is not None,
         epsilon=float(default_epsilon if epsilon is None else epsilon),
-        epsilon_given=epsilon is not None)
+        epsilon_given=epsilon is not None,
+        adapter_learning_rate=(None if adapter_learning_rate is None
+                               else float(adapter_learning_rate)))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -200,6 +210,9 @@ class BertAdamW(keras.optimizers.AdamW):
         no_decay_patterns: regular expressions; variables whose name matches one
             get no weight decay. Stored in the config, unlike Keras' own
             `exclude_from_weight_decay`, so the choice survives serialisation.
+        rate_factors: variable name -> multiple of the learning rate that variable
+            trains at (its Adam step and its weight decay), as a PyTorch parameter
+            group with its own rate; unlisted variables train at the rate itself.
         **kwargs: any other `keras.optimizers.AdamW` argument (`beta_1`, `beta_2`,
             `epsilon`, `global_clipnorm`, ...).
 
@@ -208,11 +221,16 @@ class BertAdamW(keras.optimizers.AdamW):
     """
 
     def __init__(self, learning_rate=0.001, weight_decay=0.01, bias_correction=False,
-                 no_decay_patterns: Sequence[str] = (), name="BertAdamW", **kwargs):
+                 no_decay_patterns: Sequence[str] = (),
+                 rate_factors: Optional[Dict[str, float]] = None, name="BertAdamW",
+                 **kwargs):
         super().__init__(learning_rate=learning_rate, weight_decay=weight_decay,
                          name=name, **kwargs)
         if self.amsgrad and not bias_correction:
             raise ValueError("amsgrad is only supported with bias_correction=True")
+        self.rate_factors = {str(k): float(v) for k, v in (rate_factors or {}).items()}
+        if self.amsgrad and self.rate_factors:
+            raise ValueError("amsgrad does not support rate_factors")
         self.bias_correction = bool(bias_correction)
         self.no_decay_patterns = tuple(no_decay_patterns)
         if self.no_decay_patterns:
@@ -225,12 +243,19 @@ class BertAdamW(keras.optimizers.AdamW):
             gradient: the (clipped) gradient, dense or `tf.IndexedSlices`.
             variable: the model variable to update.
         """
-        if self.bias_correction:
+        factor = self._rate_factor(variable)
+        if self.bias_correction and factor == 1.0:
             return super().update_step(gradient, variable)
         dtype = variable.dtype
         lr = tf.cast(self.learning_rate, dtype)
+        if factor != 1.0:
+            lr = lr * factor
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
+        if self.bias_correction:
+            # Keras' rule: the rate absorbs both corrections, epsilon stays uncorrected.
+            step = tf.cast(self.iterations + 1, dtype)
+            lr = lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
         index = self._index_dict[self._var_key(variable)]
         m, v = self._momentums[index], self._velocities[index]
         if isinstance(gradient, tf.IndexedSlices):
@@ -246,17 +271,32 @@ class BertAdamW(keras.optimizers.AdamW):
             v.assign(beta_2 * v + (1 - beta_2) * tf.square(gradient))
         variable.assign_sub(lr * m / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
 
+    def _rate_factor(self, variable) -> float:
+        """The multiple of the learning rate `variable` trains at (1.0 unless listed)."""
+        return self.rate_factors.get(variable.name, 1.0)
+
+    def _apply_weight_decay(self, variables):
+        """Keras' decoupled decay, at each variable's own rate when `rate_factors` is set."""
+        if not self.rate_factors or self.weight_decay is None:
+            return super()._apply_weight_decay(variables)
+        for variable in variables:
+            if self._use_weight_decay(variable):
+                lr = tf.cast(self.learning_rate, variable.dtype) * self._rate_factor(variable)
+                variable.assign_sub(variable * tf.cast(self.weight_decay, variable.dtype) * lr)
+
     def get_config(self):
         config = super().get_config()
         config.update(bias_correction=self.bias_correction,
-                      no_decay_patterns=list(self.no_decay_patterns))
+                      no_decay_patterns=list(self.no_decay_patterns),
+                      rate_factors=dict(self.rate_factors))
         return config
 
 
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
                      weight_decay: float = 0.01, epsilon: float = 1e-6, beta_1: float = 0.9,
                      beta_2: float = 0.999, clip_norm: Optional[float] = 1.0,
-                     bias_correction: bool = False) -> BertAdamW:
+                     bias_correction: bool = False,
+                     rate_factors: Optional[Dict[str, float]] = None) -> BertAdamW:
     """Google BERT's fine-tuning optimiser as a tf-keras `AdamW`.
 
     Args:
@@ -270,6 +310,7 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
         clip_norm: clip gradients to this global norm; None or 0 disables clipping.
         bias_correction: False reproduces Google's optimiser exactly; True is Keras'
             standard bias-corrected AdamW.
+        rate_factors: variable name -> multiple of the learning rate (`BertAdamW`).
 
     Returns:
         A `BertAdamW` (a `keras.optimizers.AdamW`) driven by `WarmupLinearDecay`.
@@ -281,4 +322,4 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
     return BertAdamW(learning_rate=schedule, weight_decay=weight_decay,
                      bias_correction=bias_correction, no_decay_patterns=NO_DECAY_PATTERNS,
                      beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
-                     global_clipnorm=clip_norm or None)
+                     global_clipnorm=clip_norm or None, rate_factors=rate_factors)
