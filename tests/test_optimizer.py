@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.training.optimizer import (NO_DECAY_PATTERNS, BertAdamW, WarmupLinearDecay,
+from adapter_bert.training.optimizer import (NO_DECAY_PATTERNS, STEP_CEILING, BertAdamW,
+                                             WarmupLinearDecay, ceiling_scale,
                                              adam_step_multiplier, choose_optimizer,
                                              create_optimizer)
 
@@ -192,13 +193,14 @@ def test_amsgrad_needs_bias_correction():
 
 # --- the learning rate and Adam variant each tuning mode gets ---------------------------
 
-@pytest.mark.parametrize("mode, rate, corrected", [
-    ("adapter", 1e-3, True), ("layernorm", 1e-3, True),
-    ("full", 5e-5, False), ("top_k", 5e-5, False)])
-def test_mode_defaults(mode, rate, corrected):
+@pytest.mark.parametrize("mode, rate, ceiling", [
+    ("adapter", 1e-3, STEP_CEILING), ("layernorm", 1e-3, STEP_CEILING),
+    ("full", 5e-5, None), ("top_k", 5e-5, None)])
+def test_mode_defaults(mode, rate, ceiling):
     choice = choose_optimizer(mode)
-    assert (choice.learning_rate, choice.bias_correction) == (rate, corrected)
-    assert choice.epsilon == (1e-8 if corrected else 1e-6)
+    assert (choice.learning_rate, choice.bias_correction, choice.step_ceiling) == \
+        (rate, False, ceiling)
+    assert choice.epsilon == (1e-6 if ceiling is None else 1e-8)
     assert not (choice.learning_rate_given or choice.bias_correction_given
                 or choice.epsilon_given)
 
@@ -218,13 +220,18 @@ def test_explicit_values_win(mode, corrected):
     choice = choose_optimizer(mode, learning_rate=3e-4, bias_correction=corrected)
     assert (choice.learning_rate, choice.bias_correction) == (3e-4, corrected)
     assert choice.learning_rate_given and choice.bias_correction_given
+    assert choice.step_ceiling is None  # either flag value turns the ceiling off
 
 
 def test_log_line_names_rate_variant_and_how_to_change_them():
     assert choose_optimizer("adapter").describe() == (
-        "Optimizer: bias-corrected AdamW (default for --tuning_mode=adapter; "
-        "--noadam_bias_correction restores Google's uncorrected AdamW), learning rate 0.001 "
-        "(default for --tuning_mode=adapter; --learning_rate sets it), epsilon 1e-08 "
+        "Optimizer: Google's AdamW without bias correction, its overshoot held to a rate of "
+        "0.003 (default for --tuning_mode=adapter; --noadam_bias_correction restores "
+        "Google's uncorrected AdamW, --adam_bias_correction gives bias-corrected AdamW), "
+        "learning rate 0.001 (default for --tuning_mode=adapter; --learning_rate sets it), "
+        "epsilon 1e-08 (default for this Adam variant; --adam_epsilon sets it)")
+    assert choose_optimizer("adapter", 3e-3, True).describe() == (
+        "Optimizer: bias-corrected AdamW, learning rate 0.003, epsilon 1e-08 "
         "(default for this Adam variant; --adam_epsilon sets it)")
     assert choose_optimizer("full").describe() == (
         "Optimizer: Google's AdamW without bias correction (default for --tuning_mode=full; "
@@ -233,6 +240,57 @@ def test_log_line_names_rate_variant_and_how_to_change_them():
     assert choose_optimizer("adapter", 3e-3, False).describe() == (
         "Optimizer: Google's AdamW without bias correction, learning rate 0.003, "
         "epsilon 1e-06")
+
+
+@pytest.mark.parametrize("peak, rate_at_step_10", [
+    (3e-4, 3e-4 * adam_step_multiplier(10)),  # under the ceiling: Google's step (6.5x)
+    (1e-3, 3e-3),                             # overshoot held to the ceiling
+    (3e-3, 3e-3),                             # at or above the ceiling: the corrected step
+    (1e-2, 1e-2)])
+def test_ceiling_scale_holds_googles_overshoot_under_the_ceiling(peak, rate_at_step_10):
+    # The rate a step takes relative to the bias-corrected update: peak * overshoot * scale.
+    overshoot = adam_step_multiplier(10)
+    assert peak * overshoot * ceiling_scale(overshoot, peak, 3e-3) == \
+        pytest.approx(rate_at_step_10)
+    # Once the overshoot has faded, every rate up to the ceiling gets Google's step.
+    late = adam_step_multiplier(100000)
+    assert peak * late * ceiling_scale(late, peak, 3e-3) == pytest.approx(
+        peak * late if peak <= 3e-3 else peak)
+
+
+@pytest.mark.parametrize("peak", [3e-4, 1e-3, 3e-3])
+def test_step_ceiling_update_matches_its_definition(peak):
+    """The ceiling's update is Google's times ceiling_scale, checked against numpy."""
+    rng = np.random.default_rng(5)
+    init = rng.normal(size=(6,)).astype(np.float32)
+    grads = [rng.normal(scale=1e-3, size=(6,)).astype(np.float32) for _ in range(12)]
+    var = tf.Variable(init, name="x")
+    optimizer = BertAdamW(learning_rate=peak, weight_decay=0.0, epsilon=1e-8,
+                          step_ceiling=3e-3)
+    m = np.zeros(6)
+    v = np.zeros(6)
+    want = init.astype(np.float64)
+    for t, grad in enumerate(grads, start=1):
+        optimizer.apply_gradients([(tf.constant(grad), var)])
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * grad.astype(np.float64) ** 2
+        scale = ceiling_scale(adam_step_multiplier(t), peak, 3e-3)
+        want = want - peak * scale * m / (np.sqrt(v) + 1e-8)
+    np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-7)
+
+
+def test_at_the_ceiling_the_step_is_keras_corrected_adamw_bit_for_bit():
+    ceiling = create_optimizer(3e-3, 10, 2, epsilon=1e-8, step_ceiling=3e-3)
+    corrected = create_optimizer(3e-3, 10, 2, bias_correction=True, epsilon=1e-8)
+    for got, want in zip(_train_toy(ceiling), _train_toy(corrected)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_step_ceiling_needs_googles_rule():
+    with pytest.raises(ValueError, match="step_ceiling"):
+        BertAdamW(bias_correction=True, step_ceiling=3e-3)
+    clone = BertAdamW.from_config(BertAdamW(step_ceiling=3e-3).get_config())
+    assert clone.step_ceiling == 3e-3
 
 
 def test_adam_step_multiplier():
@@ -295,20 +353,22 @@ def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
         np.testing.assert_array_equal(got, want)
 
 
-def test_adapter_default_is_corrected_and_differs_from_google(caplog):
+def test_adapter_default_holds_googles_overshoot_under_the_ceiling(caplog):
     from adapter_bert.tasks.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=adapter"])
     with caplog.at_level("INFO", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
-    assert (default.bias_correction, default.epsilon) == (True, 1e-8)
+    assert (default.bias_correction, default.step_ceiling, default.epsilon) == \
+        (False, STEP_CEILING, 1e-8)
     assert float(default._learning_rate(5)) == pytest.approx(1e-3 * (1 - 5 / 10))
     assert "learning rate 0.001 (default for --tuning_mode=adapter" in caplog.text
-    google = create_optimizer(1e-3, 10, 2, bias_correction=False)
-    corrected = create_optimizer(1e-3, 10, 2, bias_correction=True, epsilon=1e-8)
+    ceiling = create_optimizer(1e-3, 10, 2, epsilon=1e-8, step_ceiling=STEP_CEILING)
     got = _train_toy(default)
-    np.testing.assert_array_equal(got[0], _train_toy(corrected)[0])
-    assert not np.allclose(got[0], _train_toy(google)[0])
+    np.testing.assert_array_equal(got[0], _train_toy(ceiling)[0])
+    for other in (create_optimizer(1e-3, 10, 2, epsilon=1e-8),
+                  create_optimizer(1e-3, 10, 2, bias_correction=True, epsilon=1e-8)):
+        assert not np.allclose(got[0], _train_toy(other)[0])
 
 
 def test_full_fine_tuning_default_is_google(caplog):

@@ -268,7 +268,8 @@ def run_optimizer(flag_values, schedule, model=None):
     logging.info(choice.describe())
     return create_optimizer(choice.learning_rate, schedule.num_train_steps,
                             schedule.num_warmup_steps, bias_correction=choice.bias_correction,
-                            epsilon=choice.epsilon, rate_factors=adapter_rate_factors(choice, model))
+                            epsilon=choice.epsilon, rate_factors=adapter_rate_factors(choice, model),
+                            step_ceiling=choice.step_ceiling)
 
 
 def adapter_rate_factors(choice, model) -> Dict[str, float]:

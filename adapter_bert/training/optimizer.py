@@ -17,10 +17,12 @@ original exactly; `bias_correction=True` is plain Keras `AdamW`.
 
 `choose_optimizer` picks a run's learning rate and Adam variant from its tuning mode:
 full (and top-k) fine-tuning keep Google's optimizer and 5e-5; the parameter-efficient
-modes (adapters, LayerNorms) default to bias-corrected Adam with epsilon 1e-8 and 1e-3,
-because Google's uncorrected first updates are several times the learning rate, which at
-adapter rates collapses the encoder's output and training to the majority class, and
-because an epsilon of 1e-6 is as large as the adapters' gradients
+modes (adapters, LayerNorms) default to 1e-3 and to Google's uncorrected Adam with its
+overshoot held under a ceiling (`STEP_CEILING`), with epsilon 1e-8. The overshoot, steps
+2-6 times the learning rate for the first few hundred steps, is what trains adapters at
+the original's 3e-4; past the adapters' stable rate (about 3e-3 on MRPC and SQuAD) it
+collapses the encoder's output and training to the majority class, so the ceiling keeps
+it below that rate. An epsilon of 1e-6 is as large as the adapters' gradients
 (docs/stability.md has the measurements).
 """
 
@@ -44,6 +46,10 @@ PARAMETER_EFFICIENT_MODES = ("adapter", "layernorm")
 # steps by about the learning rate (docs/stability.md).
 GOOGLE_EPSILON = 1e-6
 CORRECTED_EPSILON = 1e-8
+# The highest rate the parameter-efficient modes' default optimizer lets Google's overshoot
+# reach (times the schedule's shape): adapters train well with plain bias-corrected Adam at
+# 3e-3 and collapse at 1.2e-2 on MRPC and SQuAD (docs/stability.md).
+STEP_CEILING = 3e-3
 # Google's fine-tuning rate (its scripts' --learning_rate default), and the rate the
 # parameter-efficient modes use when no --learning_rate is given.
 FINE_TUNING_LEARNING_RATE = 5e-5
@@ -61,6 +67,20 @@ def adam_step_multiplier(step: int, beta_1: float = 0.9, beta_2: float = 0.999) 
     return (1.0 - beta_1 ** step) / (1.0 - beta_2 ** step) ** 0.5
 
 
+def ceiling_scale(overshoot, peak: float, ceiling: float):
+    """Factor on Google's uncorrected step under `ceiling` (`BertAdamW(step_ceiling=...)`).
+
+    Google's step at peak rate `peak` is the bias-corrected one times `overshoot`
+    (`adam_step_multiplier`). The overshoot is allowed up to `ceiling / peak`, never
+    below 1: so at `peak >= ceiling` the step is exactly the bias-corrected one, and at
+    `peak <= ceiling / overshoot` exactly Google's. Works on floats and tensors.
+    """
+    allowed = max(1.0, ceiling / peak)
+    if isinstance(overshoot, (int, float)):
+        return min(1.0, allowed / overshoot)
+    return tf.minimum(tf.ones_like(overshoot), allowed / overshoot)
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerChoice:
     """A run's learning rate and Adam variant, and whether each was given or defaulted."""
@@ -73,13 +93,19 @@ class OptimizerChoice:
     epsilon: float = GOOGLE_EPSILON
     epsilon_given: bool = False
     adapter_learning_rate: Optional[float] = None
+    step_ceiling: Optional[float] = None
 
     def describe(self) -> str:
         """The log line naming the rate, the Adam variant and where each came from."""
         rate = f"learning rate {self.learning_rate:g}"
         if not self.learning_rate_given:
             rate += f" (default for --tuning_mode={self.tuning_mode}; --learning_rate sets it)"
-        if self.bias_correction:
+        if self.step_ceiling is not None:
+            adam = (f"Google's AdamW without bias correction, its overshoot held to a rate of "
+                    f"{self.step_ceiling:g} (default for --tuning_mode={self.tuning_mode}; "
+                    "--noadam_bias_correction restores Google's uncorrected AdamW, "
+                    "--adam_bias_correction gives bias-corrected AdamW)")
+        elif self.bias_correction:
             adam = "bias-corrected AdamW"
             if not self.bias_correction_given:
                 adam += (f" (default for --tuning_mode={self.tuning_mode}; "
@@ -92,7 +118,7 @@ class OptimizerChoice:
         epsilon = f"epsilon {self.epsilon:g}"
         if not self.epsilon_given:
             epsilon += (" (default for this Adam variant; --adam_epsilon sets it)"
-                        if self.bias_correction else "")
+                        if self.bias_correction or self.step_ceiling is not None else "")
         adapters = ""
         if self.adapter_learning_rate is not None:
             adapters = (f", adapters at learning rate {self.adapter_learning_rate:g} "
@@ -106,11 +132,13 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
                      adapter_learning_rate: Optional[float] = None) -> OptimizerChoice:
     """The learning rate, Adam variant and epsilon of a run; None means "the default".
 
-    Parameter-efficient modes (`PARAMETER_EFFICIENT_MODES`) default to bias-corrected
-    Adam at `ADAPTER_LEARNING_RATE`; the others keep Google's uncorrected Adam at
-    `FINE_TUNING_LEARNING_RATE`. Epsilon defaults to the variant's: Google's 1e-6
-    without bias correction, `CORRECTED_EPSILON` with it. A value given explicitly always
-    wins, so `bias_correction=False` alone reproduces Google's optimizer in every mode.
+    Parameter-efficient modes (`PARAMETER_EFFICIENT_MODES`) default to
+    `ADAPTER_LEARNING_RATE` and Google's uncorrected Adam under `STEP_CEILING`; the others
+    keep Google's uncorrected Adam at `FINE_TUNING_LEARNING_RATE`. `bias_correction`
+    given picks plain bias-corrected Adam (True) or Google's exactly (False), in every
+    mode. Epsilon defaults to the variant's: Google's 1e-6 for Google's rule,
+    `CORRECTED_EPSILON` for the others. A value given explicitly always wins, so
+    `bias_correction=False` alone reproduces Google's optimizer in every mode.
 
     Args:
         tuning_mode: the run's tuning mode (`tuning.TUNING_MODES`).
@@ -125,8 +153,10 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
     """
     efficient = tuning_mode in PARAMETER_EFFICIENT_MODES
     default_rate = ADAPTER_LEARNING_RATE if efficient else FINE_TUNING_LEARNING_RATE
-    corrected = bool(efficient if bias_correction is None else bias_correction)
-    default_epsilon = CORRECTED_EPSILON if corrected else GOOGLE_EPSILON
+    corrected = bool(bias_correction)
+    ceiling = STEP_CEILING if efficient and bias_correction is None else None
+    googles = not corrected and ceiling is None
+    default_epsilon = GOOGLE_EPSILON if googles else CORRECTED_EPSILON
     return OptimizerChoice(
         tuning_mode=tuning_mode,
         learning_rate=float(default_rate if learning_rate is None else learning_rate),
@@ -136,7 +166,8 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
         epsilon=float(default_epsilon if epsilon is None else epsilon),
         epsilon_given=epsilon is not None,
         adapter_learning_rate=(None if adapter_learning_rate is None
-                               else float(adapter_learning_rate)))
+                               else float(adapter_learning_rate)),
+        step_ceiling=ceiling)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -213,6 +244,8 @@ class BertAdamW(keras.optimizers.AdamW):
         rate_factors: variable name -> multiple of the learning rate that variable
             trains at (its Adam step and its weight decay), as a PyTorch parameter
             group with its own rate; unlisted variables train at the rate itself.
+        step_ceiling: with `bias_correction=False`, hold Google's overshoot to this
+            rate (times the schedule's shape; `ceiling_scale`); None for Google's rule.
         **kwargs: any other `keras.optimizers.AdamW` argument (`beta_1`, `beta_2`,
             `epsilon`, `global_clipnorm`, ...).
 
@@ -222,8 +255,8 @@ class BertAdamW(keras.optimizers.AdamW):
 
     def __init__(self, learning_rate=0.001, weight_decay=0.01, bias_correction=False,
                  no_decay_patterns: Sequence[str] = (),
-                 rate_factors: Optional[Dict[str, float]] = None, name="BertAdamW",
-                 **kwargs):
+                 rate_factors: Optional[Dict[str, float]] = None,
+                 step_ceiling: Optional[float] = None, name="BertAdamW", **kwargs):
         super().__init__(learning_rate=learning_rate, weight_decay=weight_decay,
                          name=name, **kwargs)
         if self.amsgrad and not bias_correction:
@@ -232,6 +265,10 @@ class BertAdamW(keras.optimizers.AdamW):
         if self.amsgrad and self.rate_factors:
             raise ValueError("amsgrad does not support rate_factors")
         self.bias_correction = bool(bias_correction)
+        if step_ceiling is not None and (self.bias_correction or step_ceiling <= 0):
+            raise ValueError("step_ceiling needs bias_correction=False and a positive value, "
+                             f"got {step_ceiling}")
+        self.step_ceiling = None if step_ceiling is None else float(step_ceiling)
         self.no_decay_patterns = tuple(no_decay_patterns)
         if self.no_decay_patterns:
             self.exclude_from_weight_decay(var_names=list(self.no_decay_patterns))
@@ -244,7 +281,10 @@ class BertAdamW(keras.optimizers.AdamW):
             variable: the model variable to update.
         """
         factor = self._rate_factor(variable)
-        if self.bias_correction and factor == 1.0:
+        # At or above the ceiling the overshoot is held to nothing: Keras' corrected rule.
+        corrected = self.bias_correction or (
+            self.step_ceiling is not None and self._peak_rate() * factor >= self.step_ceiling)
+        if corrected and factor == 1.0:
             return super().update_step(gradient, variable)
         dtype = variable.dtype
         lr = tf.cast(self.learning_rate, dtype)
@@ -252,10 +292,14 @@ class BertAdamW(keras.optimizers.AdamW):
             lr = lr * factor
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
-        if self.bias_correction:
+        if corrected:
             # Keras' rule: the rate absorbs both corrections, epsilon stays uncorrected.
             step = tf.cast(self.iterations + 1, dtype)
             lr = lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+        elif self.step_ceiling is not None:
+            step = tf.cast(self.iterations + 1, dtype)
+            overshoot = (1 - tf.pow(beta_1, step)) / tf.sqrt(1 - tf.pow(beta_2, step))
+            lr = lr * ceiling_scale(overshoot, self._peak_rate() * factor, self.step_ceiling)
         index = self._index_dict[self._var_key(variable)]
         m, v = self._momentums[index], self._velocities[index]
         if isinstance(gradient, tf.IndexedSlices):
@@ -270,6 +314,14 @@ class BertAdamW(keras.optimizers.AdamW):
             m.assign(beta_1 * m + (1 - beta_1) * gradient)
             v.assign(beta_2 * v + (1 - beta_2) * tf.square(gradient))
         variable.assign_sub(lr * m / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
+
+    def _peak_rate(self) -> float:
+        """The schedule's peak (or the constant rate)."""
+        rate = self._learning_rate
+        if isinstance(rate, WarmupLinearDecay):
+            return rate.peak
+        with tf.init_scope():  # a constant rate: its value when the step is traced
+            return float(rate.numpy() if hasattr(rate, "numpy") else rate)
 
     def _rate_factor(self, variable) -> float:
         """The multiple of the learning rate `variable` trains at (1.0 unless listed)."""
@@ -288,7 +340,7 @@ class BertAdamW(keras.optimizers.AdamW):
         config = super().get_config()
         config.update(bias_correction=self.bias_correction,
                       no_decay_patterns=list(self.no_decay_patterns),
-                      rate_factors=dict(self.rate_factors))
+                      rate_factors=dict(self.rate_factors), step_ceiling=self.step_ceiling)
         return config
 
 
@@ -296,7 +348,8 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
                      weight_decay: float = 0.01, epsilon: float = 1e-6, beta_1: float = 0.9,
                      beta_2: float = 0.999, clip_norm: Optional[float] = 1.0,
                      bias_correction: bool = False,
-                     rate_factors: Optional[Dict[str, float]] = None) -> BertAdamW:
+                     rate_factors: Optional[Dict[str, float]] = None,
+                     step_ceiling: Optional[float] = None) -> BertAdamW:
     """Google BERT's fine-tuning optimiser as a tf-keras `AdamW`.
 
     Args:
@@ -311,6 +364,7 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
         bias_correction: False reproduces Google's optimiser exactly; True is Keras'
             standard bias-corrected AdamW.
         rate_factors: variable name -> multiple of the learning rate (`BertAdamW`).
+        step_ceiling: hold Google's overshoot to this rate (`BertAdamW`); None: none.
 
     Returns:
         A `BertAdamW` (a `keras.optimizers.AdamW`) driven by `WarmupLinearDecay`.
@@ -322,4 +376,5 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
     return BertAdamW(learning_rate=schedule, weight_decay=weight_decay,
                      bias_correction=bias_correction, no_decay_patterns=NO_DECAY_PATTERNS,
                      beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
-                     global_clipnorm=clip_norm or None, rate_factors=rate_factors)
+                     global_clipnorm=clip_norm or None, rate_factors=rate_factors,
+                     step_ceiling=step_ceiling)
