@@ -149,15 +149,15 @@ def _define_port_flags():
                       "Bias-correct Adam's moment estimates as Keras/PyTorch AdamW do. Google's "
                       "optimizer does not: its updates are then up to ~6x larger than "
                       "--learning_rate over the first hundred steps (2x at step 300), which "
-                      "at adapter learning rates collapses the encoder output and stalls "
-                      "training. "
-                      "Default: on for --tuning_mode=adapter and layernorm, off (Google's "
-                      "optimizer, bit for bit) for full and top_k; --noadam_bias_correction "
-                      "restores Google's optimizer in every mode.")
+                      "trains adapters at 3e-4 and collapses them at 1e-3 and above. "
+                      "Default: for --tuning_mode=adapter and layernorm, Google's rule with "
+                      "that overshoot held to what bias-corrected Adam takes at a 3e-3 rate; "
+                      "for full and top_k, Google's optimizer bit for bit. "
+                      "--noadam_bias_correction restores Google's optimizer in every mode.")
     flags.DEFINE_float("adam_epsilon", None,
-                       "Adam's epsilon. Default: 1e-8 (PyTorch AdamW's) with bias correction, "
-                       "Google's 1e-6 without; at 1e-6 the adapters' gradients (about 1e-6) "
-                       "are damped to a fraction of the learning rate.")
+                       "Adam's epsilon. Default: Google's 1e-6 for Google's optimizer, 1e-8 "
+                       "(PyTorch AdamW's) otherwise; at 1e-6 the adapters' gradients (about "
+                       "1e-6) are damped to a fraction of the learning rate.")
     flags.DEFINE_float("adapter_learning_rate", None,
                        "Peak learning rate of the adapters' weights and biases (same warmup "
                        "and decay); the LayerNorms, pooler and head keep --learning_rate. "
