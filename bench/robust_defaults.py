@@ -30,6 +30,7 @@ finished is recorded from its output folder (also by --tables_only).
 Usage:
     python -m bench.robust_defaults --suites=mrpc,squad,stability
     python -m bench.robust_defaults --suites=squad_full
+    python -m bench.robust_defaults --suites=stability --modes=full   # one mode's cells
     python -m bench.robust_defaults --tables_only
 """
 
@@ -54,6 +55,7 @@ SHARED = os.path.join(REPO, "..", "shared", "data")
 RESULTS = os.path.join(HERE, "results", "robust_defaults")
 SEEDS = (42, 43, 44)
 SUITES = ("mrpc", "squad", "stability", "squad_full")
+MODES = ("adapter", "full")
 # Item targets for the MRPC adapter cells (mean accuracy, mean F1, lowest seed accuracy).
 MRPC_TARGET = (80.0, 86.0, 78.0)
 
@@ -478,6 +480,8 @@ def main():
     parser.add_argument("--work_dir", default="/tmp/adapter_bert_robust_defaults")
     parser.add_argument("--results_dir", default=RESULTS)
     parser.add_argument("--tables_only", action="store_true")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="tuning modes whose runs to run (the tables cover all)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once (each is its own process)")
     parser.add_argument("--write_tf1", metavar="FOLDER", help=argparse.SUPPRESS)
@@ -486,11 +490,13 @@ def main():
         write_tf1(args.write_tf1)
         return
     suites = listed_choices(parser, "suites", args.suites, SUITES)
+    modes = listed_choices(parser, "modes", args.modes, MODES)
     os.makedirs(args.results_dir, exist_ok=True)
     os.makedirs(args.work_dir, exist_ok=True)
     adopt_finished(_unique([s for suite in SUITES for s in suite_specs(suite)]), args)
     if not args.tables_only:
-        pending = [spec for suite in suites for spec in suite_specs(suite)]
+        pending = [spec for suite in suites for spec in suite_specs(suite)
+                   if spec["mode"] in modes]
         failed = not run_pending(_unique(pending), args)
         write_tables(SUITES, args.results_dir)
         if failed:

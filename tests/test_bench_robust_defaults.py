@@ -123,3 +123,19 @@ def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
     assert bench.claim(other, args)
     assert bench.read_claim(os.path.join(args.work_dir, bench.run_id(other) + ".claim"))[0] \
         == os.getpid()
+
+
+def test_modes_flag_runs_only_that_modes_cells(tmp_path, monkeypatch):
+    picked = []
+    monkeypatch.setattr(bench, "run_pending", lambda specs, args: picked.extend(specs) or True)
+    monkeypatch.setattr("sys.argv", ["robust_defaults", "--suites=stability", "--modes=full",
+                                     f"--work_dir={tmp_path / 'work'}",
+                                     f"--results_dir={tmp_path / 'results'}"])
+    bench.main()
+    assert {s["mode"] for s in picked} == {"full"}
+    assert {(s["task"], s["lr"]) for s in picked} == {(t, lr) for t in ("mrpc", "rte")
+                                                      for lr in ("2e-5", "5e-5")}
+    assert len(picked) == 12
+    monkeypatch.setattr("sys.argv", ["robust_defaults", "--modes=frozen"])
+    with pytest.raises(SystemExit):
+        bench.main()
