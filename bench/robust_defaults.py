@@ -20,7 +20,8 @@ Suites (--suites, run in the order given):
 
 Each run writes bench/results/robust_defaults/<run>.json as soon as it ends; a run whose
 file exists is skipped (runs shared by suites, e.g. MRPC adapters at 1e-3 x 3, run
-once), so the script resumes where it stopped. After every run, and with --tables_only,
+once), so the script resumes where it stopped; a `squad_full` run that was stopped part
+way resumes from its latest checkpoint (one every 100 steps). After every run, and with --tables_only,
 the tables bench/results/robust_defaults_<suite>.{json,md} are rewritten from the files
 that exist. SQuAD data files are cut into --work_dir, never into the repository.
 Several drivers may run at once (e.g. one per suite): a claim file per run in --work_dir
@@ -97,7 +98,7 @@ def suite_specs(suite):
     if suite == "squad_full":
         return [{"task": "squad_full", "mode": mode, "lr": lr, "epochs": 2, "seed": 42,
                  "questions": 11877, "max_seq_length": 384, "batch_size": 32,
-                 "eval_articles": None} for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))]
+                 "eval_articles": None, "save_checkpoints_steps": 100} for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))]
     raise ValueError(f"unknown suite {suite!r}")
 
 
@@ -177,20 +178,36 @@ def command_for(spec, output_dir, work_dir):
     return [os.path.join(REPO, "run_squad.py"), "--do_train", "--do_predict",
             f"--train_file={train}", f"--predict_file={dev}",
             f"--max_seq_length={spec['max_seq_length']}", "--doc_stride=128",
-            f"--train_batch_size={spec['batch_size']}", "--predict_batch_size=64", *common]
+            f"--train_batch_size={spec['batch_size']}", "--predict_batch_size=64", *common,
+            *([f"--save_checkpoints_steps={spec['save_checkpoints_steps']}"]
+              if "save_checkpoints_steps" in spec else [])]
 
 
 def run_one(spec, args):
-    """Runs one spec (fresh output folder); returns its result record."""
+    """Runs one spec; returns its result record.
+
+    A short run that was killed starts over in a fresh output folder. A long one (a spec
+    with `save_checkpoints_steps`, the hours-long `squad_full` runs) resumes from its
+    latest checkpoint, as the runner does when run again, and its wall time adds up the
+    attempts (kept in the output folder's `bench_wall_s`).
+    """
     output_dir = os.path.join(args.work_dir, run_id(spec))
-    shutil.rmtree(output_dir, ignore_errors=True)  # a killed run starts over
-    os.makedirs(output_dir)
+    resumable = "save_checkpoints_steps" in spec
+    if not (resumable and os.path.exists(os.path.join(output_dir, "checkpoint"))):
+        shutil.rmtree(output_dir, ignore_errors=True)
+    os.makedirs(output_dir, exist_ok=True)
+    spent_path = os.path.join(output_dir, "bench_wall_s")
+    spent = float(open(spent_path).read()) if os.path.exists(spent_path) else 0.0
     command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
     print("+", " ".join(command), flush=True)
     start = time.time()
-    with open(os.path.join(output_dir, "run.log"), "w", encoding="utf-8") as log:
-        subprocess.run(command, check=True, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    return result_record(spec, command, output_dir, time.time() - start)
+    try:
+        with open(os.path.join(output_dir, "run.log"), "a", encoding="utf-8") as log:
+            subprocess.run(command, check=True, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    finally:
+        with open(spent_path, "w", encoding="utf-8") as f:
+            f.write(str(spent + time.time() - start))
+    return result_record(spec, command, output_dir, spent + time.time() - start)
 
 
 def result_record(spec, command, output_dir, wall):

@@ -139,3 +139,29 @@ def test_modes_flag_runs_only_that_modes_cells(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["robust_defaults", "--modes=frozen"])
     with pytest.raises(SystemExit):
         bench.main()
+
+
+def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, monkeypatch):
+    """A squad_full run killed mid-way keeps its folder; a short run starts over."""
+    script = tmp_path / "fake_runner.py"
+    script.write_text("import json, os, sys\n"
+                      "out = sys.argv[1]\n"
+                      "json.dump({'exact_match': 1.0, 'f1': 2.0},"
+                      " open(os.path.join(out, 'eval_results.json'), 'w'))\n")
+    monkeypatch.setattr(bench, "command_for", lambda spec, out, work: [str(script), out])
+    args = type("Args", (), {"work_dir": str(tmp_path)})()
+    long_spec = bench.suite_specs("squad_full")[0]
+    short_spec = bench.suite_specs("squad")[0]
+    assert long_spec["save_checkpoints_steps"] == 100 and "save_checkpoints_steps" not in short_spec
+    for spec in (long_spec, short_spec):
+        folder = tmp_path / bench.run_id(spec)
+        folder.mkdir()
+        (folder / "checkpoint").write_text("model_checkpoint_path: 'ckpt-3'\n")
+        (folder / "bench_wall_s").write_text("3600.0")
+    long_record = bench.run_one(long_spec, args)
+    short_record = bench.run_one(short_spec, args)
+    assert (tmp_path / bench.run_id(long_spec) / "checkpoint").exists()
+    assert not (tmp_path / bench.run_id(short_spec) / "checkpoint").exists()
+    assert 3600.0 < long_record["wall_s"] < 3700.0
+    assert short_record["wall_s"] < 100.0
+    assert long_record["f1"] == 2.0
