@@ -14,6 +14,10 @@ Suites (--suites, run in the order given):
   article of dev-v1.1.json. Target: F1 >= 40 at 1e-3, within 3 F1 of it at the others.
 - `stability`: MRPC and RTE, adapters at {3e-4, 1e-3, 3e-3} and full fine-tuning at
   {2e-5, 5e-5}, 3 epochs, seeds 42-44: mean +- sd per cell.
+- `squad_padding`: the `squad` setting at 1e-3, seeds 42-44, with dynamic padding (the
+  default) and with `--padding=max_seq_length` (Google's layout: batches padded to
+  max_seq_length, so the span softmax covers every position): does the layout change
+  what training reaches?
 - `squad_full`: all 11,877 questions of train-v1.1-subset.json, 2 epochs, seq 384,
   adapters (size 64) vs full fine-tuning at their default rates, scored on all of
   dev-v1.1.json.
@@ -55,7 +59,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.join(REPO, "..", "shared", "data")
 RESULTS = os.path.join(HERE, "results", "robust_defaults")
 SEEDS = (42, 43, 44)
-SUITES = ("mrpc", "squad", "stability", "squad_full")
+SUITES = ("mrpc", "squad", "stability", "squad_padding", "squad_full")
 MODES = ("adapter", "full")
 # Item targets for the MRPC adapter cells (mean accuracy, mean F1, lowest seed accuracy).
 MRPC_TARGET = (80.0, 86.0, 78.0)
@@ -67,6 +71,8 @@ def run_id(spec) -> str:
              f"{spec['epochs']:g}ep"]
     if spec["task"].startswith("squad"):
         parts.append(f"{spec['questions']}q")
+    if spec.get("padding"):
+        parts.append("fixedpad")
     parts.append(f"seed{spec['seed']}")
     return "_".join(parts)
 
@@ -74,6 +80,12 @@ def run_id(spec) -> str:
 def glue_spec(task, mode, lr, epochs, seed, backbone="minilm"):
     return {"task": task, "mode": mode, "lr": lr, "epochs": epochs, "seed": seed,
             "backbone": backbone}
+
+
+def squad_spec(lr, seed):
+    """The `squad` setting: 1,500 training questions, 2 epochs, seq 256, batch 16."""
+    return {"task": "squad", "mode": "adapter", "lr": lr, "epochs": 2, "seed": seed,
+            "questions": 1500, "max_seq_length": 256, "batch_size": 16, "eval_articles": 1}
 
 
 def suite_specs(suite):
@@ -92,9 +104,11 @@ def suite_specs(suite):
         return [glue_spec(task, mode, lr, 3, seed) for task in ("mrpc", "rte")
                 for seed in SEEDS for mode, lr in cells]
     if suite == "squad":
-        return [{"task": "squad", "mode": "adapter", "lr": lr, "epochs": 2, "seed": 42,
-                 "questions": 1500, "max_seq_length": 256, "batch_size": 16,
-                 "eval_articles": 1} for lr in ("1e-3", "3e-4", "3e-3")]
+        return [squad_spec(lr, 42) for lr in ("1e-3", "3e-4", "3e-3")]
+    if suite == "squad_padding":
+        # Dynamic padding is the spec without a "padding" key (its run is the squad suite's).
+        return [{**squad_spec("1e-3", seed), **padding} for seed in SEEDS
+                for padding in ({}, {"padding": "max_seq_length"})]
     if suite == "squad_full":
         return [{"task": "squad_full", "mode": mode, "lr": lr, "epochs": 2, "seed": 42,
                  "questions": 11877, "max_seq_length": 384, "batch_size": 32,
@@ -179,6 +193,7 @@ def command_for(spec, output_dir, work_dir):
             f"--train_file={train}", f"--predict_file={dev}",
             f"--max_seq_length={spec['max_seq_length']}", "--doc_stride=128",
             f"--train_batch_size={spec['batch_size']}", "--predict_batch_size=64", *common,
+            *([f"--padding={spec['padding']}"] if spec.get("padding") else []),
             *([f"--save_checkpoints_steps={spec['save_checkpoints_steps']}"]
               if "save_checkpoints_steps" in spec else [])]
 
@@ -367,17 +382,28 @@ def glue_table(suite, specs, records):
 
 def squad_table(specs, records):
     rows = []
-    lines = ["| mode | lr x epochs | questions | EM | F1 | wall time |", "|---|---|---|---|---|---|"]
+    with_padding = any(s.get("padding") for s in specs)
+    padding = lambda spec: spec.get("padding", "dynamic")  # noqa: E731
+    lines = ["| mode | lr x epochs | questions | " + ("padding | seed | " if with_padding else "")
+             + "EM | F1 | wall time |", "|---|---|---|" + "---|" * (3 + 2 * with_padding)]
     for spec in specs:
         record = records.get(run_id(spec))
         rows.append({**spec, "run": run_id(spec), "result": record})
-        if record:
-            lines.append(f"| {spec['mode']} | {spec['lr']} x {spec['epochs']} | "
-                         f"{spec['questions']} | {record['exact_match']:.2f} | "
-                         f"{record['f1']:.2f} | {record['wall_s'] / 60:.1f} min |")
-        else:
-            lines.append(f"| {spec['mode']} | {spec['lr']} x {spec['epochs']} | "
-                         f"{spec['questions']} | — | — | not run yet |")
+        cells = [spec["mode"], f"{spec['lr']} x {spec['epochs']}", str(spec["questions"])]
+        if with_padding:
+            cells += [padding(spec), str(spec["seed"])]
+        cells += ([f"{record['exact_match']:.2f}", f"{record['f1']:.2f}",
+                   f"{record['wall_s'] / 60:.1f} min"] if record else ["—", "—", "not run yet"])
+        lines.append("| " + " | ".join(cells) + " |")
+    if with_padding:
+        lines += ["", "| padding | seeds done | EM | F1 |", "|---|---|---|---|"]
+        for layout in dict.fromkeys(padding(s) for s in specs):
+            done = [records[run_id(s)] for s in specs
+                    if padding(s) == layout and run_id(s) in records]
+            lines.append(f"| {layout} | {len(done)} | "
+                         f"{_fmt(_stats([r['exact_match'] for r in done]))} | "
+                         f"{_fmt(_stats([r['f1'] for r in done]))} |")
+        lines += ["", "Mean ± sample standard deviation over the seeds done."]
     return rows, lines
 
 

@@ -189,6 +189,7 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "sweeps": sweeps,
     "robust-defaults-mrpc": lambda: robust_defaults_table("mrpc"),
     "robust-defaults-squad": lambda: robust_defaults_table("squad"),
+    "robust-defaults-squad-padding": lambda: robust_defaults_table("squad_padding"),
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
 }
 

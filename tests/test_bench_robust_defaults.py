@@ -165,3 +165,23 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
     assert 3600.0 < long_record["wall_s"] < 3700.0
     assert short_record["wall_s"] < 100.0
     assert long_record["f1"] == 2.0
+
+
+def test_squad_padding_suite_pairs_the_layouts_and_shares_the_default_run(tmp_path):
+    specs = bench.suite_specs("squad_padding")
+    ids = [bench.run_id(s) for s in specs]
+    assert len(set(ids)) == 6
+    assert "squad_minilm_adapter_1e-3_2ep_1500q_seed42" in ids  # the squad suite's run
+    assert "squad_minilm_adapter_1e-3_2ep_1500q_fixedpad_seed42" in ids
+    fixed = bench.command_for(specs[1], str(tmp_path / "o"), str(tmp_path))
+    dynamic = bench.command_for(specs[0], str(tmp_path / "o"), str(tmp_path))
+    assert "--padding=max_seq_length" in fixed
+    assert [a for a in dynamic if a.startswith("--padding")] == []
+    records = {bench.run_id(s): {"exact_match": 30.0 + i, "f1": 40.0 + 2 * i, "wall_s": 600.0,
+                                 "command": "python run_squad.py ..."}
+               for i, s in enumerate(specs[:4])}
+    lines = bench.suite_table("squad_padding", records)["lines"]
+    # Seeds 42 and 43 done: dynamic F1 40 and 44, fixed F1 42 and 46.
+    assert "| dynamic | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
+    assert "| max_seq_length | 2 | 32.00 ± 1.41 | 44.00 ± 2.83 |" in lines
+    assert any("| max_seq_length | 44 | — | — | not run yet |" in line for line in lines)
