@@ -190,6 +190,7 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "robust-defaults-mrpc": lambda: robust_defaults_table("mrpc"),
     "robust-defaults-squad": lambda: robust_defaults_table("squad"),
     "robust-defaults-squad-padding": lambda: robust_defaults_table("squad_padding"),
+    "robust-defaults-stability": lambda: robust_defaults_table("stability"),
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
 }
 
