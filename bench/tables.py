@@ -191,6 +191,7 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "robust-defaults-squad": lambda: robust_defaults_table("squad"),
     "robust-defaults-squad-padding": lambda: robust_defaults_table("squad_padding"),
     "robust-defaults-stability": lambda: robust_defaults_table("stability"),
+    "robust-defaults-squad-full": lambda: robust_defaults_table("squad_full"),
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
 }
 
