@@ -10,8 +10,9 @@ Suites (--suites, run in the order given):
   (`save_tf1_checkpoint`); full fine-tuning at 5e-5 x 3. Seeds 42, 43, 44.
   Target per adapter cell: mean >= 80.0 accuracy and >= 86.0 F1, no seed below 78.0.
 - `squad`: SQuAD v1.1 adapters on the first 1,500 questions of train-v1.1-subset.json,
-  2 epochs, seq 256, stride 128, batch 16, at 1e-3, 3e-4 and 3e-3, scored on the first
-  article of dev-v1.1.json. Target: F1 >= 40 at 1e-3, within 3 F1 of it at the others.
+  2 epochs, seq 256, stride 128, batch 16, at 1e-3, 3e-4 and 3e-3, seeds 42-44, scored
+  on the first article of dev-v1.1.json. Target: F1 >= 40 at 1e-3, within 3 F1 of it at
+  the others.
 - `stability`: MRPC and RTE, adapters at {3e-4, 1e-3, 3e-3} and full fine-tuning at
   {2e-5, 5e-5}, 3 epochs, seeds 42-44: mean +- sd per cell.
 - `squad_padding`: the `squad` setting at 1e-3, seeds 42-44, with dynamic padding (the
@@ -104,7 +105,7 @@ def suite_specs(suite):
         return [glue_spec(task, mode, lr, 3, seed) for task in ("mrpc", "rte")
                 for seed in SEEDS for mode, lr in cells]
     if suite == "squad":
-        return [squad_spec(lr, 42) for lr in ("1e-3", "3e-4", "3e-3")]
+        return [squad_spec(lr, seed) for seed in SEEDS for lr in ("1e-3", "3e-4", "3e-3")]
     if suite == "squad_padding":
         # Dynamic padding is the spec without a "padding" key (its run is the squad suite's).
         return [{**squad_spec("1e-3", seed), **padding} for seed in SEEDS
@@ -381,27 +382,32 @@ def glue_table(suite, specs, records):
 
 
 def squad_table(specs, records):
+    """Per-run rows, then (when the suite has several seeds) mean ± sd per setting."""
     rows = []
     with_padding = any(s.get("padding") for s in specs)
+    with_seeds = len({s["seed"] for s in specs}) > 1
     padding = lambda spec: spec.get("padding", "dynamic")  # noqa: E731
-    lines = ["| mode | lr x epochs | questions | " + ("padding | seed | " if with_padding else "")
-             + "EM | F1 | wall time |", "|---|---|---|" + "---|" * (3 + 2 * with_padding)]
+    setting = lambda spec: (f"{spec['lr']} x {spec['epochs']}", padding(spec))  # noqa: E731
+    lines = ["| mode | lr x epochs | questions | " + ("padding | " if with_padding else "")
+             + ("seed | " if with_seeds else "") + "EM | F1 | wall time |",
+             "|---|---|---|" + "---|" * (3 + with_padding + with_seeds)]
     for spec in specs:
         record = records.get(run_id(spec))
         rows.append({**spec, "run": run_id(spec), "result": record})
-        cells = [spec["mode"], f"{spec['lr']} x {spec['epochs']}", str(spec["questions"])]
-        if with_padding:
-            cells += [padding(spec), str(spec["seed"])]
+        cells = [spec["mode"], setting(spec)[0], str(spec["questions"])]
+        cells += [padding(spec)] if with_padding else []
+        cells += [str(spec["seed"])] if with_seeds else []
         cells += ([f"{record['exact_match']:.2f}", f"{record['f1']:.2f}",
                    f"{record['wall_s'] / 60:.1f} min"] if record else ["—", "—", "not run yet"])
         lines.append("| " + " | ".join(cells) + " |")
-    if with_padding:
-        lines += ["", "| padding | seeds done | EM | F1 |", "|---|---|---|---|"]
-        for layout in dict.fromkeys(padding(s) for s in specs):
+    if with_seeds:
+        lines += ["", "| lr x epochs | " + ("padding | " if with_padding else "")
+                  + "seeds done | EM | F1 |", "|---|---|---|---|" + "---|" * with_padding]
+        for key in dict.fromkeys(setting(s) for s in specs):
             done = [records[run_id(s)] for s in specs
-                    if padding(s) == layout and run_id(s) in records]
-            lines.append(f"| {layout} | {len(done)} | "
-                         f"{_fmt(_stats([r['exact_match'] for r in done]))} | "
+                    if setting(s) == key and run_id(s) in records]
+            lines.append(f"| {key[0]} | " + (f"{key[1]} | " if with_padding else "")
+                         + f"{len(done)} | {_fmt(_stats([r['exact_match'] for r in done]))} | "
                          f"{_fmt(_stats([r['f1'] for r in done]))} |")
         lines += ["", "Mean ± sample standard deviation over the seeds done."]
     return rows, lines

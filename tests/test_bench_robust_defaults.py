@@ -183,6 +183,23 @@ def test_squad_padding_suite_pairs_the_layouts_and_shares_the_default_run(tmp_pa
                for i, s in enumerate(specs[:4])}
     lines = bench.suite_table("squad_padding", records)["lines"]
     # Seeds 42 and 43 done: dynamic F1 40 and 44, fixed F1 42 and 46.
-    assert "| dynamic | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
-    assert "| max_seq_length | 2 | 32.00 ± 1.41 | 44.00 ± 2.83 |" in lines
+    assert "| 1e-3 x 2 | dynamic | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
+    assert "| 1e-3 x 2 | max_seq_length | 2 | 32.00 ± 1.41 | 44.00 ± 2.83 |" in lines
     assert any("| max_seq_length | 44 | — | — | not run yet |" in line for line in lines)
+
+
+def test_squad_suite_runs_three_seeds_per_rate_and_summarises_each_rate():
+    specs = bench.suite_specs("squad")
+    assert sorted((s["lr"], s["seed"]) for s in specs) == sorted(
+        (lr, seed) for lr in ("1e-3", "3e-4", "3e-3") for seed in (42, 43, 44))
+    assert [s["seed"] for s in specs[:3]] == [42, 42, 42]  # every rate's seed 42 first
+    # F1 at 1e-3: 50 and 54; at 3e-4: only seed 42 done, 40.
+    f1 = {("1e-3", 42): 50.0, ("1e-3", 43): 54.0, ("3e-4", 42): 40.0}
+    records = {bench.run_id(s): {"exact_match": f1[s["lr"], s["seed"]] - 10, "f1": f1[s["lr"], s["seed"]],
+                                 "wall_s": 600.0, "command": "python run_squad.py ..."}
+               for s in specs if (s["lr"], s["seed"]) in f1}
+    lines = bench.suite_table("squad", records)["lines"]
+    assert "| 1e-3 x 2 | 2 | 42.00 ± 2.83 | 52.00 ± 2.83 |" in lines
+    assert any(line.startswith("| 3e-4 x 2 | 1 | 30.00") and "| 40.00" in line for line in lines)
+    assert any(line.startswith("| 3e-3 x 2 | 0 |") for line in lines)
+    assert "| adapter | 3e-4 x 2 | 1500 | 43 | — | — | not run yet |" in lines
