@@ -226,7 +226,7 @@ def test_explicit_values_win(mode, corrected):
 def test_log_line_names_rate_variant_and_how_to_change_them():
     assert choose_optimizer("adapter").describe() == (
         "Optimizer: Google's AdamW without bias correction, its overshoot held to a rate of "
-        "0.003 (default for --tuning_mode=adapter; --noadam_bias_correction restores "
+        "0.002 (default for --tuning_mode=adapter; --noadam_bias_correction restores "
         "Google's uncorrected AdamW, --adam_bias_correction gives bias-corrected AdamW), "
         "learning rate 0.001 (default for --tuning_mode=adapter; --learning_rate sets it), "
         "epsilon 1e-08 (default for this Adam variant; --adam_epsilon sets it)")
@@ -291,6 +291,17 @@ def test_step_ceiling_needs_googles_rule():
         BertAdamW(bias_correction=True, step_ceiling=3e-3)
     clone = BertAdamW.from_config(BertAdamW(step_ceiling=3e-3).get_config())
     assert clone.step_ceiling == 3e-3
+
+
+def test_default_ceiling_keeps_googles_rule_at_the_originals_rate():
+    # google-research/adapter-bert's --learning_rate=3e-4 gets Google's step at every step
+    # (the overshoot never exceeds STEP_CEILING / 3e-4), and the default rate 1e-3 is held.
+    largest = max(adam_step_multiplier(t) for t in range(1, 5000))
+    assert all(ceiling_scale(adam_step_multiplier(t), 3e-4, STEP_CEILING) == 1.0
+               for t in range(1, 5000))
+    assert ceiling_scale(largest, 1e-3, STEP_CEILING) < 1.0
+    assert ceiling_scale(adam_step_multiplier(1), STEP_CEILING, STEP_CEILING) == \
+        pytest.approx(1 / adam_step_multiplier(1))  # at the ceiling: the corrected step
 
 
 def test_adam_step_multiplier():

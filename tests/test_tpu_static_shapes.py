@@ -32,10 +32,10 @@ SHAPE_ONLY_OPS = {"BroadcastGradientArgs"}
 TOLERANCE = 2e-4
 # After the SQuAD runs' training steps. Adam with epsilon 1e-8 (the adapter default) turns
 # rounding-level gradient differences between the XLA and plain kernels into steps of the
-# full learning rate, and the default's early steps are up to 3x the rate, so the trained
-# span logits drift further apart (measured 1.3e-3; 6.5e-4 with plain bias correction)
+# full learning rate, and the default's early steps are up to 2x the rate, so the trained
+# span logits drift further apart (measured 9.2e-4; 6.5e-4 with plain bias correction)
 # than the classifier's; a compile bug (a wrong mask or shape) moves them by whole units.
-SQUAD_TOLERANCE = 3e-3
+SQUAD_TOLERANCE = 2e-3
 
 
 @pytest.fixture(scope="module")

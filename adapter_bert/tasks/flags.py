@@ -151,7 +151,7 @@ def _define_port_flags():
                       "--learning_rate over the first hundred steps (2x at step 300), which "
                       "trains adapters at 3e-4 and collapses them at 1e-3 and above. "
                       "Default: for --tuning_mode=adapter and layernorm, Google's rule with "
-                      "that overshoot held to what bias-corrected Adam takes at a 3e-3 rate; "
+                      "that overshoot held to what bias-corrected Adam takes at a 2e-3 rate; "
                       "for full and top_k, Google's optimizer bit for bit. "
                       "--noadam_bias_correction restores Google's optimizer in every mode.")
     flags.DEFINE_float("adam_epsilon", None,
