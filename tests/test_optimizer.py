@@ -304,6 +304,16 @@ def test_default_ceiling_keeps_googles_rule_at_the_originals_rate():
         pytest.approx(1 / adam_step_multiplier(1))  # at the ceiling: the corrected step
 
 
+@pytest.mark.parametrize("peak", [3e-4, 3e-3])
+def test_ceilings_of_2e_3_and_3e_3_train_the_same_outside_1e_3(peak):
+    # The benchmark's 3e-4 and 3e-3 runs were made under a 3e-3 ceiling and stand for the
+    # 2e-3 default (docs/stability.md): at those rates both give the same steps, bit for bit.
+    runs = [_train_toy(create_optimizer(peak, 2000, 200, epsilon=1e-8, step_ceiling=c),
+                       steps=40) for c in (2e-3, 3e-3)]
+    for got, want in zip(*runs):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_adam_step_multiplier():
     assert adam_step_multiplier(1) == pytest.approx(0.1 / np.sqrt(0.001))
     # The largest overshoot is around step 10, and it fades slowly.

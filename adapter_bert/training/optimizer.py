@@ -22,8 +22,8 @@ overshoot held under a ceiling (`STEP_CEILING`), with epsilon 1e-8. The overshoo
 2-6 times the learning rate for the first few hundred steps, is what trains adapters at
 the original's 3e-4; at adapter rates it overshoots the adapters' stable window (about
 1e-3 to 3e-3 on MRPC and SQuAD) and collapses the encoder's output and training to the
-majority class, so the ceiling keeps it inside. An epsilon of 1e-6 is as large as the adapters' gradients
-(docs/stability.md has the measurements).
+majority class, so the ceiling keeps it inside. An epsilon of 1e-6 is as large as the
+adapters' gradients (docs/stability.md has the measurements).
 """
 
 import dataclasses
