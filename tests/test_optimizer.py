@@ -7,8 +7,8 @@ import tf_keras as keras
 
 from adapter_bert.training.optimizer import (NO_DECAY_PATTERNS, STEP_CEILING, BertAdamW,
                                              WarmupLinearDecay, ceiling_scale,
-                                             adam_step_multiplier, choose_optimizer,
-                                             create_optimizer)
+                                             ceiling_warmup_steps, adam_step_multiplier,
+                                             choose_optimizer, create_optimizer)
 
 
 # --- schedule ---------------------------------------------------------------------------
@@ -304,14 +304,49 @@ def test_default_ceiling_keeps_googles_rule_at_the_originals_rate():
         pytest.approx(1 / adam_step_multiplier(1))  # at the ceiling: the corrected step
 
 
-@pytest.mark.parametrize("peak", [3e-4, 3e-3])
-def test_ceilings_of_2e_3_and_3e_3_train_the_same_outside_1e_3(peak):
-    # The benchmark's 3e-4 and 3e-3 runs were made under a 3e-3 ceiling and stand for the
-    # 2e-3 default (docs/stability.md): at those rates both give the same steps, bit for bit.
-    runs = [_train_toy(create_optimizer(peak, 2000, 200, epsilon=1e-8, step_ceiling=c),
+def test_ceilings_of_2e_3_and_3e_3_train_the_same_at_3e_4():
+    # The benchmark's 3e-4 runs were made under a 3e-3 ceiling and stand for the 2e-3
+    # default (docs/stability.md): at 3e-4 both take Google's steps, bit for bit, and
+    # neither lengthens the warmup.
+    assert ceiling_warmup_steps(200, 2000, 3e-4, 2e-3) == 200
+    runs = [_train_toy(create_optimizer(3e-4, 2000, 200, epsilon=1e-8, step_ceiling=c),
                        steps=40) for c in (2e-3, 3e-3)]
     for got, want in zip(*runs):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("warmup, total, peak, ceiling, expected", [
+    (34, 343, 3e-3, 2e-3, 51),    # 3 MRPC epochs at 3e-3: 15% of the run instead of 10%
+    (34, 343, 1e-3, 2e-3, 34),    # below the ceiling: Google's warmup
+    (34, 343, 2e-3, 2e-3, 34),    # at it: Google's warmup
+    (34, 343, 3e-3, None, 34),    # no ceiling (full fine-tuning, explicit Adam flags)
+    (0, 343, 3e-3, 2e-3, 0),      # no warmup stays none
+    (60, 100, 1e-2, 2e-3, 100),   # never longer than the run
+])
+def test_warmup_above_the_ceiling_climbs_at_the_ceilings_slope(warmup, total, peak, ceiling,
+                                                               expected):
+    assert ceiling_warmup_steps(warmup, total, peak, ceiling) == expected
+    if ceiling and peak > ceiling and warmup and expected < total:
+        # The rate rises per step as in a run at the ceiling (up to rounding to a step).
+        assert peak / expected == pytest.approx(ceiling / warmup, rel=1 / expected)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--learning_rate=3e-3"], 51), (["--learning_rate=1e-3"], 34), ([], 34),
+    (["--learning_rate=3e-3", "--adam_bias_correction"], 34),
+    (["--learning_rate=3e-3", "--noadam_bias_correction"], 34),
+    (["--learning_rate=3e-3", "--tuning_mode=full"], 34),
+    (["--learning_rate=1e-3", "--adapter_learning_rate=3e-3"], 51),
+    (["--learning_rate=3e-3", "--warmup_proportion=0.2"], 102),
+])
+def test_run_schedule_lengthens_the_warmup_only_above_the_ceiling(argv, expected, caplog):
+    from adapter_bert.tasks.base import training_schedule
+    values = _parsed(argv)
+    with caplog.at_level("INFO", logger="absl"):
+        schedule, _ = training_schedule(values, 3668, static_shapes=False)  # 3 MRPC epochs
+    assert (schedule.num_train_steps, schedule.num_warmup_steps) == (343, expected)
+    lengthened = f"Warmup: {expected} steps instead of" in caplog.text
+    assert lengthened == (expected not in (34, 68))
 
 
 def test_adam_step_multiplier():

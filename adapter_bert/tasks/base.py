@@ -248,10 +248,27 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
     schedule = TrainSchedule.from_epochs(num_examples, flag_values.train_batch_size,
                                          flag_values.num_train_epochs,
                                          flag_values.warmup_proportion)
+    choice = optimizer_choice(flag_values)
+    warmup = choice.warmup_steps(schedule.num_warmup_steps, schedule.num_train_steps)
+    if warmup != schedule.num_warmup_steps:
+        logging.info("Warmup: %d steps instead of %d (--warmup_proportion=%g): the peak rate "
+                     "%g is above the step ceiling %g, so the rate climbs at that ceiling's "
+                     "slope (--adam_bias_correction keeps Google's warmup)", warmup,
+                     schedule.num_warmup_steps, flag_values.warmup_proportion,
+                     max(choice.learning_rate, choice.adapter_learning_rate or 0.0),
+                     choice.step_ceiling)
+        schedule = dataclasses.replace(schedule, num_warmup_steps=warmup)
     spe = steps_per_execution(flag_values.iterations_per_loop,
                               was_set(flag_values, "iterations_per_loop"), static_shapes,
                               flag_values.save_checkpoints_steps)
     return schedule, spe
+
+
+def optimizer_choice(flag_values):
+    """The run's rate, Adam variant and epsilon from its flags (`choose_optimizer`)."""
+    return choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
+                            flag_values.adam_bias_correction, flag_values.adam_epsilon,
+                            getattr(flag_values, "adapter_learning_rate", None))
 
 
 def run_optimizer(flag_values, schedule, model=None):
@@ -262,9 +279,7 @@ def run_optimizer(flag_values, schedule, model=None):
     `--adapter_learning_rate`, the `model`'s adapter weights (the "adapters" component of
     `tuning.parameter_components`) train at that rate instead.
     """
-    choice = choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
-                              flag_values.adam_bias_correction, flag_values.adam_epsilon,
-                              getattr(flag_values, "adapter_learning_rate", None))
+    choice = optimizer_choice(flag_values)
     logging.info(choice.describe())
     return create_optimizer(choice.learning_rate, schedule.num_train_steps,
                             schedule.num_warmup_steps, bias_correction=choice.bias_correction,

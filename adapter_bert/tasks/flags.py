@@ -67,7 +67,9 @@ def _define_training_flags():
     flags.DEFINE_float(
         "warmup_proportion", 0.1,
         "Proportion of training to perform linear learning rate warmup for. E.g., 0.1 = "
-        "10% of training.")
+        "10% of training. In adapter and layernorm modes, at a peak rate above the step "
+        "ceiling (2e-3) the warmup lasts rate/2e-3 times as long (15% at 3e-3), unless an "
+        "--adam_bias_correction flag is given; the log says so.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
     flags.DEFINE_integer(
         "iterations_per_loop", 1000,

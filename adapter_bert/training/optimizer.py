@@ -22,7 +22,9 @@ overshoot held under a ceiling (`STEP_CEILING`), with epsilon 1e-8. The overshoo
 2-6 times the learning rate for the first few hundred steps, is what trains adapters at
 the original's 3e-4; at adapter rates it overshoots the adapters' stable window (about
 1e-3 to 3e-3 on MRPC and SQuAD) and collapses the encoder's output and training to the
-majority class, so the ceiling keeps it inside. An epsilon of 1e-6 is as large as the
+majority class, so the ceiling keeps it inside. Above the ceiling the step is the
+bias-corrected one and the warmup lasts longer, so the rate climbs no faster than at the
+ceiling (`ceiling_warmup_steps`). An epsilon of 1e-6 is as large as the
 adapters' gradients (docs/stability.md has the measurements).
 """
 
@@ -83,6 +85,21 @@ def ceiling_scale(overshoot, peak: float, ceiling: float):
     return tf.minimum(tf.ones_like(overshoot), allowed / overshoot)
 
 
+def ceiling_warmup_steps(warmup_steps: int, total_steps: int, peak: float,
+                         ceiling: Optional[float]) -> int:
+    """Warmup steps under a step ceiling: above it, the rate climbs at the ceiling's slope.
+
+    Google's warmup takes the rate from 0 to `peak` in `warmup_steps`. With `peak` above
+    `ceiling` the warmup lasts `peak / ceiling` times as long (at most `total_steps`), so
+    the rate rises per step no faster than in a run at `ceiling`, then peaks at `peak`
+    as asked: at 3e-3 under a 2e-3 ceiling, 15% of the run instead of 10%. Without a
+    ceiling, at or below it, and with no warmup, Google's warmup is unchanged.
+    """
+    if ceiling is None or peak <= ceiling or not warmup_steps:
+        return int(warmup_steps)
+    return min(int(total_steps), int(round(warmup_steps * peak / ceiling)))
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerChoice:
     """A run's learning rate and Adam variant, and whether each was given or defaulted."""
@@ -96,6 +113,12 @@ class OptimizerChoice:
     epsilon_given: bool = False
     adapter_learning_rate: Optional[float] = None
     step_ceiling: Optional[float] = None
+
+    def warmup_steps(self, warmup_steps: int, total_steps: int) -> int:
+        """The run's warmup: Google's, lengthened above the step ceiling
+        (`ceiling_warmup_steps`, on the highest peak rate of any weight)."""
+        peak = max(self.learning_rate, self.adapter_learning_rate or 0.0)
+        return ceiling_warmup_steps(warmup_steps, total_steps, peak, self.step_ceiling)
 
     def describe(self) -> str:
         """The log line naming the rate, the Adam variant and where each came from."""
