@@ -255,8 +255,7 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
                      "%g is above the step ceiling %g, so the rate climbs at that ceiling's "
                      "slope (--adam_bias_correction keeps Google's warmup)", warmup,
                      schedule.num_warmup_steps, flag_values.warmup_proportion,
-                     max(choice.learning_rate, choice.adapter_learning_rate or 0.0),
-                     choice.step_ceiling)
+                     choice.peak_rate, choice.step_ceiling)
         schedule = dataclasses.replace(schedule, num_warmup_steps=warmup)
     spe = steps_per_execution(flag_values.iterations_per_loop,
                               was_set(flag_values, "iterations_per_loop"), static_shapes,

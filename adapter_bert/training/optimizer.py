@@ -114,11 +114,16 @@ class OptimizerChoice:
     adapter_learning_rate: Optional[float] = None
     step_ceiling: Optional[float] = None
 
+    @property
+    def peak_rate(self) -> float:
+        """The highest peak rate any weight trains at (the adapters' own, if higher)."""
+        return max(self.learning_rate, self.adapter_learning_rate or 0.0)
+
     def warmup_steps(self, warmup_steps: int, total_steps: int) -> int:
-        """The run's warmup: Google's, lengthened above the step ceiling
-        (`ceiling_warmup_steps`, on the highest peak rate of any weight)."""
-        peak = max(self.learning_rate, self.adapter_learning_rate or 0.0)
-        return ceiling_warmup_steps(warmup_steps, total_steps, peak, self.step_ceiling)
+        """The run's warmup: Google's, lengthened when `peak_rate` is above the step
+        ceiling (`ceiling_warmup_steps`)."""
+        return ceiling_warmup_steps(warmup_steps, total_steps, self.peak_rate,
+                                    self.step_ceiling)
 
     def describe(self) -> str:
         """The log line naming the rate, the Adam variant and where each came from."""
@@ -390,6 +395,8 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
             standard bias-corrected AdamW.
         rate_factors: variable name -> multiple of the learning rate (`BertAdamW`).
         step_ceiling: hold Google's overshoot to this rate (`BertAdamW`); None: none.
+            The warmup is taken as given: the runners lengthen it above the ceiling
+            beforehand (`ceiling_warmup_steps`).
 
     Returns:
         A `BertAdamW` (a `keras.optimizers.AdamW`) driven by `WarmupLinearDecay`.
