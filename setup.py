@@ -38,7 +38,7 @@ setup(
     ],
     extras_require={
         # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too.
-        "test": ["pytest>=8", "matplotlib>=3.7"],
+        "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7"],
         "plots": ["matplotlib>=3.7"],
         # TensorFlow with its tf-keras, for a machine that has none. tf-keras requires the
         # `tensorflow` distribution of its own minor version, so pip keeps the two matched.
