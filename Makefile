@@ -2,11 +2,10 @@
 # The README's quickstart is `make demo` then `make test`; both install what they need.
 
 PYTHON   ?= python3
-SHARED   ?= ../shared
-# A glue_data folder as download_glue_data.py writes it (MRPC/ inside), or DATA_SOURCE=tfds
-# to let tensorflow-datasets download GLUE (needs internet).
-GLUE_DIR ?= $(SHARED)/data/glue
-DATA_SOURCE ?= tsv
+# A glue_data folder as download_glue_data.py writes it (MRPC/ inside). Left empty, the
+# demo gets MRPC through tensorflow-datasets: downloaded once (about 1.5 MB), then read
+# from TFDS's data directory (~/tensorflow_datasets, or $TFDS_DATA_DIR).
+GLUE_DIR ?=
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
@@ -38,15 +37,16 @@ demo: demo-data setup
 	  --output_dir=$(OUT)/mrpc_adapter \
 	  --learning_rate=1e-3 --eval_batch_size=64
 
-DEMO_DATA = $(if $(filter tfds,$(DATA_SOURCE)),--data_source=tfds,--data_dir=$(GLUE_DIR)/MRPC)
+DEMO_DATA = $(if $(GLUE_DIR),--data_dir=$(GLUE_DIR)/MRPC,--data_source=tfds)
 
-# Before installing anything: the demo's data is there, or one line says how to get it.
+# Before installing anything: a GLUE_DIR given holds MRPC, or one line says what it lacks.
+# (Without GLUE_DIR the runner itself says, in one line, when TFDS cannot download.)
 demo-data:
-ifneq ($(DATA_SOURCE),tfds)
+ifneq ($(GLUE_DIR),)
 	@test -f "$(GLUE_DIR)/MRPC/train.tsv" || { echo "make demo: no MRPC data in \
 	$(GLUE_DIR)/MRPC: pass GLUE_DIR=<folder> naming a glue_data folder as \
-	download_glue_data.py writes it (with MRPC/train.tsv), or DATA_SOURCE=tfds to \
-	download GLUE with tensorflow-datasets (needs internet)" >&2; exit 1; }
+	download_glue_data.py writes it (with MRPC/train.tsv), or leave GLUE_DIR out to \
+	download MRPC with tensorflow-datasets (needs internet)" >&2; exit 1; }
 endif
 
 # Tests run in parallel (pytest-xdist), one worker per logical CPU and at most
@@ -93,6 +93,8 @@ test-tf220:
 # Speed, memory and FLOP/s (~15 min), then MRPC accuracy of adapters vs full fine-tuning
 # over 5 seeds, each mode at its better optimizer (~30 min): the README's tables.
 bench: setup
+	@test -f "$(GLUE_DIR)/MRPC/train.tsv" || { echo "make bench: pass GLUE_DIR=<glue_data \
+	folder> (with MRPC/train.tsv): the benchmarks read GLUE's TSV files" >&2; exit 1; }
 	$(PYTHON) -m bench.speed --data_dir=$(GLUE_DIR)/MRPC
 	$(PYTHON) -m bench.mrpc_adapter_vs_full --data_dir=$(GLUE_DIR)/MRPC \
 	  --seeds=42,43,44,45,46 --adapter_lr=2e-3 --bias_correction=adapter \

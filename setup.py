@@ -34,6 +34,10 @@ setup(
         "scipy>=1.11",
         "scikit-learn>=1.3",
         "tensorflow-datasets>=4.9",
+        # tensorflow-datasets' builders read their checksum files through etils.epath,
+        # which needs importlib_resources but does not declare it: without it the
+        # `--data_source=tfds` download fails at once with ModuleNotFoundError.
+        "importlib_resources>=5",
         "tensorboard>=2.16",
     ],
     extras_require={

@@ -1,10 +1,21 @@
 """GLUE from TensorFlow Datasets (`--data_source=tfds`): `glue/<task>` records ->
-`InputExample`s with the labels and texts the TSV processors give."""
+`InputExample`s with the labels and texts the TSV processors give.
 
-from typing import List, Optional
+The first run downloads the task through TFDS's own `glue` builder (with TFDS's progress
+bars) and prepares it in TFDS's data directory (`~/tensorflow_datasets`, or
+`$TFDS_DATA_DIR`); later runs read it from there without the network. Offline, with
+nothing prepared, loading stops at once with one line naming both ways to get the data,
+instead of TFDS's minutes of download retries.
+"""
 
-from adapter_bert.data.glue import (BINARY_LABELS, GlueDataError, InputExample,
-                                     canonical_task_name)
+import socket
+from typing import List, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
+
+from absl import logging
+
+from adapter_bert.data.glue import (BINARY_LABELS, GLUE_DATA_FOLDERS, GlueDataError,
+                                     InputExample, canonical_task_name)
 
 # TFDS `glue/<config>` names and the field(s) holding text_a / text_b.
 _TFDS_CONFIGS = {
@@ -145,13 +156,76 @@ def load_tfds_examples(task_name: str, split: str,
             "installed (pip install tensorflow-datasets), or use the TSV "
             "processors with a glue_data directory instead") from e
     try:
-        dataset = tfds.load(f"glue/{config}", split=splits[split],
-                            data_dir=data_dir, shuffle_files=False)
+        builder = tfds.builder(f"glue/{config}", data_dir=data_dir)
+        if not builder.is_prepared():
+            _download_and_prepare(builder, name)
+        dataset = builder.as_dataset(split=splits[split], shuffle_files=False)
         records = list(tfds.as_numpy(dataset))
+    except GlueDataError:
+        raise
     except Exception as e:  # pylint: disable=broad-except
         raise GlueDataError(
             f"could not load TFDS glue/{config} split {splits[split]!r} "
-            f"(data_dir={data_dir!r}): {e}. TFDS needs network access to "
-            "download GLUE, or a data_dir that already holds it.") from e
+            f"(data_dir={data_dir!r}): {_first_line(e)}; {_other_ways(name)}") from e
     set_type = split.split("_")[0]
     return [tfds_record_to_example(name, r, set_type) for r in records]
+
+
+# Seconds the reachability probe waits for each of TFDS's download hosts.
+PROBE_TIMEOUT_S = 5.0
+
+
+def _download_and_prepare(builder, task: str) -> None:
+    """Downloads and prepares a `glue/<config>` builder, failing fast when offline.
+
+    TFDS itself retries an unreachable host for minutes with a warning per retry; one
+    short connection attempt per host tells first whether a download can work at all.
+    """
+    hosts = download_hosts(builder)
+    if hosts and not any_host_reachable(hosts):
+        raise GlueDataError(
+            f"{builder.name}/{builder.builder_config.name} is not in TFDS's data directory "
+            f"{builder.data_dir_root} and cannot be downloaded (no connection to "
+            f"{', '.join(h for h, _ in hosts)}); {_other_ways(task)}")
+    logging.info("Downloading %s/%s with tensorflow-datasets into %s (once: later runs "
+                 "read it from there)", builder.name, builder.builder_config.name,
+                 builder.data_dir_root)
+    builder.download_and_prepare()
+
+
+def download_hosts(builder) -> List[Tuple[str, int]]:
+    """The (host, port) pairs of the URLs a TFDS builder downloads from, in order."""
+    hosts = []
+    for url in sorted(builder.url_infos or {}):
+        parts = urlsplit(url)
+        if parts.hostname:
+            host = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+            if host not in hosts:
+                hosts.append(host)
+    return hosts
+
+
+def any_host_reachable(hosts: Sequence[Tuple[str, int]],
+                       timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a TCP connection opens to at least one of `hosts` within `timeout` each."""
+    for host, port in hosts:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _other_ways(task: str) -> str:
+    """The two ways to get a task's data, for the end of an error line."""
+    folder = GLUE_DATA_FOLDERS[task]
+    return (f"connect to the internet for TFDS's download, or read a local glue_data folder "
+            f"with --data_source=tsv --data_dir=<glue_data>/{folder} "
+            f"(make demo GLUE_DIR=<glue_data>)")
+
+
+def _first_line(error: Exception) -> str:
+    """An exception's message cut to its first line (TFDS's can run to pages)."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:300]

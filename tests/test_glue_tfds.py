@@ -1,0 +1,162 @@
+"""`--data_source=tfds` without a network: TFDS's real `glue` builder prepares MRPC from
+files the test writes (only its download step is replaced), the runner trains on it, and
+an offline machine with nothing prepared gets one line naming both ways to the data."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from adapter_bert.data import glue_tfds
+from adapter_bert.data.glue import GlueDataError
+
+from tests.conftest import REPO
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+# MRPC as Microsoft ships it (msr_paraphrase_*.txt, what TFDS downloads): a BOM, a header,
+# then quality, the two sentence ids and the two sentences. Pairs in DEV_IDS form dev.
+HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+PAIRS = [
+    ("1", "The company posted a profit of $2 million in the third quarter.",
+     "Third-quarter profit at the company came to $2 million."),
+    ("0", "The senator said she would vote against the bill on Tuesday.",
+     "The bill was introduced by a group of senators last spring."),
+    ("1", "Shares of the retailer rose 4 percent in early trading.",
+     "The retailer's stock climbed 4 percent soon after the market opened."),
+    ("0", "Rain is expected across the north of the country this weekend.",
+     "The weather service issued a heat warning for the southern coast."),
+    ("1", "Police arrested two men after the robbery on Main Street.",
+     "Two men were taken into custody following the Main Street robbery."),
+    ("0", "The museum will reopen in March after a two-year renovation.",
+     "Ticket prices at the museum have doubled since last year."),
+    ("1", "The new drug reduced symptoms in most patients, the study found.",
+     "Most patients saw fewer symptoms on the new drug, according to the study."),
+    ("0", "He joined the team as a coach in 1998.",
+     "The team has won three championships since it was founded."),
+    ("1", "The airline cancelled more than 200 flights because of the storm.",
+     "Over 200 flights were cancelled by the airline as the storm hit."),
+    ("1", "The court rejected the appeal on Monday.",
+     "On Monday the appeal was turned down by the court."),
+]
+DEV_IDS = {4, 9}  # indices of PAIRS that TFDS puts in the validation split
+
+
+def _ids(index):
+    return str(1000 + 2 * index), str(1001 + 2 * index)
+
+
+def write_mrpc_sources(folder):
+    """Writes the three files TFDS's glue/mrpc downloads; returns {key: path} as the
+    builder's `dl_manager.download` would."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [HEADER] + [f"{q}\t{_ids(i)[0]}\t{_ids(i)[1]}\t{a}\t{b}"
+                       for i, (q, a, b) in enumerate(PAIRS)]
+    train = folder / "msr_paraphrase_train.txt"
+    train.write_text("\ufeff" + "\n".join(rows) + "\n", encoding="utf-8")
+    test = folder / "msr_paraphrase_test.txt"
+    test.write_text("\n".join(rows[:4]) + "\n", encoding="utf-8")
+    dev_ids = folder / "mrpc_dev_ids.tsv"
+    dev_ids.write_text("".join("\t".join(_ids(i)) + "\n" for i in sorted(DEV_IDS)),
+                       encoding="utf-8")
+    return {"train": train, "test": test, "dev_ids": dev_ids}
+
+
+@pytest.fixture
+def local_downloads(tmp_path, monkeypatch):
+    """Replaces TFDS's network download with the files this test writes; counts calls."""
+    sources = write_mrpc_sources(tmp_path / "sources")
+    calls = []
+
+    def download(self, url_or_urls):
+        calls.append(url_or_urls)
+        return {key: str(sources[key]) for key in url_or_urls}
+
+    monkeypatch.setattr(tfds.download.DownloadManager, "download", download)
+    # The real hosts cannot be reached here: pretend the probe got through.
+    monkeypatch.setattr(glue_tfds, "any_host_reachable", lambda hosts, timeout=0: True)
+    return calls
+
+
+def test_real_builder_prepares_mrpc_once_and_reads_it_back(tmp_path, local_downloads,
+                                                           monkeypatch):
+    data_dir = str(tmp_path / "tfds")
+    train = glue_tfds.load_tfds_examples("MRPC", "train", data_dir=data_dir)
+    dev = glue_tfds.load_tfds_examples("MRPC", "dev", data_dir=data_dir)
+    assert len(local_downloads) == 1  # prepared once, for every split
+
+    expected_train = [(a, b, q) for i, (q, a, b) in enumerate(PAIRS) if i not in DEV_IDS]
+    expected_dev = [(a, b, q) for i, (q, a, b) in enumerate(PAIRS) if i in DEV_IDS]
+    assert sorted((e.text_a, e.text_b, e.label) for e in train) == sorted(expected_train)
+    assert sorted((e.text_a, e.text_b, e.label) for e in dev) == sorted(expected_dev)
+    assert all(e.guid.startswith("dev-") for e in dev)
+
+    # The next run reads TFDS's data directory: no download, no probe.
+    monkeypatch.setattr(glue_tfds, "any_host_reachable",
+                        lambda hosts, timeout=0: pytest.fail("probed although prepared"))
+    again = glue_tfds.load_tfds_examples("MRPC", "dev", data_dir=data_dir)
+    assert [e.text_a for e in again] == [e.text_a for e in dev]
+    assert len(local_downloads) == 1
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_download_hosts_are_the_builders_urls():
+    builder = tfds.builder("glue/mrpc", data_dir="/nonexistent-tfds-dir")
+    hosts = glue_tfds.download_hosts(builder)
+    assert hosts and all(port == 443 for _, port in hosts)
+    assert len({h for h, _ in hosts}) == len(hosts)
+
+
+def test_probe_tells_a_closed_port_from_an_open_one():
+    closed = _closed_port()
+    assert not glue_tfds.any_host_reachable([("127.0.0.1", closed)], timeout=1.0)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        assert glue_tfds.any_host_reachable([("127.0.0.1", closed), ("127.0.0.1", port)])
+
+
+def test_offline_with_nothing_prepared_is_one_line_naming_both_ways(tmp_path, monkeypatch):
+    closed = _closed_port()
+    monkeypatch.setattr(glue_tfds, "download_hosts", lambda builder: [("127.0.0.1", closed)])
+    monkeypatch.setattr(tfds.download.DownloadManager, "download",
+                        lambda self, urls: pytest.fail("downloaded although offline"))
+    start = time.monotonic()
+    with pytest.raises(GlueDataError) as error:
+        glue_tfds.load_tfds_examples("MRPC", "train", data_dir=str(tmp_path / "tfds"))
+    assert time.monotonic() - start < 30  # TFDS's own retries take minutes
+    message = str(error.value)
+    assert "\n" not in message
+    assert "glue/mrpc" in message and "127.0.0.1" in message
+    assert "internet" in message and "--data_dir=<glue_data>/MRPC" in message
+    assert "GLUE_DIR" in message
+
+
+def test_runner_trains_on_tfds_data(tmp_path, local_downloads, minilm_dir):
+    """run_classifier.py --data_source=tfds reads what TFDS prepared in $TFDS_DATA_DIR."""
+    from tests.runner_utils import write_tiny_backbone
+    data_dir = tmp_path / "tfds"
+    glue_tfds.load_tfds_examples("MRPC", "train", data_dir=str(data_dir))  # prepares it
+    backbone = write_tiny_backbone(tmp_path / "bert", minilm_dir / "vocab.txt")
+    out = tmp_path / "out"
+    env = {"TFDS_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "run_classifier.py"), "--task_name=MRPC", "--do_train",
+         "--do_eval", "--data_source=tfds", f"--output_dir={out}",
+         f"--init_checkpoint={backbone}/bert_model.ckpt",
+         f"--bert_config_file={backbone}/bert_config.json",
+         f"--vocab_file={backbone}/vocab.txt", "--max_seq_length=32",
+         "--train_batch_size=4", "--eval_batch_size=4", "--num_train_epochs=1"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    results = (out / "eval_results.txt").read_text()
+    assert "eval_accuracy" in results
