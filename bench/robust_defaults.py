@@ -62,6 +62,8 @@ RESULTS = os.path.join(HERE, "results", "robust_defaults")
 SEEDS = (42, 43, 44)
 SUITES = ("mrpc", "squad", "stability", "squad_padding", "squad_full")
 MODES = ("adapter", "full")
+# The GLUE tasks runs can use: spec "task" -> their folder in glue_data (and --task_name).
+GLUE_FOLDERS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
 # Item targets for the MRPC adapter cells (mean accuracy, mean F1, lowest seed accuracy).
 MRPC_TARGET = (80.0, 86.0, 78.0)
 
@@ -184,11 +186,13 @@ def command_for(spec, output_dir, work_dir):
         common += [f"--init_checkpoint={prefix}",
                    f"--bert_config_file={os.path.join(folder, 'bert_config.json')}",
                    f"--vocab_file={os.path.join(folder, 'vocab.txt')}"]
-    if spec["task"] in ("mrpc", "rte"):
-        data_dir = os.path.join(SHARED, "glue", spec["task"].upper())
-        return [os.path.join(REPO, "run_classifier.py"), f"--task_name={spec['task'].upper()}",
+    if spec["task"] in GLUE_FOLDERS:
+        folder = GLUE_FOLDERS[spec["task"]]
+        data_dir = os.path.join(SHARED, "glue", folder)
+        return [os.path.join(REPO, "run_classifier.py"), f"--task_name={folder}",
                 "--do_train", "--do_eval", f"--data_dir={data_dir}", "--eval_batch_size=64",
-                *common]
+                *common, *([f"--save_checkpoints_steps={spec['save_checkpoints_steps']}"]
+                           if "save_checkpoints_steps" in spec else [])]
     train, dev = squad_files(spec, work_dir)
     return [os.path.join(REPO, "run_squad.py"), "--do_train", "--do_predict",
             f"--train_file={train}", f"--predict_file={dev}",
@@ -230,10 +234,12 @@ def result_record(spec, command, output_dir, wall):
     """The run's record, read from the files its command wrote into output_dir."""
     record = {"run": run_id(spec), **spec, "command": " ".join(["python"] + command[1:]).replace(
         REPO + "/", ""), "wall_s": round(wall, 1)}
-    if spec["task"] in ("mrpc", "rte"):
+    if spec["task"] in GLUE_FOLDERS:
         results = read_results(os.path.join(output_dir, "eval_results.txt"))
         record.update(dev_accuracy=100 * results["eval_accuracy"],
                       dev_f1=100 * results["eval_f1"] if "eval_f1" in results else None,
+                      **({"dev_mcc": 100 * results["eval_mcc"]} if "eval_mcc" in results
+                         else {}),
                       trainable_params=int(results["trainable_params"]),
                       trainable_percent=float(results["trainable_percent"]))
     else:
@@ -284,7 +290,7 @@ def adopt(spec, args):
     """The record of a run another process finished (claim dead, results there), or None."""
     held = read_claim(os.path.join(args.work_dir, run_id(spec) + ".claim"))
     output_dir = os.path.join(args.work_dir, run_id(spec))
-    done = os.path.join(output_dir, "eval_results.txt" if spec["task"] in ("mrpc", "rte")
+    done = os.path.join(output_dir, "eval_results.txt" if spec["task"] in GLUE_FOLDERS
                         else "eval_results.json")
     if not held or _alive(held[0]) or not os.path.exists(done):
         return None
