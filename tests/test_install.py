@@ -300,9 +300,20 @@ def test_make_demo_says_how_to_get_glue_data_before_installing(tmp_path):
     assert result.returncode != 0
     assert result.stderr.splitlines()[0] == (
         f"make demo: no MRPC data in {tmp_path}/MRPC: pass GLUE_DIR=<folder> naming a glue_data "
-        f"folder as download_glue_data.py writes it (with MRPC/train.tsv), or DATA_SOURCE=tfds "
-        f"to download GLUE with tensorflow-datasets (needs internet)")
-    tfds = subprocess.run(["make", "-n", "demo", "DATA_SOURCE=tfds"], capture_output=True,
-                          text=True, cwd=REPO, timeout=60)
+        f"folder as download_glue_data.py writes it (with MRPC/train.tsv), or leave GLUE_DIR "
+        f"out to download MRPC with tensorflow-datasets (needs internet)")
+
+
+def test_make_demo_without_glue_dir_reads_mrpc_through_tfds(tmp_path):
+    """No default points outside the repository: the clone alone runs the quickstart."""
+    tfds = subprocess.run(["make", "-n", "demo"], capture_output=True, text=True, cwd=REPO,
+                          timeout=60)
     assert "run_classifier.py --task_name=MRPC --do_train --do_eval --data_source=tfds" \
         in tfds.stdout
+    assert "../" not in tfds.stdout
+    mrpc = tmp_path / "MRPC"
+    mrpc.mkdir()
+    (mrpc / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+    local = subprocess.run(["make", "-n", "demo", f"GLUE_DIR={tmp_path}"], capture_output=True,
+                           text=True, cwd=REPO, timeout=60)
+    assert f"--data_dir={tmp_path}/MRPC" in local.stdout and "tfds" not in local.stdout
