@@ -29,6 +29,7 @@ from adapter_bert.training.distribute import get_strategy, static_shapes_require
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
                                         set_dtype_policy, set_seed, steps_per_execution)
 from adapter_bert.training.optimizer import choose_optimizer, create_optimizer
+from adapter_bert.training.precision import resolve_dtype
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
 # run writes into --output_dir.
@@ -208,7 +209,10 @@ def prepare_run(flag_values, strategy=None):
         # With the seed above: same flags, same machine -> bit-identical results.
         tf.config.experimental.enable_op_determinism()
         logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
-    set_dtype_policy(flag_values.dtype)
+    dtype, why = resolve_dtype(flag_values.dtype, strategy=strategy)
+    if flag_values.dtype == "auto":
+        logging.info("dtype: %s (--dtype=auto: %s)", dtype, why)
+    set_dtype_policy(dtype)
     return strategy, static_shapes_required(strategy), role
 
 

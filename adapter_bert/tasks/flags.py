@@ -18,7 +18,7 @@ from adapter_bert.adapters.tuning import TUNING_MODES
 
 FLAGS = flags.FLAGS
 
-DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+DTYPES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora", "resadapter")
 RESADAPTER_VARIANTS = ("pipeline", "resnet", "resnext")
 RESADAPTER_CELLS = ("feedforward", "attention")
@@ -123,7 +123,9 @@ def _define_port_flags():
                       "tf.distribute strategy; auto = TPU with --use_tpu, several GPUs "
                       "mirrored, else one device.")
     flags.DEFINE_enum("dtype", "float32", DTYPES,
-                      "Compute dtype policy; variables stay float32.")
+                      "Compute dtype policy; variables stay float32. auto: mixed_bfloat16 "
+                      "where the hardware multiplies bfloat16 natively (TPU, GPU of compute "
+                      "capability 8.0+, CPU with avx512_bf16/amx_bf16), else float32.")
     flags.DEFINE_integer("seed", 42, "Random seed (initialisation, shuffling, dropout).")
     flags.DEFINE_string("load_adapter", None,
                         "Adapter directory (written by a training run) to evaluate or "

@@ -1,0 +1,52 @@
+"""--dtype=auto: the dtype policy chosen from faked hardware descriptions, and for real."""
+
+import pytest
+
+from adapter_bert.training.precision import (Hardware, choose_dtype, cpu_flags,
+                                             describe_hardware, resolve_dtype)
+
+AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
+ZEN4 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16", "avx512_vnni"}
+SAPPHIRE_RAPIDS = AVX2 | {"avx512f", "amx_tile", "amx_bf16", "amx_int8"}
+
+
+@pytest.mark.parametrize("hardware,dtype,reason_has", [
+    (Hardware(cpu_flags=AVX2), "float32", "emulated"),
+    (Hardware(cpu_flags=ZEN4), "mixed_bfloat16", "avx512_bf16"),
+    (Hardware(cpu_flags=SAPPHIRE_RAPIDS), "mixed_bfloat16", "amx_bf16"),
+    (Hardware(), "float32", "without"),  # no /proc/cpuinfo (macOS, Windows)
+    (Hardware(cpu_flags=ZEN4, tpu=True), "mixed_bfloat16", "TPU"),
+    (Hardware(cpu_flags=AVX2, gpu_capabilities=((8, 0),)), "mixed_bfloat16", "8.0"),
+    (Hardware(cpu_flags=AVX2, gpu_capabilities=((9, 0), (9, 0))), "mixed_bfloat16", "9.0"),
+    # A V100 (7.0) or T4 (7.5) computes in float32 even beside a bfloat16 CPU.
+    (Hardware(cpu_flags=ZEN4, gpu_capabilities=((7, 0),)), "float32", "7.0"),
+    (Hardware(cpu_flags=AVX2, gpu_capabilities=((8, 6), (7, 5))), "float32", "7.5"),
+])
+def test_auto_dtype_from_hardware(hardware, dtype, reason_has):
+    chosen, reason = choose_dtype(hardware)
+    assert chosen == dtype
+    assert reason_has in reason
+
+
+def test_explicit_dtype_is_kept_whatever_the_hardware():
+    for dtype in ("float32", "mixed_float16", "mixed_bfloat16"):
+        assert resolve_dtype(dtype, Hardware(cpu_flags=ZEN4))[0] == dtype
+    assert resolve_dtype("auto", Hardware(cpu_flags=AVX2))[0] == "float32"
+
+
+def test_cpu_flags_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 "
+                       "avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu avx2 avx512_bf16\n")
+    assert cpu_flags(str(cpuinfo)) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags(str(tmp_path / "missing")) == frozenset()
+
+
+def test_this_machine_gets_its_native_dtype():
+    """On this CPU for real: bfloat16 exactly where /proc/cpuinfo lists a bf16 flag."""
+    flags = cpu_flags()
+    hardware = describe_hardware()
+    assert hardware.cpu_flags == flags
+    native = bool({"avx512_bf16", "amx_bf16"} & flags) and not hardware.gpu_capabilities
+    if not hardware.gpu_capabilities:
+        assert resolve_dtype("auto", hardware)[0] == ("mixed_bfloat16" if native else "float32")
