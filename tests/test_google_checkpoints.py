@@ -325,6 +325,37 @@ def test_a_filesystem_cache_gets_the_marker_last(google, server, tiny_files, mon
     assert resolve_backbone(FOLDER) == files and len(server.requests) == 1
 
 
+def test_an_interrupted_download_leaves_nothing(google, server, monkeypatch):
+    def interrupt(self, done):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(gc.Progress, "update", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        resolve_backbone(FOLDER)
+    _assert_nothing_cached(google)
+
+
+def test_a_day_old_partial_folder_is_removed(google, server):
+    google.mkdir(parents=True)
+    old = google / f".{FOLDER}.killed.partial"
+    young = google / f".{FOLDER}.running.partial"
+    for folder in (old, young):
+        folder.mkdir()
+        (folder / f"{FOLDER}.zip").write_bytes(b"part")
+    os.utime(old, (1, 1))
+    resolve_backbone(FOLDER)
+    assert sorted(os.listdir(google)) == sorted([FOLDER, young.name])
+
+
+def test_a_file_url_mirror_and_a_path_object(google, server, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror" / "test"
+    mirror.mkdir(parents=True)
+    (mirror / f"{FOLDER}.zip").write_bytes(server.files[f"/test/{FOLDER}.zip"])
+    monkeypatch.setenv(gc.BASE_URL_ENV, (tmp_path / "mirror").as_uri())
+    files = resolve_backbone(Path(FOLDER))
+    assert files.weights == str(google / FOLDER / "bert_model.ckpt")
+    assert server.requests == []
+
+
 # ---------------------------------------------------------------- the runners
 
 def _write_mrpc(directory: Path) -> Path:

@@ -208,6 +208,8 @@ def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
         GoogleCheckpointError: an unknown name that is not a path either (the message
             lists close matches), or a failed download or check.
     """
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
     if not path or "/" in path or os.sep in path or io_utils.scheme(path):
         return path
     if io_utils.exists(path) or io_utils.exists(path + ".index"):
