@@ -214,6 +214,9 @@ def google(server, tmp_path, monkeypatch):
         monkeypatch.setitem(gc.CATALOGUE, name, gc.GoogleCheckpoint(
             name, "test", layers, hidden, heads, not name.startswith("cased"), "test"))
     monkeypatch.setenv(gc.BASE_URL_ENV, server.url)
+    for proxy in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy",
+                  "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)  # 127.0.0.1 directly, never via a proxy
     cache = tmp_path / "cache"
     monkeypatch.setenv(gc.CACHE_ENV, str(cache))
     work = tmp_path / "work"
@@ -332,6 +335,16 @@ def test_an_interrupted_download_leaves_nothing(google, server, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         resolve_backbone(FOLDER)
     _assert_nothing_cached(google)
+
+
+def test_an_unwritable_cache_is_one_line(google, server, tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    monkeypatch.setenv(gc.CACHE_ENV, str(blocker))
+    with pytest.raises(gc.GoogleCheckpointError,
+                       match=f"^{FOLDER}: cannot create a folder in the cache .*ADAPTER_BERT_CACHE"):
+        resolve_backbone(FOLDER)
+    assert server.requests == []
 
 
 def test_a_day_old_partial_folder_is_removed(google, server):

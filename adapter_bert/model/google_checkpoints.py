@@ -254,10 +254,15 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
     url = entry.url(base_url)
     stream = stream if stream is not None else sys.stderr
     local = io_utils.is_local(root)
-    if local:
-        os.makedirs(root, exist_ok=True)
-        _remove_stale_partials(root, name)
-    work = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=root if local else None)
+    try:
+        if local:
+            os.makedirs(root, exist_ok=True)
+            _remove_stale_partials(root, name)
+        work = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial",
+                                dir=root if local else None)
+    except OSError as e:
+        raise GoogleCheckpointError(f"{name}: cannot create a folder in the cache {root} ({e}); "
+                                    f"set {CACHE_ENV} to a writable folder") from None
     try:
         zip_path = os.path.join(work, f"{name}.zip")
         size, digest = _download(url, zip_path, entry, stream)
