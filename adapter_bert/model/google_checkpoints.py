@@ -283,6 +283,9 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
             f"{name}: {e} ({url}); nothing was cached. To get it by hand, download that zip, "
             f"unzip it and pass the folder to --init_checkpoint (or set {BASE_URL_ENV} to a "
             f"mirror)") from None
+    except OSError as e:  # writing into the cache itself
+        raise GoogleCheckpointError(f"{name}: cannot write into the cache {root} ({e}); "
+                                    f"nothing was cached") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{name}: checked and cached in {final}", file=stream, flush=True)
