@@ -100,12 +100,17 @@ def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = No
     """Finds config, weights and vocabulary for a checkpoint path (None: the default).
 
     `path` may be a TF1 checkpoint prefix (`.../bert_model.ckpt`), a directory holding
-    a TF1 checkpoint or a Hugging Face model, or a `.safetensors`/`.bin` file. Files not
-    given explicitly are looked for next to the weights.
+    a TF1 checkpoint or a Hugging Face model, a `.safetensors`/`.bin` file, or the name
+    of one of Google's released checkpoints (`uncased_L-12_H-768_A-12`; downloaded once
+    into a cache, see `google_checkpoints`). Files not given explicitly are looked for
+    next to the weights.
 
     Raises:
         CheckpointError: nothing usable is found; the message says what was looked for.
     """
+    if path is not None:
+        from adapter_bert.model.google_checkpoints import resolve_name
+        path = resolve_name(path)
     path = default_backbone_dir() if path is None else io_utils.expand(path)
     base = path if io_utils.isdir(path) else os.path.dirname(path)
     if io_utils.isdir(path):

