@@ -47,9 +47,11 @@ def tokenizer(vocab_file):
 
 
 def reference_tokenizer(vocab_file, do_lower_case):
-    """transformers' BertTokenizerFast with Google's 200-character words."""
+    """transformers' BertTokenizerFast with Google's 200-character words (transformers 4 or 5:
+    transformers 5 names the file `vocab`)."""
     transformers = pytest.importorskip("transformers")
-    reference = transformers.BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    name = "vocab_file" if transformers.__version__.startswith("4.") else "vocab"
+    reference = transformers.BertTokenizerFast(**{name: vocab_file}, do_lower_case=do_lower_case)
     reference.backend_tokenizer.model.max_input_chars_per_word = MAX_INPUT_CHARS_PER_WORD
     return reference
 
