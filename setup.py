@@ -24,9 +24,9 @@ setup(
     # requirement would make pip add the `tensorflow` distribution over a machine's own
     # build (tensorflow-tpu, tensorflow-cpu). adapter_bert.install_check says at the first
     # TensorFlow import what is missing or mismatched, and the command that fixes it.
+    # transformers is not required: tokenisation uses the tokenizers library directly, so
+    # the package installs beside any transformers (5.x included) without changing it.
     install_requires=[
-        # transformers 5 drops the TF models our reference tests compare against.
-        "transformers>=4.57,<5",
         "tokenizers>=0.20",
         "safetensors>=0.4",
         "absl-py>=2.0",
@@ -44,6 +44,9 @@ setup(
         # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too.
         "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7"],
         "plots": ["matplotlib>=3.7"],
+        # transformers' TF BERT models, for adapter_bert.adapters.hf_bridge and the tests that
+        # compare against them: transformers 5 removed its TensorFlow models.
+        "transformers": ["transformers>=4.57,<5"],
         # TensorFlow with its tf-keras, for a machine that has none. tf-keras requires the
         # `tensorflow` distribution of its own minor version, so pip keeps the two matched.
         # CPU: the `tensorflow` wheel (tensorflow-cpu would come with a second copy of

@@ -99,8 +99,6 @@ def test_tokenizer_from_a_remote_vocab_equals_the_local_one():
     for lower in (True, False):
         local, far = load_tokenizer(str(BERT_VOCAB), lower), load_tokenizer(remote, lower)
         assert far.backend_tokenizer.to_str() == local.backend_tokenizer.to_str()
-        kwargs = dict(truncation="only_second", max_length=24, stride=4,
-                      return_overflowing_tokens=True, return_offsets_mapping=True)
-        assert dict(far(*texts, **kwargs)) == dict(local(*texts, **kwargs))
+        assert far(*texts, return_offsets_mapping=True) == local(*texts, return_offsets_mapping=True)
         assert (far.cls_token_id, far.sep_token_id, far.pad_token_id, far.unk_token_id) == \
             (local.cls_token_id, local.sep_token_id, local.pad_token_id, local.unk_token_id)

@@ -29,13 +29,34 @@ Examples:
 
 from typing import Dict, Iterator, List, Optional, Tuple
 
-import numpy as np
-import tensorflow as tf
-import tf_keras as keras
+# The one line that says what to install when transformers is missing or has no TF models.
+TRANSFORMERS_NEEDED = ('adapter_bert.adapters.hf_bridge needs transformers 4.x with its TF '
+                       'models (transformers 5 removed them): pip install "transformers>=4.57,<5"')
 
-from adapter_bert.adapters.layers import HoulsbyAdapter
-from adapter_bert.model.config import AdapterConfig
-from adapter_bert.adapters.tuning import parameter_line
+
+def check_transformers() -> None:
+    """Raises ImportError (TRANSFORMERS_NEEDED, and what was found) unless transformers 4.x,
+    which has the TF BERT models this module equips, can be imported."""
+    try:
+        import transformers
+    except ImportError as e:
+        found = ("transformers is not installed" if e.name == "transformers"
+                 else f"importing transformers failed: {e}")
+        raise ImportError(f"{TRANSFORMERS_NEEDED} ({found})") from None
+    version = str(getattr(transformers, "__version__", "0"))
+    if not version.split(".")[0].isdigit() or int(version.split(".")[0]) != 4:
+        raise ImportError(f"{TRANSFORMERS_NEEDED} (found transformers {version})")
+
+
+check_transformers()
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+from adapter_bert.adapters.layers import HoulsbyAdapter  # noqa: E402
+from adapter_bert.model.config import AdapterConfig  # noqa: E402
+from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
 
 POSITIONS = ("attention", "ffn")
 

@@ -3,10 +3,10 @@
 The layout is BERT's: `[CLS] a [SEP]` with segment id 0, then `b [SEP]` with
 segment id 1, then zero padding up to `max_seq_length`.
 
-Tokenisation is done in batches by a (fast) Hugging Face tokenizer, without
+Tokenisation is done in batches by `tokenization.WordPieceTokenizer`, without
 special tokens and without truncation; truncation and the layout are then done
 here, exactly as google-research/bert's `_truncate_seq_pair`. We do not use
-the tokenizer's own `truncation="longest_first"`: in `tokenizers` 0.22 it
+the `tokenizers` library's `truncation="longest_first"`: in `tokenizers` 0.22 it
 differs from BERT whenever the token budget left for the pair
 (`max_seq_length - 3`) is odd and both sequences get cut to about half of it
 while `len(a) <= len(b)`. BERT then gives the extra token to `a` (on a tie it
@@ -100,8 +100,8 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
         Ignored when `is_regression`.
       max_seq_length: Length of every output row, special tokens included.
         Must be at least 3 (2 for single sentences only).
-      tokenizer: A Hugging Face BERT tokenizer, e.g.
-        `BertTokenizerFast(vocab_file=..., do_lower_case=True)`.
+      tokenizer: `tokenization.load_tokenizer(vocab_file, do_lower_case)` (a
+        transformers `BertTokenizerFast` works as well).
       is_regression: If True, labels are floats (STS-B) and `label_ids` is
         float32.
       log_examples: How many of the first examples to log at INFO.

@@ -382,8 +382,9 @@ def convert_examples_to_features(
 
     Args:
       examples: the examples (from :func:`read_squad_examples`).
-      tokenizer: a Hugging Face *fast* BERT tokenizer (``BertTokenizerFast``);
-        character offsets come from ``return_offsets_mapping``.
+      tokenizer: ``tokenization.load_tokenizer(vocab_file, do_lower_case)`` (or a
+        transformers ``BertTokenizerFast``); character offsets come from
+        ``return_offsets_mapping``.
       max_seq_length: total window length, including [CLS] and two [SEP].
       doc_stride: how far consecutive windows advance, in tokens.
       max_query_length: questions longer than this (in tokens) are truncated.

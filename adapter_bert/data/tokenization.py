@@ -1,26 +1,166 @@
-"""The WordPiece tokenizer (transformers' fast BERT tokenizer) and its sanity checks."""
+"""The WordPiece tokenizer (on the `tokenizers` library) and its sanity checks."""
 
 import io
 import json
 import os
 import re
-from typing import Optional
+from typing import Dict, List, Optional, Sequence, Union
+
+from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordPiece
 
 from adapter_bert import io_utils
 from adapter_bert.model.config import BertConfig
 
 
 # Google's WordpieceTokenizer turns a word longer than this (in characters) into [UNK];
-# transformers' fast tokenizer defaults to 100.
+# the `tokenizers` library (and transformers' fast tokenizer) defaults to 100.
 MAX_INPUT_CHARS_PER_WORD = 200
+
+# BERT's special tokens, in the order transformers adds them: one the vocabulary lacks
+# gets the next free id.
+SPECIAL_TOKENS = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
 
 
 class TokenizerError(ValueError):
     """The vocabulary or casing does not fit the checkpoint."""
 
 
-def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
-    """Builds a fast BERT tokenizer from a `vocab.txt` (offsets are exact for SQuAD).
+TextInput = Union[str, Sequence[str]]
+
+
+class WordPieceTokenizer:
+    """BERT's WordPiece tokenisation of a `vocab.txt`, with exact character offsets.
+
+    A `tokenizers.Tokenizer` does the work: the BERT normaliser (control characters
+    removed, white space unified, CJK characters split off; with `do_lower_case`, lower
+    case and accents stripped), the BERT pre-tokenizer (white space and punctuation),
+    greedy longest-match-first word pieces (words over `MAX_INPUT_CHARS_PER_WORD`
+    characters become [UNK]), and `[CLS] a [SEP] (b [SEP])` around the pieces. The
+    special tokens are matched whole in the raw text and never lower-cased. Its output
+    equals transformers' `BertTokenizerFast` on the same vocabulary, whose calling
+    convention it keeps for the parts this package uses, without needing transformers.
+
+    Attributes:
+        backend_tokenizer: the `tokenizers.Tokenizer` underneath.
+        do_lower_case: whether text is lower-cased and its accents stripped.
+        is_fast: always True: offsets are exact, as SQuAD's features need.
+    """
+
+    is_fast = True
+    unk_token, sep_token, pad_token, cls_token, mask_token = SPECIAL_TOKENS
+
+    def __init__(self, vocab: Dict[str, int], do_lower_case: bool = True):
+        """Builds the tokenizer on `vocab` (token -> id, as `read_vocab` returns it)."""
+        self.do_lower_case = bool(do_lower_case)
+        backend = Tokenizer(WordPiece(vocab, unk_token=self.unk_token,
+                                      max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+        # strip_accents=None: accents are stripped exactly when the text is lower-cased.
+        backend.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None,
+            lowercase=self.do_lower_case)
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.add_special_tokens([AddedToken(token, normalized=False, special=True)
+                                    for token in SPECIAL_TOKENS])
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{self.cls_token}:0 $A:0 {self.sep_token}:0",
+            pair=f"{self.cls_token}:0 $A:0 {self.sep_token}:0 $B:1 {self.sep_token}:1",
+            special_tokens=[(token, backend.token_to_id(token))
+                            for token in (self.cls_token, self.sep_token)])
+        backend.decoder = decoders.WordPiece(prefix="##")
+        self.backend_tokenizer = backend
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.backend_tokenizer.token_to_id(self.pad_token)
+
+    @property
+    def unk_token_id(self) -> int:
+        return self.backend_tokenizer.token_to_id(self.unk_token)
+
+    @property
+    def cls_token_id(self) -> int:
+        return self.backend_tokenizer.token_to_id(self.cls_token)
+
+    @property
+    def sep_token_id(self) -> int:
+        return self.backend_tokenizer.token_to_id(self.sep_token)
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.backend_tokenizer.token_to_id(self.mask_token)
+
+    def get_vocab(self) -> Dict[str, int]:
+        """Token -> id, the special tokens included."""
+        return self.backend_tokenizer.get_vocab(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def tokenize(self, text: str) -> List[str]:
+        """The word pieces of `text`, without [CLS] and [SEP]."""
+        return self.backend_tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def convert_tokens_to_ids(self, tokens: Union[str, Sequence[str]]):
+        """The id of a token, or the list of ids of a list; an unknown token is [UNK]'s."""
+        if isinstance(tokens, str):
+            index = self.backend_tokenizer.token_to_id(tokens)
+            return self.unk_token_id if index is None else index
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids: Union[int, Sequence[int]]):
+        """The token of an id, or the list of tokens of a list (None for an unknown id)."""
+        if isinstance(ids, int):
+            return self.backend_tokenizer.id_to_token(ids)
+        return [self.backend_tokenizer.id_to_token(int(index)) for index in ids]
+
+    def __call__(self, text: TextInput, text_pair: Optional[TextInput] = None, *,
+                 add_special_tokens: bool = True, return_offsets_mapping: bool = False,
+                 return_token_type_ids: bool = True, return_attention_mask: bool = True,
+                 truncation: bool = False, verbose: bool = True) -> Dict[str, list]:
+        """Encodes a text (or a pair) or a list of texts (or of pairs), in one batch.
+
+        Returns a dict of `input_ids`, `token_type_ids`, `attention_mask` and, with
+        `return_offsets_mapping`, `offset_mapping` (`(start, end)` character offsets into
+        the text; `(0, 0)` for [CLS] and [SEP]): a list per text, or one list of such
+        lists for a list of texts. `verbose` is accepted and ignored (nothing is cut).
+
+        Raises:
+            ValueError: `truncation` is asked for: cut the ids afterwards, as
+                `features.truncate_seq_pair` does Google's way.
+        """
+        if truncation:
+            raise ValueError("WordPieceTokenizer does not truncate: cut the ids afterwards "
+                             "(adapter_bert.data.features.truncate_seq_pair)")
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        if text_pair is not None:
+            pairs = [text_pair] if single else list(text_pair)
+            if len(pairs) != len(texts):
+                raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
+            texts = list(zip(texts, pairs))
+        encodings = self.backend_tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
+        fields = {"input_ids": [e.ids for e in encodings]}
+        if return_token_type_ids:
+            fields["token_type_ids"] = [e.type_ids for e in encodings]
+        if return_attention_mask:
+            fields["attention_mask"] = [e.attention_mask for e in encodings]
+        if return_offsets_mapping:
+            fields["offset_mapping"] = [e.offsets for e in encodings]
+        return {k: v[0] for k, v in fields.items()} if single else fields
+
+
+def read_vocab(data: bytes) -> Dict[str, int]:
+    """vocab.txt's bytes -> token -> id, as transformers' `load_vocab` reads the file:
+    text-mode lines (any line ending), and a repeated token keeps its last index."""
+    vocab = {}
+    for index, token in enumerate(io.StringIO(data.decode("utf-8"), newline=None).readlines()):
+        vocab[token.rstrip("\n")] = index
+    return vocab
+
+
+def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceTokenizer:
+    """Builds the WordPiece tokenizer of a `vocab.txt`, local or remote (`gs://`...).
 
     Words of up to `MAX_INPUT_CHARS_PER_WORD` (200) characters are split into
     word pieces, as by Google's tokenizer; longer ones become [UNK].
@@ -40,32 +180,7 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True):
         raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
                              f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
                              f"a line") from None
-    from transformers import BertTokenizerFast
-    # The tokenizers library opens local files only: a remote vocab is built from its bytes.
-    tokenizer = (BertTokenizerFast(vocab_file=vocab_file, do_lower_case=do_lower_case)
-                 if io_utils.is_local(vocab_file) else _tokenizer_from_bytes(data, do_lower_case))
-    tokenizer.backend_tokenizer.model.max_input_chars_per_word = MAX_INPUT_CHARS_PER_WORD
-    return tokenizer
-
-
-def _tokenizer_from_bytes(data: bytes, do_lower_case: bool):
-    """The same fast tokenizer built from vocab.txt's bytes (for remote paths, which the
-    tokenizers library cannot open): the vocabulary is read as `load_vocab` reads it."""
-    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
-    from tokenizers.models import WordPiece
-    from transformers import BertTokenizerFast
-    vocab = {}  # as transformers' load_vocab: text-mode lines, a repeated token keeps its last index
-    for index, token in enumerate(io.StringIO(data.decode("utf-8"), newline=None).readlines()):
-        vocab[token.rstrip("\n")] = index
-    backend = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
-    backend.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case)
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    backend.post_processor = processors.TemplateProcessing(
-        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab.get("[CLS]", 0)), ("[SEP]", vocab.get("[SEP]", 0))])
-    backend.decoder = decoders.WordPiece(prefix="##")
-    return BertTokenizerFast(tokenizer_object=backend, do_lower_case=do_lower_case)
+    return WordPieceTokenizer(read_vocab(data), do_lower_case)
 
 
 def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -> None:
