@@ -236,7 +236,9 @@ def result_record(spec, command, output_dir, wall):
         REPO + "/", ""), "wall_s": round(wall, 1)}
     if spec["task"] in GLUE_FOLDERS:
         results = read_results(os.path.join(output_dir, "eval_results.txt"))
-        record.update(dev_accuracy=100 * results["eval_accuracy"],
+        # CoLA reports Matthews correlation only.
+        record.update(dev_accuracy=(100 * results["eval_accuracy"]
+                                    if "eval_accuracy" in results else None),
                       dev_f1=100 * results["eval_f1"] if "eval_f1" in results else None,
                       **({"dev_mcc": 100 * results["eval_mcc"]} if "eval_mcc" in results
                          else {}),
