@@ -3,7 +3,9 @@
 Used by the interruption tests (`tests.runner_utils.run_killable`): the kill is a real
 `kill -9`, placed deterministically, so no test races a poller against a fast run.
 
-    python tests/killer.py SCRIPT ARGS...
+    python tests/killer.py MODULE ARGS...
+
+MODULE is a runner, e.g. adapter_bert.run_classifier (run as `python -m MODULE ARGS...`).
 
 KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
 KILL_BEFORE_CHECKPOINT=N: just before checkpoint N would be written, so the steps since
@@ -89,8 +91,9 @@ def _hook_replace(kill_name: str, log: str):
 
 
 def main():
-    script = sys.argv[1]
-    sys.argv = sys.argv[1:]
+    module = sys.argv[1]
+    # run_module(alter_sys=True) then sets argv[0] to the module's file, as `python -m` does.
+    sys.argv = [sys.argv[0], *sys.argv[2:]]
     _hook_checkpoints(int(os.environ.get("KILL_AFTER_CHECKPOINT", "0")),
                       int(os.environ.get("KILL_BEFORE_CHECKPOINT", "0")))
     if os.environ.get("KILL_AT_STEP"):
@@ -98,7 +101,7 @@ def main():
     if os.environ.get("KILL_PREDICTING"):
         _hook_predict(int(os.environ["KILL_PREDICTING"]))
     _hook_replace(os.environ.get("KILL_WRITING", ""), os.environ.get("REPLACED_LOG", ""))
-    runpy.run_path(script, run_name="__main__")
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
