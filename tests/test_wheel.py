@@ -150,10 +150,11 @@ def test_the_wheel_holds_the_package_only(wheel):
     assert outside == [], "top-level files in the wheel: " + ", ".join(outside)
     for runner in RUNNERS:
         assert f"adapter_bert/{runner}.py" in names
-    # Every package of the checkout's adapter_bert is in the wheel.
-    packages = {str(p.parent.relative_to(REPO).as_posix())
-                for p in (REPO / "adapter_bert").rglob("__init__.py")}
-    assert {p for p in packages if f"{p}/__init__.py" not in names} == set()
+    # Every file of the checkout's adapter_bert is in the wheel: its modules and any data
+    # files they read (which setup.py must then list as package data).
+    files = {f.relative_to(REPO).as_posix() for f in (REPO / "adapter_bert").rglob("*")
+             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"}
+    assert sorted(files - set(names)) == []
     wheel_file = zipfile.ZipFile(wheel)
     assert wheel_file.read(f"{dist_info}/top_level.txt").decode().split() == ["adapter_bert"]
     entry_points = wheel_file.read(f"{dist_info}/entry_points.txt").decode()
