@@ -1,6 +1,7 @@
-# export_model.py in a clone, as in Google's repository: `python export_model.py --helpshort`.
-# The multi-adapter SavedModel export runner is adapter_bert/export_model.py; installed, run it from anywhere
-# as `python -m adapter_bert.export_model`. (No docstring here: --helpshort shows the runner's.)
+# export_model.py for a clone: `python export_model.py --helpshort`.
+# The runner is the module adapter_bert/export_model.py; installed, it runs from any
+# directory as `python -m adapter_bert.export_model`. (No docstring here: --helpshort shows
+# the runner's.)
 
 from adapter_bert import export_model
 

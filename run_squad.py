@@ -1,6 +1,7 @@
-# run_squad.py in a clone, as in Google's repository: `python run_squad.py --helpshort`.
-# The SQuAD fine-tuning runner is adapter_bert/run_squad.py; installed, run it from anywhere
-# as `python -m adapter_bert.run_squad`. (No docstring here: --helpshort shows the runner's.)
+# run_squad.py for a clone, run as Google's script is: `python run_squad.py --helpshort`.
+# The runner is the module adapter_bert/run_squad.py; installed, it runs from any
+# directory as `python -m adapter_bert.run_squad`. (No docstring here: --helpshort shows
+# the runner's.)
 
 from adapter_bert import run_squad
 
