@@ -35,7 +35,7 @@ $(STAMP): setup.py
 
 # Adapter-tune MRPC on the embedded MiniLM and evaluate on its dev set.
 demo: demo-data setup
-	$(PYTHON) run_classifier.py --task_name=MRPC --do_train --do_eval $(DEMO_DATA) \
+	$(PYTHON) -m adapter_bert.run_classifier --task_name=MRPC --do_train --do_eval $(DEMO_DATA) \
 	  --output_dir=$(OUT)/mrpc_adapter \
 	  --learning_rate=1e-3 --eval_batch_size=64
 

@@ -1,41 +1,9 @@
-r"""Adapter ablation (Houlsby et al., 2019, Fig. 6): remove the adapters of every span of
-layers i..j from a trained GLUE adapter model and re-evaluate on dev.
+# ablate_adapters.py for a clone: `python ablate_adapters.py --helpshort`.
+# The runner is the module adapter_bert/ablate_adapters.py; installed, it runs from any
+# directory as `python -m adapter_bert.ablate_adapters`. (No docstring here: --helpshort shows
+# the runner's.)
 
-Takes run_classifier.py's flags (task, data, backbone, sequence length, batch sizes, ...)
-plus --ablation_metric, and writes into --output_dir: ablation_matrix.csv,
-ablation_results.csv, ablation.json and ablation_heatmap.png.
-
-Example (after `run_classifier.py --task_name=MRPC --do_train ... --output_dir=/tmp/mrpc`):
-
-    python ablate_adapters.py --task_name=MRPC --data_dir=glue_data/MRPC \
-        --load_adapter=/tmp/mrpc/adapter --output_dir=/tmp/mrpc_ablation \
-        --eval_batch_size=64
-"""
-
-import sys
-
-from absl import app, flags
-
-from adapter_bert.install_check import require_tensorflow
-
-# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
-require_tensorflow("ablate_adapters.py")
-
-from adapter_bert.tasks import ablation  # noqa: E402
-from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
-
-ablation.define_flags()
-# --helpshort lists the flags of the modules that define them: adopt them here.
-flags.adopt_module_key_flags(adapter_flags)
-flags.adopt_module_key_flags(ablation)
-FLAGS = flags.FLAGS
-
-
-def main(argv):
-    del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import base
-    return base.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(FLAGS))
-
+from adapter_bert import ablate_adapters
 
 if __name__ == "__main__":
-    sys.exit(app.run(main))
+    ablate_adapters.run()

@@ -1,56 +1,9 @@
-"""Export trained adapters as one SavedModel: one frozen backbone, a task name per row.
+# export_model.py for a clone: `python export_model.py --helpshort`.
+# The runner is the module adapter_bert/export_model.py; installed, it runs from any
+# directory as `python -m adapter_bert.export_model`. (No docstring here: --helpshort shows
+# the runner's.)
 
-Example (two adapters trained by run_classifier.py on the embedded MiniLM):
-
-    python export_model.py --adapters=out/mrpc/adapter,out/sst2/adapter \
-        --export_dir=serving/glue
-
-The SavedModel takes `task`, `text_a` and `text_b` strings [batch] and answers each row
-with its task's adapters and head (see docs/serving.md). Serving it needs TensorFlow
-and `import tensorflow_text`, not this package.
-"""
-
-import sys
-
-from absl import app, flags
-
-flags.DEFINE_list("adapters", None, "Adapter directories to export, comma-separated.")
-flags.DEFINE_list("names", None, "Task names, one per adapter (default: the task each "
-                                 "adapter file records).")
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
-flags.DEFINE_string("init_checkpoint", None, "The backbone the adapters were trained on "
-                                             "(default: the embedded MiniLM).")
-flags.DEFINE_string("bert_config_file", None, "The backbone's config, if not beside it.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary, if not beside the backbone.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per row after WordPiece, special "
-                                            "tokens included; longer inputs are truncated.")
-FLAGS = flags.FLAGS
-
-
-def main(argv):
-    del argv  # everything comes from flags
-    from adapter_bert.tasks import base
-
-    def export():
-        from adapter_bert.tasks.flags import FlagError
-        from adapter_bert.serving.export import require_serving_extra
-        from adapter_bert.serving.multi_adapter import export_multi_adapter
-        if not FLAGS.adapters:
-            raise FlagError("--adapters is required (adapter directories, comma-separated)")
-        if not FLAGS.export_dir:
-            raise FlagError("--export_dir is required")
-        if FLAGS.max_seq_length < 3:
-            raise FlagError(f"--max_seq_length must be at least 3, got {FLAGS.max_seq_length}")
-        require_serving_extra()
-        path = export_multi_adapter(FLAGS.adapters, FLAGS.export_dir, FLAGS.init_checkpoint,
-                                    FLAGS.bert_config_file, FLAGS.vocab_file,
-                                    FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.names)
-        print(f"exported: {path}", flush=True)
-        return 0
-
-    return base.run_cli("export_model.py", export)
-
+from adapter_bert import export_model
 
 if __name__ == "__main__":
-    sys.exit(app.run(main))
+    export_model.run()

@@ -1,39 +1,9 @@
-r"""BERT + adapters for SQuAD v1.1 / v2.0, flag-compatible with Google's run_squad.py.
+# run_squad.py for a clone, run as Google's script is: `python run_squad.py --helpshort`.
+# The runner is the module adapter_bert/run_squad.py; installed, it runs from any
+# directory as `python -m adapter_bert.run_squad`. (No docstring here: --helpshort shows
+# the runner's.)
 
-Example (adapter-tune SQuAD v1.1 on the embedded MiniLM backbone, then score dev):
-
-    python run_squad.py --do_train --do_predict \
-        --train_file=squad/train-v1.1.json \
-        --predict_file=squad/dev-v1.1.json \
-        --max_seq_length=256 --doc_stride=128 --learning_rate=1e-3 \
-        --output_dir=/tmp/squad
-
-For SQuAD 2.0 add --version_2_with_negative; null_odds.json is written beside
-predictions.json and the best no-answer threshold is reported.
-"""
-
-import sys
-
-from absl import app, flags
-
-from adapter_bert.install_check import require_tensorflow
-
-# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
-require_tensorflow("run_squad.py")
-
-from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
-
-adapter_flags.define_squad_flags()
-# --helpshort lists the flags of the module that defines them: adopt them here.
-flags.adopt_module_key_flags(adapter_flags)
-FLAGS = flags.FLAGS
-
-
-def main(argv):
-    del argv  # unused: everything comes from flags
-    from adapter_bert.tasks import base, squad
-    return base.run_cli("run_squad.py", lambda: squad.main(FLAGS))
-
+from adapter_bert import run_squad
 
 if __name__ == "__main__":
-    sys.exit(app.run(main))
+    run_squad.run()

@@ -18,8 +18,16 @@ setup(
     long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
+    # Only the adapter_bert package: the runners are its modules (`python -m
+    # adapter_bert.run_classifier`); the clone's root scripts of the same names are thin
+    # wrappers and stay out of the wheel, where generic top-level names would collide.
     packages=find_packages(include=["adapter_bert", "adapter_bert.*"]),
-    py_modules=["run_classifier", "run_squad", "ablate_adapters", "export_model"],
+    entry_points={"console_scripts": [
+        "adapter-bert-classifier = adapter_bert.run_classifier:run",
+        "adapter-bert-squad = adapter_bert.run_squad:run",
+        "adapter-bert-ablate = adapter_bert.ablate_adapters:run",
+        "adapter-bert-export = adapter_bert.export_model:run",
+    ]},
     # TensorFlow and tf-keras come from an extra below, or are already installed: a plain
     # requirement would make pip add the `tensorflow` distribution over a machine's own
     # build (tensorflow-tpu, tensorflow-cpu). adapter_bert.install_check says at the first

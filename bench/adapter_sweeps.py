@@ -252,7 +252,7 @@ def run_point(point: dict, args, data_dir: str, learning_rates: Dict[str, float]
     """Runs run_classifier.py for one point (afresh; its output goes to
     `<work_dir>/<key>.log`) and returns its row."""
     output_dir = os.path.join(args.work_dir, point["key"])
-    command = [sys.executable, "run_classifier.py",
+    command = [sys.executable, "-m", "adapter_bert.run_classifier",
                f"--task_name={args.task_name}", "--do_train", "--do_eval",
                f"--data_dir={data_dir}", f"--output_dir={output_dir}",
                f"--max_seq_length={args.max_seq_length}",

@@ -8,7 +8,7 @@ instead of trained, times the command and reads the `eval_results.json` or
 never leaves half a results file).
 
 Example:
-    done = harness.run(harness.runner_command("run_classifier.py", flags), output_dir)
+    done = harness.run(harness.runner_command("run_classifier", flags), output_dir)
     done.wall_s, done.results["eval_accuracy"]
 """
 
@@ -39,9 +39,10 @@ class Run:
     results: Dict[str, object]
 
 
-def runner_command(script: str, flags: Sequence[str]) -> List[str]:
-    """`python <repo>/<script> <flags>` with this interpreter."""
-    return [sys.executable, os.path.join(REPO, script), *flags]
+def runner_command(runner: str, flags: Sequence[str]) -> List[str]:
+    """`python -m adapter_bert.<runner> <flags>` (run_classifier, run_squad) with this
+    interpreter."""
+    return [sys.executable, "-m", f"adapter_bert.{runner}", *flags]
 
 
 def read_eval_results(path: str) -> Dict[str, object]:
@@ -105,7 +106,8 @@ def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None)
     wall = time.time() - start
     if code != 0:
         where = f"; log: {log_path}" if log_path else ""
-        raise RunFailed(f"{os.path.basename(command[1])} exited with status {code}{where}")
+        runner = command[2] if command[1] == "-m" else os.path.basename(command[1])
+        raise RunFailed(f"{runner} exited with status {code}{where}")
     return Run(list(command), round(wall, 1), collect_results(output_dir))
 
 

@@ -24,7 +24,7 @@ from bench.mode_flags import (DEFAULT_RATES, add_mode_arguments, check_mode_argu
 def run_mode(mode, seed, args):
     """Runs run_classifier.py for one mode and seed (afresh); returns its row."""
     output_dir = os.path.join(args.work_dir, f"{mode}_seed{seed}")
-    command = harness.runner_command("run_classifier.py", [
+    command = harness.runner_command("run_classifier", [
         "--task_name=MRPC", "--do_train", "--do_eval", f"--data_dir={args.data_dir}",
         f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",
         f"--train_batch_size={args.batch_size}", f"--num_train_epochs={args.epochs}",

@@ -175,7 +175,8 @@ def squad_files(spec, work_dir):
 # ------------------------------------------------------------------------------ one run
 
 def command_for(spec, output_dir, work_dir):
-    """The run's command line (a list): the user's command plus seed and output folder."""
+    """The run's command line after `python` (a list: `-m adapter_bert.run_classifier ...`):
+    the user's command plus seed and output folder."""
     common = [f"--output_dir={output_dir}", f"--learning_rate={spec['lr']}",
               f"--num_train_epochs={spec['epochs']:g}", f"--seed={spec['seed']}"]
     if spec["mode"] != "adapter":
@@ -189,12 +190,12 @@ def command_for(spec, output_dir, work_dir):
     if spec["task"] in GLUE_FOLDERS:
         folder = GLUE_FOLDERS[spec["task"]]
         data_dir = os.path.join(SHARED, "glue", folder)
-        return [os.path.join(REPO, "run_classifier.py"), f"--task_name={folder}",
+        return ["-m", "adapter_bert.run_classifier", f"--task_name={folder}",
                 "--do_train", "--do_eval", f"--data_dir={data_dir}", "--eval_batch_size=64",
                 *common, *([f"--save_checkpoints_steps={spec['save_checkpoints_steps']}"]
                            if "save_checkpoints_steps" in spec else [])]
     train, dev = squad_files(spec, work_dir)
-    return [os.path.join(REPO, "run_squad.py"), "--do_train", "--do_predict",
+    return ["-m", "adapter_bert.run_squad", "--do_train", "--do_predict",
             f"--train_file={train}", f"--predict_file={dev}",
             f"--max_seq_length={spec['max_seq_length']}", "--doc_stride=128",
             f"--train_batch_size={spec['batch_size']}", "--predict_batch_size=64", *common,

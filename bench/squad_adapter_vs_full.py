@@ -105,7 +105,7 @@ def _files(args, name, version, train, dev, train_source, eval_source):
 def run_one(version, mode, files, args):
     """Runs run_squad.py for one (version, mode), afresh; returns its row of results."""
     output_dir = os.path.join(args.work_dir, f"{version}-{mode}")
-    command = harness.runner_command("run_squad.py", [
+    command = harness.runner_command("run_squad", [
         "--do_train", "--do_predict",
         f"--train_file={files['train_file']}", f"--predict_file={files['predict_file']}",
         f"--output_dir={output_dir}", f"--max_seq_length={args.max_seq_length}",

@@ -3,7 +3,10 @@
 Used by the interruption tests (`tests.runner_utils.run_killable`): the kill is a real
 `kill -9`, placed deterministically, so no test races a poller against a fast run.
 
-    python tests/killer.py SCRIPT ARGS...
+    python tests/killer.py RUNNER ARGS...
+
+RUNNER is a runner module, e.g. adapter_bert.run_classifier (run as `python -m RUNNER
+ARGS...` runs it), or a script's path (run_classifier.py, the clone's root script).
 
 KILL_AFTER_CHECKPOINT=N: right after training checkpoint N is written.
 KILL_BEFORE_CHECKPOINT=N: just before checkpoint N would be written, so the steps since
@@ -89,7 +92,9 @@ def _hook_replace(kill_name: str, log: str):
 
 
 def main():
-    script = sys.argv[1]
+    runner = sys.argv[1]
+    # A script runs with argv[0] its path; run_module(alter_sys=True) sets argv[0] to the
+    # module's file, as `python -m` does.
     sys.argv = sys.argv[1:]
     _hook_checkpoints(int(os.environ.get("KILL_AFTER_CHECKPOINT", "0")),
                       int(os.environ.get("KILL_BEFORE_CHECKPOINT", "0")))
@@ -98,7 +103,10 @@ def main():
     if os.environ.get("KILL_PREDICTING"):
         _hook_predict(int(os.environ["KILL_PREDICTING"]))
     _hook_replace(os.environ.get("KILL_WRITING", ""), os.environ.get("REPLACED_LOG", ""))
-    runpy.run_path(script, run_name="__main__")
+    if runner.endswith(".py"):
+        runpy.run_path(runner, run_name="__main__")
+    else:
+        runpy.run_module(runner, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -37,34 +37,35 @@ def flag_list(defaults: dict, overrides: dict) -> list:
 
 
 def run_in_process(module_name: str, argv):
-    """Parses `argv` into absl FLAGS and runs the entry point's main; returns its exit code."""
+    """Parses `argv` into absl FLAGS and runs the runner `adapter_bert.<module_name>`'s main
+    (run_classifier, run_squad, ablate_adapters); returns (its exit code, the module)."""
     import importlib
 
     from absl import flags
-
-    from adapter_bert.tasks import base
-    module = importlib.import_module(module_name)
+    module = importlib.import_module("adapter_bert." + module_name)
     values = flags.FLAGS
     values.unparse_flags()
     values([module_name + ".py", *argv])
-    task_module = importlib.import_module(
-        "adapter_bert.tasks." + ("classifier" if module_name == "run_classifier" else "squad"))
-    return base.run_cli(module_name + ".py", lambda: task_module.main(values)), module
+    return module.main(), module
 
 
 def run_killable(script: str, argv, **hooks) -> subprocess.CompletedProcess:
-    """Runs `python script argv...` under tests/killer.py's hooks, set by `hooks`
-    (KILL_AFTER_CHECKPOINT, KILL_BEFORE_CHECKPOINT, KILL_WRITING, REPLACED_LOG)."""
-    return run_subprocess("tests/killer.py", [str(REPO / script), *map(str, argv)],
+    """Runs the runner `script` (run_classifier.py: the module adapter_bert.run_classifier)
+    with `argv` under tests/killer.py's hooks, set by `hooks` (KILL_AFTER_CHECKPOINT,
+    KILL_BEFORE_CHECKPOINT, KILL_WRITING, REPLACED_LOG)."""
+    module = "adapter_bert." + script.removesuffix(".py")
+    return run_subprocess("tests/killer.py", [module, *map(str, argv)],
                           env={k: str(v) for k, v in hooks.items()})
 
 
 def run_subprocess(script: str, argv, timeout=600, env=None,
                    **kwargs) -> subprocess.CompletedProcess:
     """Runs `python script argv...` from the repository root, capturing output; `env`
-    adds environment variables."""
+    adds environment variables. `script` is a file of the checkout (run_classifier.py, the
+    clone's root script) or, with `-m `, a module (`-m adapter_bert.run_classifier`)."""
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run([sys.executable, str(REPO / script), *argv], capture_output=True,
+    target = script.split() if script.startswith("-m ") else [str(REPO / script)]
+    return subprocess.run([sys.executable, *target, *argv], capture_output=True,
                           text=True, timeout=timeout, cwd=REPO, env=environment, **kwargs)
 
 

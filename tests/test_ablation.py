@@ -192,13 +192,11 @@ def tiny_mrpc_adapter(tmp_path_factory, shared_dir):
 def _run_ablation_cli(argv):
     from absl import flags
 
-    import ablate_adapters  # noqa: F401 - defines the flags
-    from adapter_bert.tasks import ablation
-    from adapter_bert.tasks import base
+    from adapter_bert import ablate_adapters  # defines the flags
     values = flags.FLAGS
     values.unparse_flags()
     values(["ablate_adapters.py", *argv])
-    return base.run_cli("ablate_adapters.py", lambda: ablation.classifier_main(values))
+    return ablate_adapters.main()
 
 
 def test_entry_point_ablates_a_trained_run(tiny_mrpc_adapter, shared_dir, tmp_path, capsys):

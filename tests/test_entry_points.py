@@ -1,7 +1,9 @@
 """The command-line entry points explain themselves: --helpshort and the docstring example.
 
 `--helpshort` lists the key flags of the main module; the flags are defined in
-adapter_bert/tasks/flags.py (and tasks/ablation.py), so each entry point adopts them.
+adapter_bert/tasks/flags.py (and tasks/ablation.py), so each runner (adapter_bert/
+run_classifier.py, ...) adopts them, and its help shows the same whether it is started as
+`python -m adapter_bert.run_classifier` or as the clone's root script run_classifier.py.
 Each entry point's docstring shows an example command: it must pass the runner's flag
 validation with nothing but the data paths swapped for real files (no flag beyond
 --learning_rate needed to make it work).
@@ -27,8 +29,11 @@ HELP_CASES = [
 ]
 
 
+@pytest.mark.parametrize("launch", ["root script", "-m"])
 @pytest.mark.parametrize("script,names,help_text", HELP_CASES, ids=[c[0] for c in HELP_CASES])
-def test_helpshort_lists_the_runners_flags(script, names, help_text):
+def test_helpshort_lists_the_runners_flags(script, names, help_text, launch):
+    if launch == "-m":
+        script = "-m adapter_bert." + script.removesuffix(".py")
     result = run_subprocess(script, ["--helpshort"], timeout=300)
     # absl's help flags print and exit with status 1.
     assert result.returncode == 1 and result.stdout, result.stderr[-2000:]
@@ -41,14 +46,17 @@ def test_helpshort_lists_the_runners_flags(script, names, help_text):
 
 
 def _example_argv(module) -> list:
-    """The flags of the `python <script> ...` command in the module's docstring."""
+    """The flags of the `python -m adapter_bert.<runner> ...` command in the module's
+    docstring."""
     text = module.__doc__.replace("\\\n", " ")
     line = next(line for line in text.splitlines() if line.strip().startswith("python "))
-    return shlex.split(line)[2:]
+    words = shlex.split(line)
+    assert words[1:3] == ["-m", module.__name__], words[:3]
+    return words[3:]
 
 
 def _parse(script: str, argv):
-    module = importlib.import_module(script)
+    module = importlib.import_module("adapter_bert." + script)
     values = flags.FLAGS
     values.unparse_flags()
     values([script + ".py", *argv])
@@ -63,7 +71,7 @@ def _swap(argv, old: str, new: str) -> list:
 
 def test_run_classifier_example_passes_validation(shared_dir, tmp_path):
     from adapter_bert.tasks import flags as adapter_flags
-    module = importlib.import_module("run_classifier")
+    module = importlib.import_module("adapter_bert.run_classifier")
     argv = _swap(_example_argv(module), "glue_data/MRPC", str(shared_dir / "data/glue/MRPC"))
     argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
     _, values = _parse("run_classifier", argv)
@@ -73,7 +81,7 @@ def test_run_classifier_example_passes_validation(shared_dir, tmp_path):
 
 def test_run_squad_example_passes_validation(shared_dir, tmp_path):
     from adapter_bert.tasks import flags as adapter_flags
-    module = importlib.import_module("run_squad")
+    module = importlib.import_module("adapter_bert.run_squad")
     squad = shared_dir / "data/squad"
     argv = _swap(_example_argv(module), "squad/train-v1.1.json",
                  str(squad / "train-v1.1-subset.json"))
@@ -88,7 +96,7 @@ def test_run_squad_example_passes_validation(shared_dir, tmp_path):
 
 def test_ablate_adapters_example_passes_validation(shared_dir, tmp_path):
     from adapter_bert.tasks import flags as adapter_flags
-    module = importlib.import_module("ablate_adapters")
+    module = importlib.import_module("adapter_bert.ablate_adapters")
     (tmp_path / "mrpc" / "adapter").mkdir(parents=True)
     argv = _swap(_example_argv(module), "glue_data/MRPC", str(shared_dir / "data/glue/MRPC"))
     argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))

@@ -175,10 +175,16 @@ def test_an_interpreter_without_tensorflow_gets_the_install_line():
     assert first_import.stdout == f"TensorFlowInstallError {expected}\n", first_import.stderr
 
 
-@pytest.mark.parametrize("script", ["run_classifier.py", "run_squad.py", "ablate_adapters.py"])
-def test_entry_points_print_one_line_and_exit_1(script):
-    result = _python(MISMATCHED + "import runpy; sys.argv = sys.argv[1:]; "
-                     "runpy.run_path(sys.argv[0], run_name='__main__')",
+@pytest.mark.parametrize("launch", ["root script", "-m"])
+@pytest.mark.parametrize("script", ["run_classifier.py", "run_squad.py", "ablate_adapters.py",
+                                    "export_model.py"])
+def test_entry_points_print_one_line_and_exit_1(script, launch):
+    if launch == "-m":  # python -m adapter_bert.<runner>
+        start = (f"runpy.run_module('adapter_bert.{script.removesuffix('.py')}', "
+                 "run_name='__main__', alter_sys=True)")
+    else:
+        start = "runpy.run_path(sys.argv[0], run_name='__main__')"
+    result = _python(MISMATCHED + "import runpy; sys.argv = sys.argv[1:]; " + start,
                      str(REPO / script), "--help")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [

@@ -89,7 +89,7 @@ def start_worker(index: int, ports, args, tmpdir: Path, log: Path, script="run_c
                **(hooks or {}))
     command = [sys.executable, str(REPO / script), *args]
     if script == "tests/killer.py":
-        command = [sys.executable, str(REPO / script), str(REPO / "run_classifier.py"), *args]
+        command = [sys.executable, str(REPO / script), "adapter_bert.run_classifier", *args]
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("w"),
                             stderr=subprocess.STDOUT, text=True)
 

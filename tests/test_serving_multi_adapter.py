@@ -118,7 +118,8 @@ def test_backbone_is_stored_once(backbone, adapters, multi_export):
 
 def test_export_model_command(backbone, adapters, tmp_path):
     out = tmp_path / "cli"
-    done = run_subprocess("export_model.py", [
+    # As installed (python -m), then as the clone's root script.
+    done = run_subprocess("-m adapter_bert.export_model", [
         f"--adapters={adapters['mrpc']},{adapters['mnli']}", f"--export_dir={out}",
         f"--init_checkpoint={backbone / 'bert_model.ckpt'}", f"--max_seq_length={MAX_LEN}"])
     assert done.returncode == 0, done.stderr[-2000:]

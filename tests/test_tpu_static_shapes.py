@@ -48,11 +48,12 @@ def backbone(tmp_path_factory, shared_dir):
 
 
 def parse(module_name: str, argv):
-    """absl FLAGS parsed for `module_name` (run_classifier or run_squad)."""
+    """absl FLAGS parsed for the runner `adapter_bert.<module_name>` (run_classifier or
+    run_squad)."""
     import importlib
 
     from absl import flags
-    importlib.import_module(module_name)
+    importlib.import_module("adapter_bert." + module_name)
     values = flags.FLAGS
     values.unparse_flags()
     values([module_name + ".py", *argv])

@@ -1,0 +1,42 @@
+"""What the command-line entry points share: their program name and absl's `app.run`.
+
+Each runner lives in the package (`python -m adapter_bert.run_classifier`); a clone's
+root scripts (`python run_classifier.py`, as in Google's repository) and the installed
+console scripts (`adapter-bert-classifier`) start the same module. Whichever started it,
+the error lines and `--helpshort` read the same.
+
+This module imports neither TensorFlow nor the runners' flags: the runners call
+`install_check.require_tensorflow(program_name(...))` before anything imports TensorFlow.
+"""
+
+import os
+import sys
+
+from absl import app, flags
+
+
+def program_name(script: str, command: str) -> str:
+    """The name a runner's error lines begin with (`<name>: error: ...`): its console
+    script `command` when that is what was run, else its `script` name (run_classifier.py:
+    the root script, `python -m adapter_bert.run_classifier`, or a test calling `main`)."""
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if invoked.lower().endswith(".exe"):  # console scripts on Windows
+        invoked = invoked[:-len(".exe")]
+    return command if invoked == command else script
+
+
+def run(module, main) -> None:
+    """`app.run(main)` for the runner `module`, then exits with main's status.
+
+    absl's `--helpshort` lists the key flags of the file Python started (sys.argv[0]) under
+    the docstring of `__main__`. When that file is not the runner itself (a root script,
+    a console script), the runner's key flags are registered for it and, if it has no
+    docstring of its own, the runner's docstring (with its example command) is shown.
+    """
+    main_module = sys.modules["__main__"]
+    if main_module is not module:
+        if not getattr(main_module, "__doc__", None):
+            main_module.__doc__ = module.__doc__
+        for flag in flags.FLAGS.get_key_flags_for_module(module):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    sys.exit(app.run(main))
