@@ -80,6 +80,22 @@ def test_savedmodel_saving_skips_no_layer(tiny_config, tmp_path, caplog, kind):
                                                                      training=False))
 
 
+def test_a_compiled_model_comes_back_compiled_with_its_optimizer_state(tiny_config, tmp_path,
+                                                                        caplog):
+    model = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    model.compile(optimizer=tf_keras.optimizers.Adam(1e-3),
+                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(tiny_inputs(), np.array([0, 1]), epochs=1, verbose=0)
+    with caplog.at_level(logging.WARNING):
+        model.save(tmp_path / "m.keras")
+        loaded = tf_keras.models.load_model(tmp_path / "m.keras")
+    assert "compile()` was not called" not in caplog.text
+    assert int(loaded.optimizer.iterations) == 1
+    _assert_same([v.numpy() for v in model.optimizer.variables],
+                 [v.numpy() for v in loaded.optimizer.variables])
+    loaded.fit(tiny_inputs(), np.array([0, 1]), epochs=1, verbose=0)
+
+
 @pytest.fixture(scope="module")
 def keras3():
     keras = pytest.importorskip("keras")

@@ -154,6 +154,15 @@ class FeatureInputs:
             check_tf_keras(kwargs.get(key) or [], "metrics", f"compile({key}=...)")
         return super().compile(optimizer, loss, metrics, *args, **kwargs)
 
+    def compile_from_config(self, config):
+        # What Keras does when a .keras file holds a compiled model; Keras skips it (with
+        # a warning) for any model whose `compile` is overridden, as ours is for the check.
+        import tf_keras
+        self.compile(**tf_keras.saving.deserialize_keras_object(config))
+        if isinstance(getattr(self, "optimizer", None), tf_keras.optimizers.Optimizer) \
+                and self.built:
+            self.optimizer.build(self.trainable_variables)
+
     def fit(self, *args, **kwargs):
         check_tf_keras(kwargs.get("callbacks") or [], "callbacks", "fit(callbacks=...)")
         return super().fit(*args, **kwargs)
