@@ -28,7 +28,7 @@ def classifier(cfg, adapter_config=None, source=None):
         for name, variable in tf1_variables(model).items():
             if name.startswith("bert/") and "/adapters/" not in name and name in theirs:
                 variable.assign(theirs[name])
-    apply_tuning(model, "adapter")
+    apply_tuning(model, "adapter", train_pooler=False)
     return model
 
 

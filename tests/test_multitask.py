@@ -167,9 +167,14 @@ def test_span_adapters_route_start_and_end_logits(bert):
         model(inputs, adapter_names=["mrpc", "squad1", "squad2"])
 
 
-def test_get_config_rebuilds_the_backbone_shape(multi):
+def test_get_config_rebuilds_the_backbone_shape_and_the_tasks(multi):
     clone = MultiAdapterModel.from_config(multi.get_config())
-    assert clone.bert.config == multi.bert.config and clone.adapter_names == []
+    assert clone.bert.config == multi.bert.config
+    # The same tasks (fresh weights: Keras loading restores them, tests/test_keras_saving.py).
+    assert clone.adapter_names == multi.adapter_names
+    assert clone.active_adapter == multi.active_adapter
+    assert {n: h.num_outputs for n, h in clone.heads.items()} == \
+        {n: h.num_outputs for n, h in multi.heads.items()}
 
 
 # ---------------------------------------------------- two tasks, no forgetting

@@ -46,7 +46,7 @@ def trainable_count(model):
 
 def test_adapter_mode_trains_adapters_layernorms_and_head(tiny_config):
     model = built_classifier(tiny_config)
-    apply_tuning(model, "adapter")
+    apply_tuning(model, "adapter", train_pooler=False)
     c = closed_form(tiny_config)
     assert trainable_count(model) == c["adapters"] + c["layer_norms"] + c["head"]
     names = {v.name for v in model.trainable_weights}
@@ -60,7 +60,7 @@ def test_full_layernorm_and_top_k_counts(tiny_config):
     total = sum(v for k, v in c.items() if k != "per_layer")
     apply_tuning(model, "full")
     assert trainable_count(model) == total == model.count_params()
-    apply_tuning(model, "layernorm")
+    apply_tuning(model, "layernorm", train_pooler=False)
     assert trainable_count(model) == c["layer_norms"] + c["head"]
     apply_tuning(model, "top_k", top_k=1)
     assert trainable_count(model) == c["per_layer"] + c["pooler"] + c["head"]
@@ -70,10 +70,10 @@ def test_full_layernorm_and_top_k_counts(tiny_config):
 
 def test_freezing_does_not_depend_on_build_order(tiny_config):
     before = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
-    apply_tuning(before, "adapter")  # decided before any weight exists
+    apply_tuning(before, "adapter", train_pooler=False)  # decided before any weight exists
     before(tiny_inputs())
     after = built_classifier(tiny_config)
-    apply_tuning(after, "adapter")
+    apply_tuning(after, "adapter", train_pooler=False)
     assert [v.name for v in before.trainable_weights] == [v.name for v in after.trainable_weights]
     assert trainable_count(before) == trainable_count(after)
 
@@ -105,7 +105,7 @@ def test_adapter_mode_without_adapters_is_an_error(tiny_config):
 
 def test_report_line_and_table(tiny_config):
     model = built_classifier(tiny_config)
-    apply_tuning(model, "adapter")
+    apply_tuning(model, "adapter", train_pooler=False)
     c = closed_form(tiny_config)
     summary = parameter_summary(model)
     assert summary["adapters"] == (c["adapters"], c["adapters"])
@@ -126,7 +126,7 @@ def test_parameter_line_matches_the_documented_example():
 
 def test_one_optimizer_step_changes_exactly_the_trainable_variables(tiny_config):
     model = built_classifier(tiny_config)
-    apply_tuning(model, "adapter")
+    apply_tuning(model, "adapter", train_pooler=False)
     before = {v.name: v.numpy().copy() for v in model.weights}
     optimizer = keras.optimizers.Adam(1e-2)
     inputs = tiny_inputs()
@@ -176,6 +176,56 @@ def test_untrained_pooler_is_detected_by_its_zero_bias(tiny_config):
     assert not pooler_is_untrained(model)
 
 
+def test_auto_trains_a_never_trained_pooler_and_says_so(tiny_config, caplog):
+    model = built_classifier(tiny_config)  # fresh: the pooler's bias is all zero
+    c = closed_form(tiny_config)
+    with caplog.at_level("WARNING", logger="adapter_bert.adapters.tuning"):
+        apply_tuning(model, "adapter")  # train_pooler="auto", the default
+    assert trainable_count(model) == c["adapters"] + c["layer_norms"] + c["head"] + c["pooler"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["The backbone's pooler was never trained (all-zero bias): training it "
+                     "with the adapter weights. Pass train_pooler=False (--train_pooler=false) "
+                     "to freeze it as the original adapter-bert does."]
+    caplog.clear()
+    apply_tuning(model, "layernorm", train_pooler="auto")
+    assert trainable_count(model) == c["layer_norms"] + c["head"] + c["pooler"]
+    apply_tuning(model, "adapter", train_pooler="false")  # the flag's spelling
+    assert not any("pooler" in v.name for v in model.trainable_weights)
+
+
+def test_auto_freezes_a_trained_pooler_and_an_unbuilt_one_silently(tiny_config, caplog):
+    model = built_classifier(tiny_config)
+    model.bert.pooler.dense.bias.assign(tf.fill([16], 0.01))  # as NSP pretraining leaves it
+    unbuilt = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
+    with caplog.at_level("WARNING", logger="adapter_bert.adapters.tuning"):
+        apply_tuning(model, "adapter")
+        apply_tuning(unbuilt, "adapter")  # no weights to judge: the original's choice
+    assert not caplog.records
+    assert not any("pooler" in v.name for v in model.trainable_weights)
+    unbuilt(tiny_inputs())
+    assert not any("pooler" in v.name for v in unbuilt.trainable_weights)
+    apply_tuning(model, "adapter", train_pooler=True)
+    assert any("pooler" in v.name for v in model.trainable_weights)
+
+
+def test_auto_trains_a_pooler_the_checkpoint_lacked(tiny_config, caplog):
+    from types import SimpleNamespace
+    model = built_classifier(tiny_config)
+    model.bert.pooler.dense.bias.assign(tf.fill([16], 0.01))
+    model.load_report = SimpleNamespace(pooler_missing=["bert/pooler/dense/bias"])
+    with caplog.at_level("WARNING", logger="adapter_bert.adapters.tuning"):
+        apply_tuning(model, "adapter")
+    assert "pooler was never trained (absent): training it with the adapter weights" \
+        in caplog.text
+    assert any("pooler" in v.name for v in model.trainable_weights)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_bad_train_pooler_values(tiny_config, value):
+    with pytest.raises(ValueError, match="train_pooler must be 'auto', True or False"):
+        apply_tuning(built_classifier(tiny_config), "adapter", train_pooler=value)
+
+
 @pytest.mark.realweights
 def test_minilm_pooler_is_untrained():
     from adapter_bert.model.factory import load_pretrained
@@ -198,7 +248,7 @@ def executed_matmuls(model, inputs, labels):
 def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
     from adapter_bert.training.optimizer import create_optimizer
     model = built_classifier(tiny_config)
-    apply_tuning(model, mode)
+    apply_tuning(model, mode, train_pooler=False)
     model.compile(optimizer=create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     backward = [n for n in executed_matmuls(model, tiny_inputs(), np.array([0, 2]))
@@ -215,3 +265,16 @@ def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
     # and the scores product again, recomputed for the softmax gradient (attention_kernel).
     attention_gradients = 2 * 2 * layers + layers
     assert len(backward) == input_gradients + weight_gradients + attention_gradients, backward
+
+
+@pytest.mark.realweights
+def test_readme_example_trains_what_the_runner_trains():
+    """The library's default on the embedded MiniLM is run_classifier.py's: the README's
+    figures (753,794 trainable, pooler included) for both."""
+    from adapter_bert.model.factory import load_pretrained
+    model = load_pretrained(adapter_config=AdapterConfig(size=64), head="classifier",
+                            num_labels=2)
+    apply_tuning(model, "adapter")
+    assert parameter_report(model).splitlines()[0] == (
+        "trainable params: 753,794 || all params: 23,309,186 || trainable%: 3.2339")
+    assert parameter_summary(model)["pooler"] == (147840, 147840)

@@ -37,6 +37,7 @@ from adapter_bert.adapters.files import (AdapterFileError, backbone_fingerprint,
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import ClassifierHead, SpanHead
 from adapter_bert.model.encoder import BertModel, TaskBranch
+from adapter_bert.model.inputs import FeatureInputs, model_features
 from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter,
                                          named_adapter_info, named_adapter_variables)
 from adapter_bert.model.naming import direct_weights, walk_layers
@@ -45,7 +46,8 @@ HEAD_KINDS = {"classifier": ClassifierHead, "span": SpanHead}
 _HEAD_FILE_NAMES = {"ClassifierHead": "classifier", "SpanHead": "span"}
 
 
-class MultiAdapterModel(keras.Model):
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class MultiAdapterModel(FeatureInputs, keras.Model):
     """A frozen BERT backbone serving several named adapters, each with its own head.
 
     Call it on Google-named features (`input_ids`, `input_mask`, `segment_ids`): it runs
@@ -62,6 +64,8 @@ class MultiAdapterModel(keras.Model):
     Raises:
         ValueError: the backbone has single-path adapters of its own.
     """
+
+    EXTRA_INPUTS = ("adapter_names",)
 
     def __init__(self, bert: BertModel, name="multi_adapter_model", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -297,7 +301,8 @@ class MultiAdapterModel(keras.Model):
 
         Args:
             inputs: dict of int features (`input_ids`, optional `input_mask`,
-                `segment_ids`, optional `adapter_names` [B] strings).
+                `segment_ids`, optional `adapter_names` [B] strings; Hugging Face's
+                `attention_mask` / `token_type_ids` are accepted, other keys fail).
             training: dropout on or off.
             adapter_names: [B] adapter name per row (overrides the feature).
 
@@ -305,7 +310,7 @@ class MultiAdapterModel(keras.Model):
             ValueError: no active adapter, or a mixed batch over heads of different kinds.
             InvalidArgumentError: a row names an adapter the model does not have.
         """
-        features = dict(inputs)
+        features = model_features(inputs, type(self).__name__, self.EXTRA_INPUTS)
         names_feature = features.pop("adapter_names", None)
         if adapter_names is None:
             adapter_names = names_feature
@@ -399,10 +404,41 @@ class MultiAdapterModel(keras.Model):
                 setattr(self, attribute, None)
 
     def get_config(self):
-        """The backbone's config; named adapters are saved with `save_adapter`."""
-        return {"name": self.name, "backbone": self.bert.get_config()}
+        """The backbone's config and each named adapter's description (not its weights:
+        Keras saving stores those, `save_adapter` writes one adapter's)."""
+        adapters = []
+        for name in self.adapter_names:
+            info = named_adapter_info(self.bert, name)
+            head = self.heads[name]
+            adapters.append({
+                "name": name,
+                "adapter_config": info.adapter_config.to_dict() if info.adapter_config else None,
+                "fuse": list(info.fused) or None,
+                "head": _HEAD_FILE_NAMES[type(head).__name__],
+                "num_labels": head.num_outputs,
+                "labels": self.labels.get(name),
+                "train_pooler": bool(info.train_pooler)})
+        return {"name": self.name, "backbone": self.bert.get_config(), "adapters": adapters,
+                "active_adapter": self._active}
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
-        """A model on a fresh (untrained) backbone of the same shape, without adapters."""
-        return cls(BertModel.from_config(config["backbone"]), name=config["name"])
+        """A model on a fresh (untrained) backbone of the same shape, with fresh named
+        adapters as described (Keras loading then restores all weights)."""
+        model = cls(BertModel.from_config(config["backbone"]), name=config["name"])
+        for spec in config.get("adapters") or []:
+            if spec.get("fuse"):
+                model.add_adapter_fusion(spec["name"], spec["fuse"], spec["head"],
+                                         spec["num_labels"], spec.get("labels"),
+                                         spec.get("train_pooler", False))
+            else:
+                model.add_adapter(spec["name"], AdapterConfig.from_dict(spec["adapter_config"]),
+                                  spec["head"], spec["num_labels"], spec.get("labels"),
+                                  spec.get("train_pooler", False))
+        if config.get("active_adapter") in model.heads:
+            model.set_active_adapter(config["active_adapter"])
+        return model
+
+    def build_from_config(self, config):
+        # The backbone and every head are built when added: only the flag is left.
+        self.built = True

@@ -48,6 +48,7 @@ from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.model.fast_layers import Dropout, LayerNorm
 from adapter_bert.model.heads import ClassifierHead, SpanHead
 from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.inputs import FeatureInputs, model_features
 
 VARIANTS = ("pipeline", "resnet", "resnext")
 CELLS = ("feedforward", "attention")
@@ -299,11 +300,12 @@ class ResAdapterNetwork(keras.layers.Layer):
 
 def _input_mask(inputs):
     """The input dict's input_mask, or all ones when it has none (no padding)."""
+    inputs = model_features(inputs)
     mask = inputs.get("input_mask")
     return tf.ones_like(inputs["input_ids"]) if mask is None else mask
 
 
-class _ResAdapterTaskModel(keras.Model):
+class _ResAdapterTaskModel(FeatureInputs, keras.Model):
     """A frozen `BertModel` (`bert`), a `ResAdapterNetwork` (`resadapter`) and a `head`.
 
     `frozen_backbone` tells `tuning.apply_tuning` that no backbone weight ever trains

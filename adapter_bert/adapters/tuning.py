@@ -2,7 +2,8 @@
 
 Modes:
 - `adapter`: adapters, every LayerNorm (the embedding one included) and the task head,
-  as google-research/adapter-bert; the pooler and all other weights are frozen.
+  as google-research/adapter-bert; the pooler too when it was never trained (see
+  `train_pooler` below); all other weights are frozen.
 - `full`: everything.
 - `layernorm`: every LayerNorm and the head (the paper's LayerNorm-only baseline).
 - `top_k`: the top k transformer layers, the pooler and the head (the paper's
@@ -12,11 +13,19 @@ Models whose `frozen_backbone` attribute is True (ResAdapter side networks, see
 `resadapter`) read the backbone as a fixed feature extractor: only mode `adapter`
 applies, and it trains the side network and the head, never a backbone weight.
 
+The pooler in modes `adapter` and `layernorm` (`train_pooler`, as the runners'
+`--train_pooler` flag, which goes through the same function): "auto" (the default)
+trains it only when the backbone's pooler was never trained (`pooler_is_untrained`: an
+all-zero bias, or a pooler the checkpoint lacked, as in all-MiniLM-L6-v2), and logs one
+line saying so; True / False force it. The original freezes it, which suits BERT
+checkpoints pretrained with next-sentence prediction.
+
 Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
 container hides its children's weights, so containers always stay trainable. The
 decision depends only on each layer's role and TF1 scope, never on build order.
 """
 
+import logging
 import re
 from collections import OrderedDict
 from typing import Dict, Optional, Tuple
@@ -28,6 +37,12 @@ from adapter_bert.adapters.layers import AdapterLayer
 from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
+
+# Values of `apply_tuning(train_pooler=...)`; the strings are the runners' flag values.
+TRAIN_POOLER_CHOICES = ("auto", True, False)
+_FLAG_VALUES = {"auto": "auto", "true": True, "false": False}
+
+log = logging.getLogger(__name__)
 
 # Components of the parameter report, in display order.
 COMPONENTS = ("adapters", "layer_norms", "head", "pooler", "embeddings", "transformer")
@@ -92,22 +107,25 @@ def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int,
     return bool(match) and int(match.group(1)) >= num_layers - top_k
 
 
-def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler: bool = False) -> None:
+def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="auto") -> None:
     """Sets which weights of `model` train, for one of `TUNING_MODES`.
 
-    Can be called before or after the model is built, and again to switch modes.
+    Can be called before or after the model is built, and again to switch modes. The
+    runners call it too, with `--train_pooler`'s value: a run and a notebook train the
+    same weights.
 
     Args:
         model: a `BertModel` or a task model of this package.
         mode: "adapter", "full", "layernorm" or "top_k".
         top_k: number of top transformer layers to train (mode "top_k" only).
-        train_pooler: also train the pooler in "adapter" and "layernorm" modes. The
-            original freezes it, which suits BERT checkpoints whose pooler was trained
-            by next-sentence prediction; see `pooler_is_untrained` for backbones
-            (like MiniLM) whose pooler never was.
+        train_pooler: also train the pooler in "adapter" and "layernorm" modes: "auto"
+            (default) when the backbone's pooler was never trained (see
+            `resolve_train_pooler`; one log line says so), True, or False (the
+            original's choice). The flag's strings "auto", "true", "false" work too.
 
     Raises:
-        ValueError: unknown mode, bad `top_k`, or "adapter" on a model without adapters.
+        ValueError: unknown mode, bad `top_k` or `train_pooler`, or "adapter" on a model
+            without adapters.
     """
     if mode not in TUNING_MODES:
         raise ValueError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
@@ -119,15 +137,16 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler: bo
         top_k = int(top_k)
     elif top_k is not None:
         raise ValueError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
+    leaves = list(_leaf_layers(model))
+    if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
+        raise ValueError("tuning mode 'adapter' needs a model with adapters "
+                         "(build it with an AdapterConfig or call add_adapters)")
+    train_pooler = resolve_train_pooler(model, mode, train_pooler)
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     if frozen_backbone and (mode != "adapter" or train_pooler):
         raise ValueError(f"{type(model).__name__} keeps its whole backbone frozen: only tuning "
                          f"mode 'adapter' without the pooler applies, not {mode!r}"
                          + (" with train_pooler" if train_pooler else ""))
-    leaves = list(_leaf_layers(model))
-    if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
-        raise ValueError("tuning mode 'adapter' needs a model with adapters "
-                         "(build it with an AdapterConfig or call add_adapters)")
     # Containers stay trainable so that they do not hide their children's weights.
     for _, layer in walk_layers(model):
         if not _is_leaf(layer):
@@ -138,6 +157,45 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler: bo
         else:
             layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers,
                                       train_pooler)
+
+
+def resolve_train_pooler(model, mode: str, train_pooler="auto") -> bool:
+    """What `apply_tuning`'s `train_pooler` means for this model and mode: True or False.
+
+    "auto" is True in modes "adapter" and "layernorm" when the pooler was never trained:
+    the checkpoint lacked it (`model.load_report.pooler_missing`, set by
+    `load_pretrained` and the runners) or its bias is all zero (`pooler_is_untrained`);
+    then one warning says the pooler trains and how to freeze it. It is False for an
+    unbuilt model (no weights to judge yet: apply the tuning after loading them) and for
+    models whose backbone stays frozen (ResAdapter). True and False are returned as
+    they are; the other modes train the pooler anyway ("full", "top_k") or never
+    ("layernorm", "adapter" with False).
+
+    Raises:
+        ValueError: a value other than "auto", True, False ("true" / "false").
+    """
+    if isinstance(train_pooler, str):
+        if train_pooler.lower() not in _FLAG_VALUES:
+            raise ValueError(f"train_pooler must be 'auto', True or False, got {train_pooler!r}")
+        train_pooler = _FLAG_VALUES[train_pooler.lower()]
+    if train_pooler != "auto":
+        if not isinstance(train_pooler, (bool, np.bool_)):
+            raise ValueError(f"train_pooler must be 'auto', True or False, got {train_pooler!r}")
+        return bool(train_pooler)
+    if mode not in ("adapter", "layernorm") or getattr(model, "frozen_backbone", False):
+        return False
+    bert = model if hasattr(model, "encoder") else model.bert
+    report = getattr(model, "load_report", None)
+    missing = bool(report is not None and report.pooler_missing)
+    if not missing and not bert.pooler.dense.built:
+        return False
+    if not missing and not pooler_is_untrained(model):
+        return False
+    log.warning("The backbone's pooler was never trained (%s): training it with the %s "
+                "weights. Pass train_pooler=False (--train_pooler=false) to freeze it as "
+                "the original adapter-bert does.",
+                "absent" if missing else "all-zero bias", mode)
+    return True
 
 
 def trained_weights(model) -> list:

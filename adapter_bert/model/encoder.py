@@ -40,6 +40,7 @@ from adapter_bert.adapters.layers import attention_adapter, output_adapter
 from adapter_bert.model.attention_kernel import attention_context
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.fast_layers import Dropout, LayerNorm
+from adapter_bert.model.inputs import FeatureInputs, model_features
 
 # Added to attention scores of padding positions, as Google's BERT does.
 _MASK_ADDER = -10000.0
@@ -91,6 +92,9 @@ class TaskBranch(keras.layers.Layer):
         self.fused = []
         self.adapter_config = None
         self.train_pooler = False
+        # A container that is never called (its block calls its parts, built when they
+        # are added): built from the start, so that SavedModel serialises it.
+        self.built = True
 
 
 class BlockModification(NamedTuple):
@@ -264,6 +268,12 @@ class BertSelfAttention(ModifiableBlock):
                                         name="value")
         self.dropout = Dropout(cfg.attention_probs_dropout_prob)
         self._init_modifications()
+
+    def build(self, input_shape):
+        # The dropout is applied through `keep_mask`, never called: without this it
+        # would stay unbuilt and SavedModel would skip it with a warning.
+        self.dropout.build(input_shape)
+        super().build(input_shape)
 
     def _split_heads(self, x):
         """[B, T, H] -> [B, N, T, D]: heads first, so both products are plain batched matmuls.
@@ -446,11 +456,14 @@ def attention_adder_from_mask(input_mask) -> tf.Tensor:
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertModel(keras.Model):
+class BertModel(FeatureInputs, keras.Model):
     """The BERT backbone (scope `bert`): embeddings, encoder and pooler.
 
     Call it on a dict with Google's feature names, `input_ids`, `input_mask` and
-    `segment_ids` (int [batch, seq]); the two last default to all-ones and all-zeros.
+    `segment_ids` (int [batch, seq]); the two last default to all-ones (every position
+    attended: pass the mask whenever the batch is padded) and all-zeros. Hugging Face's
+    `attention_mask` and `token_type_ids` are accepted for the two last; any other key
+    fails (see `adapter_bert.model.inputs`).
     It returns a dict with `sequence_output` [B, T, H] and `pooled_output` [B, H]
     (plus `all_layer_outputs` when called with `return_all_layers=True`).
 
@@ -525,6 +538,7 @@ class BertModel(keras.Model):
             yield layer.ffn_output_block
 
     def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
+        inputs = model_features(inputs, type(self).__name__)
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         if input_mask is None:
@@ -549,7 +563,3 @@ class BertModel(keras.Model):
     @classmethod
     def from_config(cls, config, custom_objects=None):
         return cls(**config)
-
-    def build_with_dummy_inputs(self, seq_length: int = 2) -> None:
-        """Creates every weight by running a tiny batch (weights must exist to load them)."""
-        self({"input_ids": tf.zeros([1, seq_length], tf.int32)}, training=False)

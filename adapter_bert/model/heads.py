@@ -12,6 +12,7 @@ import tf_keras as keras
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.fast_layers import Dropout
 from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.inputs import FeatureInputs
 
 
 class _LinearHead(keras.layers.Layer):
@@ -33,6 +34,9 @@ class _LinearHead(keras.layers.Layer):
             "output_weights", [self.num_outputs, width],
             initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
         self.output_bias = self.add_weight("output_bias", [self.num_outputs], initializer="zeros")
+        # Built with the head (a head built before it is called, as MultiAdapterModel's
+        # are, would otherwise leave it unbuilt and SavedModel would skip it).
+        self.dropout.build(input_shape)
         super().build(input_shape)
 
     def call(self, hidden, training=None):
@@ -78,8 +82,11 @@ def _backbone(config, adapter_config):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertClassifier(keras.Model):
+class BertClassifier(FeatureInputs, keras.Model):
     """BERT + `ClassifierHead` on the pooled output: returns float32 logits [B, num_labels].
+
+    Inputs as `BertModel`'s (`input_ids`, `input_mask`, `segment_ids`, or Hugging Face's
+    `attention_mask` / `token_type_ids`).
 
     Args:
         config: a `BertConfig`, or an existing `BertModel` to share.
@@ -112,7 +119,7 @@ class BertClassifier(keras.Model):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertSpanModel(keras.Model):
+class BertSpanModel(FeatureInputs, keras.Model):
     """BERT + `SpanHead`: returns {"start_logits", "end_logits"} [B, T] float32 (SQuAD)."""
 
     def __init__(self, config, adapter_config=None, name="bert_span", **kwargs):

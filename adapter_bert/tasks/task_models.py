@@ -17,8 +17,7 @@ from absl import logging
 from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
 from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterConfig,
                                               ResAdapterSpanModel)
-from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
-                                          pooler_is_untrained)
+from adapter_bert.adapters.tuning import apply_tuning, parameter_report, parameter_summary
 from adapter_bert.model.checkpoints import build_model, load_weights, read_weights
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.factory import HEADS, task_model
@@ -140,26 +139,18 @@ def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
 
     Args:
         train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
-            was never trained; see `tuning.pooler_is_untrained`).
+            was never trained): passed to `tuning.apply_tuning`, which decides.
     """
     build_model(model)
     report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
     logging.info(report.summary())
-    # A side network (ResAdapter) reads a wholly frozen backbone that has no pooler to train.
+    # As load_pretrained does: apply_tuning reads it (a pooler the checkpoint lacked).
+    model.load_report = report
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     has_adapters = bool(model.bert.adapter_config) or frozen_backbone
     mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
-    pooler = train_pooler == "true"
-    # A pooler absent from the checkpoint is as untrained as one with an all-zero bias.
-    untrained = bool(report.pooler_missing) or pooler_is_untrained(model)
-    if train_pooler == "auto" and mode in ("adapter", "layernorm") and not frozen_backbone \
-            and untrained:
-        pooler = True
-        logging.warning("The checkpoint's pooler was never trained (%s): training it with the "
-                        "%s weights. Pass --train_pooler=false to freeze it as the original "
-                        "adapter-bert does.",
-                        "absent" if report.pooler_missing else "all-zero bias", mode)
-    apply_tuning(model, mode, top_k, train_pooler=pooler)
+    # The library's decision, flag value and all ("auto" trains a never-trained pooler).
+    apply_tuning(model, mode, top_k, train_pooler=train_pooler)
     return model
 
 
