@@ -314,7 +314,7 @@ def test_make_demo_without_glue_dir_reads_mrpc_through_tfds(tmp_path):
     """No default points outside the repository: the clone alone runs the quickstart."""
     tfds = subprocess.run(["make", "-n", "demo"], capture_output=True, text=True, cwd=REPO,
                           timeout=60)
-    assert "run_classifier.py --task_name=MRPC --do_train --do_eval --data_source=tfds" \
+    assert "-m adapter_bert.run_classifier --task_name=MRPC --do_train --do_eval --data_source=tfds" \
         in tfds.stdout
     assert "../" not in tfds.stdout
     mrpc = tmp_path / "MRPC"

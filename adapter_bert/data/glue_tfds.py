@@ -168,6 +168,9 @@ def load_tfds_examples(task_name: str, split: str,
             f"could not load TFDS glue/{config} split {splits[split]!r} "
             f"(data_dir={data_dir!r}): {_first_line(e)}; {_other_ways(name)}") from e
     set_type = split.split("_")[0]
+    # TFDS stores a split shuffled; its `idx` is the row in GLUE's own file, so sorting by
+    # it gives the TSV processors' order, and the same seed trains on the same batches.
+    records.sort(key=lambda record: int(record["idx"]))
     return [tfds_record_to_example(name, r, set_type) for r in records]
 
 
