@@ -135,16 +135,19 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
 
 
 def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
-                     train_pooler: str = "false"):
+                     train_pooler: str = "false", training: bool = True):
     """Builds `model`, loads the pretrained weights and applies the tuning mode.
 
     Args:
         train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
             was never trained; see `tuning.pooler_is_untrained`).
+        training: the run trains. The warning that `--train_pooler=auto` trains the
+            pooler is given only then (an evaluation run restores the pooler with the
+            other trained weights).
     """
     build_model(model)
+    # load_weights logs what it loaded and which weights are new (once).
     report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
-    logging.info(report.summary())
     # A side network (ResAdapter) reads a wholly frozen backbone that has no pooler to train.
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     has_adapters = bool(model.bert.adapter_config) or frozen_backbone
@@ -155,10 +158,10 @@ def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
     if train_pooler == "auto" and mode in ("adapter", "layernorm") and not frozen_backbone \
             and untrained:
         pooler = True
-        logging.warning("The checkpoint's pooler was never trained (%s): training it with the "
-                        "%s weights. Pass --train_pooler=false to freeze it as the original "
-                        "adapter-bert does.",
-                        "absent" if report.pooler_missing else "all-zero bias", mode)
+        log = logging.warning if training else logging.debug
+        log("The checkpoint's pooler was never trained (%s): training it with the %s weights. "
+            "Pass --train_pooler=false to freeze it as the original adapter-bert does.",
+            "absent" if report.pooler_missing else "all-zero bias", mode)
     apply_tuning(model, mode, top_k, train_pooler=pooler)
     return model
 
@@ -171,15 +174,17 @@ def build_task_model(strategy, model, backbone, flag_values, train_pooler: str):
     """
     with strategy.scope():
         build_pretrained(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
-                         train_pooler)
+                         train_pooler, training=bool(getattr(flag_values, "do_train", True)))
     return model, report_parameters(model)
 
 
 def report_parameters(model) -> Dict[str, str]:
-    """Logs and prints the parameter report; returns its figures for eval_results.txt."""
+    """Prints the parameter line (`trainable params: ... || all params: ... ||
+    trainable%: ...`) once, on stdout; the table by component is logged at debug level
+    (--verbosity=1). Returns the figures for eval_results.txt."""
     report = parameter_report(model)
     print(report.splitlines()[0], flush=True)
-    logging.info("Parameters:\n%s", report)
+    logging.debug("Parameters by component:\n%s", "\n".join(report.splitlines()[1:]))
     summary = parameter_summary(model)
     trainable = sum(t for t, _ in summary.values())
     total = sum(n for _, n in summary.values())
