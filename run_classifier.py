@@ -15,6 +15,10 @@ from adapter_bert.install_check import require_tensorflow
 
 # A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
 require_tensorflow("run_classifier.py")
+# TensorFlow loads without its start-up probe lines (see adapter_bert/console.py).
+from adapter_bert.console import quiet_tensorflow_startup  # noqa: E402
+
+quiet_tensorflow_startup()
 
 from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
 
