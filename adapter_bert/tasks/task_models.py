@@ -184,7 +184,7 @@ def report_parameters(model) -> Dict[str, str]:
     (--verbosity=1). Returns the figures for eval_results.txt."""
     report = parameter_report(model)
     print(report.splitlines()[0], flush=True)
-    logging.debug("Parameters by component:\n%s", "\n".join(report.splitlines()[1:]))
+    logging.debug("Parameters by component:\n%s", "\n".join(report.splitlines()[1:]).strip("\n"))
     summary = parameter_summary(model)
     trainable = sum(t for t, _ in summary.values())
     total = sum(n for _, n in summary.values())
