@@ -66,8 +66,10 @@ class Progress:
         stream: where to write (default: sys.stderr at the time of each write).
         terminal: force the terminal (True) or plain-line (False) display; default: the
             stream's `isatty()`.
-        start: the count already done when the phase begins (a resumed run's steps):
-            the rate and time left count only what this process does.
+        start: the count already done when the phase begins (a resumed run's steps).
+
+    The time left is estimated from the rate since the first update (the first step
+    also pays for tracing), so the first line shows none.
     """
 
     def __init__(self, label: str, total: Optional[int] = None, unit: str = "steps",
@@ -82,6 +84,7 @@ class Progress:
         self._next_line = self._line_after(start)
         self._drawn_width = 0
         self._last_line = None  # the count of the last plain line written
+        self._first = None  # (time, count) of the first update
         self._fields = {}
         self.finished = False
 
@@ -115,10 +118,13 @@ class Progress:
             count = self._count(self.done) + ("" if self.unit == "bytes" else f" {self.unit}")
             parts = [f"{self.label}: {count}"]
         parts.append(format_seconds(elapsed))
-        rate_done = self.done - self.start
-        if self.total and 0 < rate_done and self.done < self.total:
-            left = elapsed / rate_done * (self.total - self.done)
-            parts.append(f"{format_seconds(left)} left")
+        if self.total and self._first and self.done < self.total:
+            # The rate since the first update: the first step or batch also pays for
+            # tracing and compiling, and would make the estimate far too long.
+            first_time, first_done = self._first
+            if self.done > first_done:
+                rate = (time.monotonic() - first_time) / (self.done - first_done)
+                parts.append(f"{format_seconds(rate * (self.total - self.done))} left")
         for name, value in self._fields.items():
             parts.append(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}")
         return ", ".join(parts)
@@ -127,6 +133,8 @@ class Progress:
         """Records that `done` units are done; `fields` (e.g. loss=0.5) are shown too."""
         self.done = done
         self._fields.update(fields)
+        if self._first is None:
+            self._first = (time.monotonic(), done)
         if self.terminal:
             now = time.monotonic()
             if now - self._last_draw >= REDRAW_SECONDS or (self.total and done >= self.total):

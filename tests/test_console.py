@@ -47,7 +47,7 @@ def test_a_few_steps_give_a_line_each_with_the_loss():
         progress.update(step, loss=0.6931)
     progress.finish()
     assert stream.getvalue().splitlines() == [
-        "train: 3/5 steps (60%), 0:00, 0:00 left, loss 0.6931",
+        "train: 3/5 steps (60%), 0:00, loss 0.6931",
         "train: 4/5 steps (80%), 0:00, 0:00 left, loss 0.6931",
         "train: 5/5 steps (100%), 0:00, loss 0.6931"]
 
