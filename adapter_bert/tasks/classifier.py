@@ -48,6 +48,9 @@ class ClassifierRun(base.TaskRun):
 
     # The runner's one flag check (ablate_adapters.py's run swaps in its own).
     check_flags = staticmethod(validate_classifier)
+    # Evaluations show a header and their progress; ablate_adapters.py's run, which
+    # evaluates once per span of layers and prints a line for each, turns them off.
+    quiet_evaluation = False
 
     def validate_flags(self, flag_values) -> None:
         self.task = self.check_flags(flag_values)
@@ -140,9 +143,11 @@ class ClassifierRun(base.TaskRun):
         results: Dict[str, object] = {"global_step": global_step}
         for split, prefix in _eval_splits(self.task):
             features, count = self.features(split)
-            logging.info("***** Evaluating %s: %d examples, batch %d *****", split, count,
-                         self.flags.eval_batch_size)
-            logits = self.logits(features, count, self.flags.eval_batch_size, f"eval {split}")
+            log = logging.debug if self.quiet_evaluation else logging.info
+            log("***** Evaluating %s: %d examples, batch %d *****", split, count,
+                self.flags.eval_batch_size)
+            logits = self.logits(features, count, self.flags.eval_batch_size,
+                                 None if self.quiet_evaluation else f"eval {split}")
             labels = features["label_ids"][:count]
             loss = _mean_loss(logits, labels, self.is_regression)
             results[prefix + "loss"] = loss
