@@ -21,6 +21,10 @@ PROGRAM = cli.program_name("run_classifier.py", "adapter-bert-classifier")
 
 # A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
 require_tensorflow(PROGRAM)
+# TensorFlow loads without its start-up probe lines (see adapter_bert/console.py).
+from adapter_bert.console import quiet_tensorflow_startup  # noqa: E402
+
+quiet_tensorflow_startup()
 
 from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
 

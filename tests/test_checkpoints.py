@@ -121,6 +121,35 @@ def test_pretraining_heads_are_skipped_not_unexpected(tmp_path, tiny_config):
                                       "global_step"]
     assert report.unexpected == ["something/else"]
     assert "unexpected 1" in report.summary() and "something/else" in report.summary()
+    assert "skipped 3 (pre-training heads, optimizer slots)" in report.summary()
+
+
+def test_summary_calls_adapters_and_heads_new_and_missing_backbone_weights_missing(
+        tiny_config, caplog):
+    from adapter_bert.model.checkpoints import build_model
+    from adapter_bert.model.factory import task_model
+    source = BertModel(tiny_config)
+    source.build_with_dummy_inputs()
+    weights = {n: v.numpy() for n, v in tf1_variables(source).items()}
+    model = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
+    build_model(model)
+    with caplog.at_level("INFO"):
+        report = load_weights(model, weights, source="x.ckpt")
+    assert report.new_weights() == {"adapters": 16, "head": 2}
+    assert report.summary("x.ckpt") == (
+        f"weights: loaded {len(weights)} from x.ckpt; 18 new (adapters 16, head 2) initialised")
+    assert [r.getMessage() for r in caplog.records if "weights: loaded" in r.getMessage()] == \
+        [report.summary("x.ckpt")]
+    assert all(r.levelname == "INFO" for r in caplog.records if "weights:" in r.getMessage())
+    # Backbone weights the source lacks are named as missing, and logged as a warning.
+    other = "bert/encoder/layer_1/output/dense/bias"
+    del weights[other]
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        report = load_weights(model, weights, source="x.ckpt", require_backbone=False)
+    assert report.backbone_missing == [other]
+    assert f"; 1 backbone weight(s) MISSING: {other}" in report.summary()
+    assert [r.levelname for r in caplog.records if "weights:" in r.getMessage()] == ["WARNING"]
 
 
 def test_shape_mismatch_names_the_variable_and_both_shapes(tmp_path, tiny_config):

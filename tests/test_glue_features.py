@@ -20,7 +20,11 @@ def tokenizer(uncased_tokenizer):
 def test_features_mrpc_layout(tokenizer, caplog):
     examples = glue.MrpcProcessor().get_dev_examples(_task_dir("MRPC"))[:2]
     max_len = 64
+    # Google's example dumps are debugging output here (--verbosity=1): none at INFO.
     with caplog.at_level(logging.INFO, logger="absl"):
+        glue.convert_examples_to_features(examples, ["0", "1"], max_len, tokenizer)
+    assert "guid: dev-0" not in caplog.text
+    with caplog.at_level(logging.DEBUG, logger="absl"):
         features = glue.convert_examples_to_features(
             examples, ["0", "1"], max_len, tokenizer)
     assert "guid: dev-0" in caplog.text and "guid: dev-1" in caplog.text

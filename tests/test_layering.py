@@ -2,8 +2,9 @@
 
 Subpackages are ordered from the bottom up (docs/design.md explains the order):
 
-    io_utils, install_check, cli < model < adapters < data, metrics < training < serving < tasks
-    < the runners (run_classifier, run_squad, ablate_adapters, export_model), __main__
+    io_utils, install_check, cli, console, progress < model < adapters < data, metrics
+    < training < serving < tasks < the runners (run_classifier, run_squad, ablate_adapters,
+    export_model), __main__
 
 A module may import modules of its own subpackage or of a lower one, never of a higher
 one, and the module import graph has no cycle. Imports inside functions count too: a
@@ -18,9 +19,10 @@ import pytest
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 
 # Rank of each subpackage (or top-level module); equal ranks may not import each other.
-LAYERS = {"io_utils": 0, "install_check": 0, "cli": 0, "model": 1, "adapters": 2, "data": 3,
-          "metrics": 3, "training": 4, "serving": 5, "tasks": 6, "run_classifier": 7,
-          "run_squad": 7, "ablate_adapters": 7, "export_model": 7, "__main__": 7}
+LAYERS = {"io_utils": 0, "install_check": 0, "cli": 0, "console": 0, "progress": 0,
+          "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
+          "tasks": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
+          "export_model": 7, "__main__": 7}
 
 # The one edge that runs against the order, on purpose: the encoder builds its blocks'
 # adapter layers (adapters/layers.py, which itself needs only model.activations) at the

@@ -242,6 +242,21 @@ def test_log_line_names_rate_variant_and_how_to_change_them():
         "epsilon 1e-06")
 
 
+def test_short_log_line_fits_one_line():
+    assert choose_optimizer("adapter").summary() == (
+        "Optimizer: Google's AdamW, step ceiling 0.002 (default), learning rate 0.001 "
+        "(default), epsilon 1e-08")
+    assert choose_optimizer("full").summary() == (
+        "Optimizer: Google's uncorrected AdamW (default), learning rate 5e-05 (default), "
+        "epsilon 1e-06")
+    assert choose_optimizer("adapter", 3e-3, True).summary() == (
+        "Optimizer: bias-corrected AdamW, learning rate 0.003, epsilon 1e-08")
+    for mode in ("adapter", "layernorm", "full", "top_k"):
+        for args in [(), (3e-3,), (3e-3, True), (3e-3, False, 1e-6), (None, None, None, 1e-2)]:
+            line = choose_optimizer(mode, *args).summary()
+            assert len(line) < 120, line
+
+
 @pytest.mark.parametrize("peak, rate_at_step_10", [
     (3e-4, 3e-4 * adam_step_multiplier(10)),  # under the ceiling: Google's step (6.5x)
     (1e-3, 3e-3),                             # overshoot held to the ceiling
@@ -402,7 +417,7 @@ def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
     with caplog.at_level("INFO", logger="absl"):
         restored = run_optimizer(values, TrainSchedule(10, 2))
     assert restored.bias_correction is False
-    assert "Optimizer: Google's AdamW without bias correction, learning rate 0.001" \
+    assert "Optimizer: Google's uncorrected AdamW, learning rate 0.001, epsilon 1e-06" \
         in caplog.text
     google = BertAdamW(learning_rate=WarmupLinearDecay(1e-3, 10, 2), weight_decay=0.01,
                        no_decay_patterns=NO_DECAY_PATTERNS, epsilon=1e-6, global_clipnorm=1.0)
@@ -414,7 +429,7 @@ def test_adapter_default_holds_googles_overshoot_under_the_ceiling(caplog):
     from adapter_bert.tasks.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=adapter"])
-    with caplog.at_level("INFO", logger="absl"):
+    with caplog.at_level("DEBUG", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
     assert (default.bias_correction, default.step_ceiling, default.epsilon) == \
         (False, STEP_CEILING, 1e-8)
@@ -432,7 +447,7 @@ def test_full_fine_tuning_default_is_google(caplog):
     from adapter_bert.tasks.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=full"])
-    with caplog.at_level("INFO", logger="absl"):
+    with caplog.at_level("DEBUG", logger="absl"):
         default = run_optimizer(values, TrainSchedule(10, 2))
     assert (default.bias_correction, default.epsilon) == (False, 1e-6)
     assert "learning rate 5e-05 (default for --tuning_mode=full" in caplog.text
@@ -477,7 +492,7 @@ def test_adapter_learning_rate_applies_to_the_adapters_only(caplog):
     apply_tuning(model, "adapter")
     values = _parsed(["--tuning_mode=adapter", "--learning_rate=3e-4",
                       "--adapter_learning_rate=3e-3"])
-    with caplog.at_level("INFO", logger="absl"):
+    with caplog.at_level("DEBUG", logger="absl"):
         optimizer = run_optimizer(values, TrainSchedule(10, 2), model)
     assert "adapters at learning rate 0.003 (--adapter_learning_rate)" in caplog.text
     adapters = {v.name for v, component in parameter_components(model)

@@ -159,13 +159,14 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
                                       train_pooler)
 
 
-def resolve_train_pooler(model, mode: str, train_pooler="auto") -> bool:
+def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool = True) -> bool:
     """What `apply_tuning`'s `train_pooler` means for this model and mode: True or False.
 
     "auto" is True in modes "adapter" and "layernorm" when the pooler was never trained:
     the checkpoint lacked it (`model.load_report.pooler_missing`, set by
     `load_pretrained` and the runners) or its bias is all zero (`pooler_is_untrained`);
-    then one warning says the pooler trains and how to freeze it. It is False for an
+    then one warning says the pooler trains and how to freeze it (at debug level with
+    `announce=False`: a run that only evaluates restores the trained pooler). False for an
     unbuilt model (no weights to judge yet: apply the tuning after loading them) and for
     models whose backbone stays frozen (ResAdapter). True and False are returned as
     they are; the other modes train the pooler anyway ("full", "top_k") or never
@@ -191,7 +192,8 @@ def resolve_train_pooler(model, mode: str, train_pooler="auto") -> bool:
         return False
     if not missing and not pooler_is_untrained(model):
         return False
-    log.warning("The backbone's pooler was never trained (%s): training it with the %s "
+    (log.warning if announce else log.debug)(
+        "The backbone's pooler was never trained (%s): training it with the %s "
                 "weights. Pass train_pooler=False (--train_pooler=false) to freeze it as "
                 "the original adapter-bert does.",
                 "absent" if missing else "all-zero bias", mode)

@@ -189,7 +189,8 @@ def _to_numpy(output, width: int, per_token: bool) -> np.ndarray:
 
 def predict_features(model, features: Dict[str, np.ndarray], input_keys: Sequence[str],
                      batch_size: int, dynamic: bool, static_shapes: bool,
-                     per_token_outputs: Sequence[str] = (), verbose: int = 0):
+                     per_token_outputs: Sequence[str] = (), verbose: int = 0,
+                     callbacks: Sequence = ()):
     """Model outputs for every example of `features`, in the features' order.
 
     Args:
@@ -203,6 +204,7 @@ def predict_features(model, features: Dict[str, np.ndarray], input_keys: Sequenc
         per_token_outputs: names of dict outputs with one value per token (e.g. span
             logits), padded back to max_seq_length.
         verbose: Keras progress bar.
+        callbacks: Keras callbacks of the `predict` call (e.g. a progress display).
 
     Returns:
         An array (or a dict of arrays) with one row per example.
@@ -216,7 +218,7 @@ def predict_features(model, features: Dict[str, np.ndarray], input_keys: Sequenc
     order = inference_order(features, dynamic)
     dataset = inference_dataset(features, input_keys, batch_size, order, dynamic,
                                 drop_remainder=static_shapes)
-    outputs = model.predict(dataset, verbose=verbose)
+    outputs = model.predict(dataset, verbose=verbose, callbacks=list(callbacks))
     width = features["input_mask"].shape[1]
     inverse = np.argsort(order, kind="stable")[:count]
 

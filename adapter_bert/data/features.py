@@ -77,12 +77,14 @@ def _layout(tokens_a: List[int], tokens_b: Optional[List[int]], max_seq_length: 
 
 
 def _log_example(tokenizer, example, ids, features: Dict[str, np.ndarray], row: int) -> None:
-    logging.info("*** Example ***")
-    logging.info("guid: %s", example.guid)
-    logging.info("tokens: %s", " ".join(tokenizer.convert_ids_to_tokens(ids)))
+    # Google's script logs these at INFO; here they are debugging output (--verbosity=1),
+    # which keeps a first run's console short.
+    logging.debug("*** Example ***")
+    logging.debug("guid: %s", example.guid)
+    logging.debug("tokens: %s", " ".join(tokenizer.convert_ids_to_tokens(ids)))
     for key in ("input_ids", "input_mask", "segment_ids"):
-        logging.info("%s: %s", key, " ".join(map(str, features[key][row])))
-    logging.info("label: %s (id = %s)", example.label, features["label_ids"][row])
+        logging.debug("%s: %s", key, " ".join(map(str, features[key][row])))
+    logging.debug("label: %s (id = %s)", example.label, features["label_ids"][row])
 
 
 def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
@@ -104,7 +106,8 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
         transformers `BertTokenizerFast` works as well).
       is_regression: If True, labels are floats (STS-B) and `label_ids` is
         float32.
-      log_examples: How many of the first examples to log at INFO.
+      log_examples: How many of the first examples to log, at DEBUG level
+        (Google's script logs 5 at INFO; here `--verbosity=1` shows them).
 
     Returns:
       A dict of numpy arrays with N = len(examples) rows: `input_ids`,

@@ -67,17 +67,52 @@ class LoadReport:
         """The pooler weights the source lacks: they keep their fresh initialisation."""
         return [n for n in self.missing if _POOLER.match(n)]
 
-    def summary(self) -> str:
-        """One line for logs: counts plus the first few missing/unexpected names."""
-        parts = [f"loaded {len(self.loaded)}", f"missing {len(self.missing)}",
-                 f"unexpected {len(self.unexpected)}", f"skipped {len(self.skipped)}"]
-        text = "weights: " + ", ".join(parts)
-        if self.missing:
-            text += " | missing: " + ", ".join(self.missing[:4]) + (" ..." if len(self.missing) > 4 else "")
+    def new_weights(self) -> Dict[str, int]:
+        """How many of the missing weights are new by design, by kind ("adapters",
+        "pooler", "head"): they keep their fresh initialisation. Missing backbone
+        weights are not counted here (`backbone_missing`)."""
+        counts: Dict[str, int] = {}
+        for name in self.missing:
+            kind = _weight_kind(name)
+            if kind != "backbone":
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+    @property
+    def backbone_missing(self) -> List[str]:
+        """Backbone weights (not adapters, heads or the pooler) the source lacks."""
+        return [n for n in self.missing if _weight_kind(n) == "backbone"]
+
+    def summary(self, source: Optional[str] = None) -> str:
+        """One line for logs, e.g. `weights: loaded 103 from <source>; 50 new (adapters
+        48, head 2) initialised`, then any missing backbone weights, unexpected and
+        skipped ones, with the first few names."""
+        text = f"weights: loaded {len(self.loaded)}" + (f" from {source}" if source else "")
+        new = self.new_weights()
+        if new:
+            kinds = ", ".join(f"{kind} {count}" for kind, count in new.items())
+            text += f"; {sum(new.values())} new ({kinds}) initialised"
+        if self.backbone_missing:
+            text += (f"; {len(self.backbone_missing)} backbone weight(s) MISSING: "
+                     + _first_names(self.backbone_missing))
         if self.unexpected:
-            text += " | unexpected: " + ", ".join(self.unexpected[:4]) + (
-                " ..." if len(self.unexpected) > 4 else "")
+            text += f"; unexpected {len(self.unexpected)}: " + _first_names(self.unexpected)
+        if self.skipped:
+            text += f"; skipped {len(self.skipped)} (pre-training heads, optimizer slots)"
         return text
+
+
+def _weight_kind(name: str) -> str:
+    """"adapters", "pooler", "backbone" or "head" (anything outside `bert/`)."""
+    if "/adapters/" in name or name.startswith("resadapter/"):
+        return "adapters"
+    if _POOLER.match(name):
+        return "pooler"
+    return "backbone" if name.startswith("bert/") else "head"
+
+
+def _first_names(names: List[str], count: int = 4) -> str:
+    return ", ".join(names[:count]) + (" ..." if len(names) > count else "")
 
 
 def default_backbone_dir() -> str:
@@ -256,7 +291,7 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
     """Assigns `weights` (TF1 name -> array) to a built model's variables.
 
     Adapters and heads absent from the source keep their fresh initialisation and are
-    reported as missing. So does the pooler, with a warning that names its weights:
+    reported as new (`LoadReport.new_weights`), in one log line. So does the pooler, with a warning that names its weights:
     many BERT exports have none (sentence-transformers, `add_pooling_layer=False`), and
     its fresh zero bias makes `tuning.pooler_is_untrained` true, so the runners'
     `--train_pooler=auto` trains it. Any other missing backbone weight raises unless
@@ -293,8 +328,7 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
     skipped = [n for n in extra if _SKIPPED.search(n)]
     unexpected = [n for n in extra if not _SKIPPED.search(n)]
     report = LoadReport(loaded, missing, unexpected, skipped)
-    backbone_missing = [n for n in missing if n.startswith("bert/") and "/adapters/" not in n
-                        and not _POOLER.match(n)]
+    backbone_missing = report.backbone_missing
     if require_backbone and backbone_missing:
         raise CheckpointError(f"{source}: {len(backbone_missing)} backbone weight(s) missing, "
                               f"e.g. {backbone_missing[0]}")
@@ -302,7 +336,10 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
         log.warning("%s has no pooler weights (%s): the pooler is freshly initialised and "
                     "needs training (the runners' default --train_pooler=auto trains it in "
                     "adapter and layernorm modes)", source, ", ".join(report.pooler_missing))
-    log.info("%s from %s", report.summary(), source)
+    # Weights the source should have had and lacks are a warning; new adapters and heads
+    # (the usual case when fine-tuning) are not.
+    log.log(logging.WARNING if backbone_missing else logging.INFO, "%s",
+            report.summary(source))
     return report
 
 

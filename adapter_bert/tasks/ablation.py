@@ -380,6 +380,7 @@ def classifier_main(flag_values) -> int:
 
     class AblationRun(ClassifierRun):
         check_flags = staticmethod(validate_ablation)
+        quiet_evaluation = True  # one printed line per span (below), not a progress display
 
     run = AblationRun(flag_values)
     if not any(adapter_blocks_by_layer(run.model)):
@@ -392,8 +393,9 @@ def classifier_main(flag_values) -> int:
     metric = flag_values.ablation_metric or default_metric(run.task)
 
     def progress(span, values):
-        logging.info("layers %d..%d removed: %s = %s", span[0], span[1], metric,
-                     values.get(metric))
+        # Printed below; the log keeps the unrounded value at debug level.
+        logging.debug("layers %d..%d removed: %s = %s", span[0], span[1], metric,
+                      values.get(metric))
         print(f"layers {span[0]}..{span[1]} removed: {metric} = {values.get(metric):.4f}",
               flush=True)
 

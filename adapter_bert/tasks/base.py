@@ -17,6 +17,7 @@ from absl import logging
 
 from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
 from adapter_bert.adapters.tuning import parameter_components
+from adapter_bert.console import configure_logging
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
                                             load_tokenizer, validate_case_matches_checkpoint)
 from adapter_bert.io_utils import atomic_write_text, makedirs, remove_stale_temporaries
@@ -219,9 +220,10 @@ def write_results(path: str, results: Dict[str, object]) -> None:
     """Writes `key = value` lines, sorted by key as Google's scripts do, atomically."""
     lines = [f"{key} = {results[key]}" for key in sorted(results)]
     atomic_write_text(path, "\n".join(lines) + "\n")
-    logging.info("***** Results (%s) *****", path)
+    # The runners print the scores on stdout; the log names the file (all lines: debug).
+    logging.info("***** Results written to %s *****", path)
     for line in lines:
-        logging.info("  %s", line)
+        logging.debug("  %s", line)
 
 
 def prepare_output_dir(path: str) -> None:
@@ -231,7 +233,11 @@ def prepare_output_dir(path: str) -> None:
 
 
 def run_cli(program: str, main: Callable[[], int]) -> int:
-    """Runs `main`, turning input errors into one clear line and exit code 1."""
+    """Runs `main`, turning input errors into one clear line and exit code 1.
+
+    Log levels are set first (`console.configure_logging`: TensorFlow's Python INFO
+    lines only with --verbosity=1)."""
+    configure_logging()
     try:
         return main() or 0
     except USER_ERRORS as e:
@@ -274,7 +280,8 @@ def optimizer_choice(flag_values):
 
 
 def run_optimizer(flag_values, schedule, model=None):
-    """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant.
+    """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant
+    in one short line (the flags that change them at debug level).
 
     Unset `--learning_rate` / `--adam_bias_correction` / `--adam_epsilon` (None) take the
     tuning mode's defaults (`training.optimizer.choose_optimizer`). With
@@ -282,7 +289,8 @@ def run_optimizer(flag_values, schedule, model=None):
     `tuning.parameter_components`) train at that rate instead.
     """
     choice = optimizer_choice(flag_values)
-    logging.info(choice.describe())
+    logging.info(choice.summary())
+    logging.debug("Optimizer details: %s", choice.describe()[len("Optimizer: "):])
     return create_optimizer(choice.learning_rate, schedule.num_train_steps,
                             schedule.num_warmup_steps, bias_correction=choice.bias_correction,
                             epsilon=choice.epsilon, rate_factors=adapter_rate_factors(choice, model),

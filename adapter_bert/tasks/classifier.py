@@ -5,7 +5,7 @@ metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory)
 """
 
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -48,6 +48,9 @@ class ClassifierRun(base.TaskRun):
 
     # The runner's one flag check (ablate_adapters.py's run swaps in its own).
     check_flags = staticmethod(validate_classifier)
+    # Evaluations show a header and their progress; ablate_adapters.py's run, which
+    # evaluates once per span of layers and prints a line for each, turns them off.
+    quiet_evaluation = False
 
     def validate_flags(self, flag_values) -> None:
         self.task = self.check_flags(flag_values)
@@ -132,14 +135,19 @@ class ClassifierRun(base.TaskRun):
         return description
 
     # ----------------------------------------------------------- inference
-    def logits(self, features, count: int, batch_size: int) -> np.ndarray:
-        return self.pipeline.predict(self.model, features, INPUT_KEYS, batch_size)[:count]
+    def logits(self, features, count: int, batch_size: int, label: Optional[str] = None) -> np.ndarray:
+        return self.pipeline.predict(self.model, features, INPUT_KEYS, batch_size,
+                                     label=label)[:count]
 
     def evaluate(self, global_step: int) -> Dict[str, object]:
         results: Dict[str, object] = {"global_step": global_step}
         for split, prefix in _eval_splits(self.task):
             features, count = self.features(split)
-            logits = self.logits(features, count, self.flags.eval_batch_size)
+            log = logging.debug if self.quiet_evaluation else logging.info
+            log("***** Evaluating %s: %d examples, batch %d *****", split, count,
+                self.flags.eval_batch_size)
+            logits = self.logits(features, count, self.flags.eval_batch_size,
+                                 None if self.quiet_evaluation else f"eval {split}")
             labels = features["label_ids"][:count]
             loss = _mean_loss(logits, labels, self.is_regression)
             results[prefix + "loss"] = loss
@@ -157,12 +165,16 @@ class ClassifierRun(base.TaskRun):
         written = []
         for split, filename in _test_splits(self.task):
             features, count = self.features(split)
-            logits = self.logits(features, count, self.flags.predict_batch_size)
+            logging.info("***** Predicting %s: %d examples, batch %d *****", split, count,
+                         self.flags.predict_batch_size)
+            logits = self.logits(features, count, self.flags.predict_batch_size,
+                                 f"predict {split}")
             rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
             path = os.path.join(self.write_dir, filename)
             atomic_write_text(path, "".join("\t".join(str(float(p)) for p in row) + "\n"
                                             for row in rows))
-            logging.info("Wrote %d predictions to %s", len(rows), path)
+            # main prints the path on stdout.
+            logging.debug("Wrote %d predictions to %s", len(rows), path)
             written.append(path)
         return written
 

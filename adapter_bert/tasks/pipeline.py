@@ -17,6 +17,7 @@ from adapter_bert.data.batching import (example_lengths, predict_features, train
                                    training_dataset)
 from adapter_bert.data.feature_cache import FeatureCache
 from adapter_bert.io_utils import file_digest
+from adapter_bert.training.loop import KerasProgress
 
 
 def resolve_jit_compile(flag: str, strategy) -> bool:
@@ -96,7 +97,14 @@ class InputPipeline:
         return lambda: training_dataset(features, plan, input_keys, label_keys, self.dynamic)
 
     def predict(self, model, features: Dict[str, np.ndarray], input_keys: Sequence[str],
-                batch_size: int, per_token_outputs: Sequence[str] = ()):
-        """Model outputs for every example, in order (see `batching.predict_features`)."""
+                batch_size: int, per_token_outputs: Sequence[str] = (),
+                label: Optional[str] = None):
+        """Model outputs for every example, in order (see `batching.predict_features`).
+
+        `label` (e.g. "eval dev") shows the batches' progress under that name."""
+        callbacks = []
+        if label:
+            batches = -(-len(features[input_keys[0]]) // batch_size)
+            callbacks.append(KerasProgress(label, batches))
         return predict_features(model, features, input_keys, batch_size, self.dynamic,
-                                self.static_shapes, per_token_outputs)
+                                self.static_shapes, per_token_outputs, callbacks=callbacks)

@@ -130,18 +130,19 @@ def score_predictions(path: str, predictions: Dict[str, str],
                             na_prob_thresh=null_score_diff_threshold))
 
 
-def _log_features(examples, features, tokenizer, count: int) -> None:
-    """Logs the first `count` windows (tokens, max-context flags, gold span) for debugging."""
+def _log_features(examples, features, tokenizer, count: int, at_info: bool = False) -> None:
+    """Logs the first `count` windows (tokens, max-context flags, gold span) for debugging,
+    at DEBUG level (shown with --verbosity=1), or INFO when `at_info` (--verbose_logging)."""
+    log = logging.info if at_info else logging.debug
     for feature in features[:count]:
         length = int(feature.input_mask.sum())
         tokens = tokenizer.convert_ids_to_tokens(feature.input_ids[:length].tolist())
-        logging.info("*** Feature %d: question %r, window %d ***", feature.unique_id,
-                     examples[feature.example_index].qas_id, feature.doc_span_index)
-        logging.info("tokens: %s", " ".join(tokens))
-        logging.info("max-context tokens: %d", int(feature.token_is_max_context.sum()))
+        log("*** Feature %d: question %r, window %d ***", feature.unique_id,
+            examples[feature.example_index].qas_id, feature.doc_span_index)
+        log("tokens: %s", " ".join(tokens))
+        log("max-context tokens: %d", int(feature.token_is_max_context.sum()))
         if feature.start_position or feature.end_position:
-            logging.info("answer: %s", " ".join(
-                tokens[feature.start_position:feature.end_position + 1]))
+            log("answer: %s", " ".join(tokens[feature.start_position:feature.end_position + 1]))
 
 
 def _json_value(value):
@@ -205,7 +206,7 @@ class SquadRun(base.TaskRun):
         if not features:
             raise FlagError(f"{examples.path}: no question could be turned into a window")
         _log_features(examples, features, self.backbone.tokenizer,
-                      20 if values.verbose_logging else 3)
+                      20 if values.verbose_logging else 3, at_info=values.verbose_logging)
         return features
 
     # ------------------------------------------------------------- training
@@ -267,7 +268,7 @@ class SquadRun(base.TaskRun):
         """Start/end logits [num_windows, T] for every window, in order."""
         return self.pipeline.predict(self.model, feature_arrays(features, with_labels=False),
                                      INPUT_KEYS, self.flags.predict_batch_size,
-                                     per_token_outputs=OUTPUT_KEYS)
+                                     per_token_outputs=OUTPUT_KEYS, label="predict")
 
     def predict(self) -> Dict[str, object]:
         """Predicts --predict_file, writes the prediction files, scores them if possible."""
@@ -282,7 +283,7 @@ class SquadRun(base.TaskRun):
         predictions, null_odds = write_predictions(
             examples, features, results, values.n_best_size, values.max_answer_length,
             self.version_2, values.null_score_diff_threshold, self.write_dir)
-        logging.info("Wrote predictions for %d questions to %s", len(predictions),
+        logging.debug("Wrote predictions for %d questions to %s", len(predictions),
                      self.write_dir)
         figures: Dict[str, object] = {"predict_questions": len(examples),
                                       "predict_windows": len(features)}

@@ -17,7 +17,8 @@ from absl import logging
 from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
 from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterConfig,
                                               ResAdapterSpanModel)
-from adapter_bert.adapters.tuning import apply_tuning, parameter_report, parameter_summary
+from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
+                                          resolve_train_pooler)
 from adapter_bert.model.checkpoints import build_model, load_weights, read_weights
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.factory import HEADS, task_model
@@ -134,23 +135,27 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
 
 
 def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
-                     train_pooler: str = "false"):
+                     train_pooler: str = "false", training: bool = True):
     """Builds `model`, loads the pretrained weights and applies the tuning mode.
 
     Args:
         train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
             was never trained): passed to `tuning.apply_tuning`, which decides.
+        training: the run trains. The warning that `--train_pooler=auto` trains the
+            pooler is given only then (an evaluation run restores the pooler with the
+            other trained weights).
     """
     build_model(model)
+    # load_weights logs what it loaded and which weights are new (once).
     report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
-    logging.info(report.summary())
     # As load_pretrained does: apply_tuning reads it (a pooler the checkpoint lacked).
     model.load_report = report
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     has_adapters = bool(model.bert.adapter_config) or frozen_backbone
     mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
     # The library's decision, flag value and all ("auto" trains a never-trained pooler).
-    apply_tuning(model, mode, top_k, train_pooler=train_pooler)
+    pooler = resolve_train_pooler(model, mode, train_pooler, announce=training)
+    apply_tuning(model, mode, top_k, train_pooler=pooler)
     return model
 
 
@@ -162,15 +167,17 @@ def build_task_model(strategy, model, backbone, flag_values, train_pooler: str):
     """
     with strategy.scope():
         build_pretrained(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
-                         train_pooler)
+                         train_pooler, training=bool(getattr(flag_values, "do_train", True)))
     return model, report_parameters(model)
 
 
 def report_parameters(model) -> Dict[str, str]:
-    """Logs and prints the parameter report; returns its figures for eval_results.txt."""
+    """Prints the parameter line (`trainable params: ... || all params: ... ||
+    trainable%: ...`) once, on stdout; the table by component is logged at debug level
+    (--verbosity=1). Returns the figures for eval_results.txt."""
     report = parameter_report(model)
     print(report.splitlines()[0], flush=True)
-    logging.info("Parameters:\n%s", report)
+    logging.debug("Parameters by component:\n%s", "\n".join(report.splitlines()[1:]).strip("\n"))
     summary = parameter_summary(model)
     trainable = sum(t for t, _ in summary.values())
     total = sum(n for _, n in summary.values())

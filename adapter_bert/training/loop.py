@@ -3,6 +3,8 @@
 - `fit_with_resume`: Keras `fit` for a fixed number of steps, saving a checkpoint every
   `save_checkpoints_steps` and resuming from the latest one when run again, with
   TensorBoard logs and a clear stop on a NaN loss.
+- `KerasProgress`: training steps and prediction batches as an `adapter_bert.progress`
+  display (a bar in a terminal, a line per tenth in a log file).
 
 Batching (which examples form a batch, dynamic padding) lives in `batching`.
 """
@@ -18,6 +20,7 @@ from absl import logging
 
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
+from adapter_bert.progress import Progress
 
 
 class TrainingError(RuntimeError):
@@ -155,6 +158,56 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
             self.boundary = step // self.every
 
 
+class KerasProgress(keras.callbacks.Callback):
+    """Shows Keras `fit` steps (with the loss) or `predict` batches as a `Progress`.
+
+    Pass it as a callback with `verbose=0`: Keras' own bar always rewrites one line with
+    `\r`, even into a log file.
+
+    Args:
+        label: the phase ("train", "eval dev", "predict test").
+        total: the last step (fit) or the number of batches (predict).
+        start: for `fit`, the global step the call starts from (a resumed run), so the
+            display reads "train: 301/500 steps".
+        stream, terminal: as for `Progress` (default: sys.stderr, its `isatty()`).
+    """
+
+    def __init__(self, label: str, total: int, start: int = 0, stream=None,
+                 terminal: Optional[bool] = None):
+        super().__init__()
+        self.label, self.total, self.first = label, total, start
+        self.stream, self.terminal = stream, terminal
+        self.progress: Optional[Progress] = None
+
+    def _begin(self, unit: str) -> None:
+        self.progress = Progress(self.label, self.total, unit, self.stream, self.terminal,
+                                 start=self.first)
+
+    def _end(self) -> None:
+        if self.progress is not None:
+            self.progress.finish()
+
+    def on_train_begin(self, logs=None):
+        self._begin("steps")
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        fields = {} if loss is None else {"loss": float(loss)}
+        self.progress.update(self.first + batch + 1, **fields)
+
+    def on_train_end(self, logs=None):
+        self._end()
+
+    def on_predict_begin(self, logs=None):
+        self._begin("batches")
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self.progress.update(self.first + batch + 1)
+
+    def on_predict_end(self, logs=None):
+        self._end()
+
+
 def steps_per_execution(iterations_per_loop: int, explicitly_set: bool, on_tpu: bool,
                         save_checkpoints_steps: int) -> int:
     """Keras `steps_per_execution` from Google's `iterations_per_loop`.
@@ -182,6 +235,9 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     written into `write_dir` (default `output_dir`; a temporary directory on the
     non-chief workers of a multi-worker run, see `distribute.WorkerRole`).
 
+    `verbose`: 1 shows progress as `KerasProgress` (a bar in a terminal, a line per
+    tenth of the steps in a log file); 0 nothing; 2 Keras' own line per epoch.
+
     Returns:
         The last logged metrics (e.g. {"loss": ...}) and "global_step".
 
@@ -204,6 +260,9 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
         keras.callbacks.TerminateOnNaN(),
         *extra_callbacks,
     ]
+    if verbose == 1:
+        callbacks.append(KerasProgress("train", num_train_steps, start=done))
+        verbose = 0
     history = model.fit(make_train_dataset().skip(done), steps_per_epoch=remaining, epochs=1,
                         callbacks=callbacks, verbose=verbose)
     logs = {k: float(v[-1]) for k, v in history.history.items()}

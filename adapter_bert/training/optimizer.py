@@ -125,8 +125,27 @@ class OptimizerChoice:
         return ceiling_warmup_steps(warmup_steps, total_steps, self.peak_rate,
                                     self.step_ceiling)
 
+    def summary(self) -> str:
+        """The short log line (under 120 characters): Adam variant, rates, epsilon;
+        "(default)" marks what the tuning mode chose. `describe` says more."""
+        if self.step_ceiling is not None:
+            adam = f"Google's AdamW, step ceiling {self.step_ceiling:g}"
+        elif self.bias_correction:
+            adam = "bias-corrected AdamW"
+        else:
+            adam = "Google's uncorrected AdamW"
+        if not self.bias_correction_given:
+            adam += " (default)"
+        rate = f"learning rate {self.learning_rate:g}"
+        if not self.learning_rate_given:
+            rate += " (default)"
+        if self.adapter_learning_rate is not None:
+            rate += f", adapters {self.adapter_learning_rate:g}"
+        return f"Optimizer: {adam}, {rate}, epsilon {self.epsilon:g}"
+
     def describe(self) -> str:
-        """The log line naming the rate, the Adam variant and where each came from."""
+        """The long line naming the rate, the Adam variant and where each came from, with
+        the flags that change them (logged at debug level)."""
         rate = f"learning rate {self.learning_rate:g}"
         if not self.learning_rate_given:
             rate += f" (default for --tuning_mode={self.tuning_mode}; --learning_rate sets it)"
