@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert import io_utils
+from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,6 @@ _SKIPPED = re.compile(r"^(cls/predictions|cls/seq_relationship|global_step)|/ada
 # `add_pooling_layer=False` saves drop the pooler); the model then keeps a fresh one.
 _POOLER = re.compile(r"^bert/pooler/dense/(kernel|bias)$")
 
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be found, read or fitted to the model."""
 
 
 @dataclasses.dataclass

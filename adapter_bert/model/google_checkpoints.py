@@ -68,7 +68,8 @@ import zipfile
 from typing import Dict, List, Optional, TextIO
 
 from adapter_bert import io_utils
-from adapter_bert.model.checkpoints import CheckpointError
+from adapter_bert.progress import Progress, format_bytes
+from adapter_bert.model.errors import CheckpointError
 
 DEFAULT_BASE_URL = "https://storage.googleapis.com/bert_models"
 BASE_URL_ENV = "ADAPTER_BERT_GOOGLE_BERT_URL"
@@ -325,9 +326,9 @@ def _download(url: str, target: str, entry: GoogleCheckpoint, stream: TextIO):
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             print(f"{entry.name}: downloading {url}"
-                  + (f" ({_megabytes(total)})" if total is not None else ""),
+                  + (f" ({format_bytes(total)})" if total is not None else ""),
                   file=stream, flush=True)
-            progress = Progress(entry.name, total, stream)
+            progress = Progress(entry.name, total, unit="bytes", stream=stream)
             with open(target, "wb") as out:
                 while True:
                     chunk = response.read(1 << 20)
@@ -337,7 +338,7 @@ def _download(url: str, target: str, entry: GoogleCheckpoint, stream: TextIO):
                     digest.update(chunk)
                     size += len(chunk)
                     progress.update(size)
-            progress.close()
+            progress.finish()
     except urllib.error.HTTPError as e:
         raise _Failure(f"download failed: HTTP {e.code} {e.reason}") from None
     except urllib.error.URLError as e:
@@ -444,61 +445,6 @@ def _publish_remote(unpacked: str, final: str, marker: str) -> None:
         except tf.errors.OpError:
             pass
         raise _Failure(f"cannot copy into the cache {final} ({str(e).splitlines()[0]})") from None
-
-
-def _megabytes(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
-class Progress:
-    """Download progress on a stream: a bar redrawn in place on a terminal, else one line
-    per `step` percent (or per 50 MB when the size is unknown), readable in a log file."""
-
-    def __init__(self, label: str, total: Optional[int], stream: TextIO, step: int = 10):
-        self.label, self.total, self.stream, self.step = label, total, stream, step
-        isatty = getattr(stream, "isatty", None)
-        self.tty = bool(isatty and isatty())
-        self._next = step  # percent of the next line
-        self._next_bytes = 50_000_000  # unknown size: bytes of the next line
-        self._last_draw = 0.0
-        self._done = 0
-
-    def update(self, done: int) -> None:
-        """Reports `done` bytes so far."""
-        self._done = done
-        if self.tty:
-            now = time.monotonic()
-            if now - self._last_draw >= 0.1 or (self.total and done >= self.total):
-                self._last_draw = now
-                self.stream.write("\r" + self._bar(done))
-                self.stream.flush()
-            return
-        if self.total:
-            percent = done * 100 // self.total
-            if percent >= self._next:
-                reached = percent - percent % self.step
-                self.stream.write(f"{self.label}: {reached}% ({_megabytes(done)} of "
-                                  f"{_megabytes(self.total)})\n")
-                self.stream.flush()
-                self._next = reached + self.step
-        elif done >= self._next_bytes:
-            self.stream.write(f"{self.label}: {_megabytes(done)}\n")
-            self.stream.flush()
-            self._next_bytes = done - done % 50_000_000 + 50_000_000
-
-    def _bar(self, done: int) -> str:
-        if not self.total:
-            return f"{self.label}: {_megabytes(done)}"
-        fraction = min(done / self.total, 1.0)
-        filled = int(30 * fraction)
-        return (f"{self.label}: [{'#' * filled}{'.' * (30 - filled)}] {fraction:4.0%} "
-                f"{_megabytes(done)} of {_megabytes(self.total)}")
-
-    def close(self) -> None:
-        """Ends the bar's line on a terminal."""
-        if self.tty:
-            self.stream.write("\r" + self._bar(self._done) + "\n")
-            self.stream.flush()
 
 
 def main() -> int:
