@@ -6,7 +6,6 @@ import io
 import json
 import os
 import re
-import shutil
 import socket
 import threading
 import zipfile
