@@ -99,7 +99,7 @@ test-tf220:
 	  assert 'tensorflow' not in names, 'pip added the tensorflow distribution'; \
 	  t = m.version('transformers'); assert t.split('.')[0] == '5', 'pip replaced transformers 5 by ' + t; \
 	  print('TensorFlow', v, 'and transformers', t, 'in place')"
-	$(TF220_PY) -m pytest -q $(TF220_TESTS)
+	$(TF220_PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX) $(TF220_TESTS)
 
 # Speed, memory and FLOP/s (~15 min), then MRPC accuracy of adapters vs full fine-tuning
 # over 5 seeds, each mode at its better optimizer (~30 min): the README's tables.
