@@ -8,8 +8,6 @@ from tests.conftest import BERT_VOCAB
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    if not BERT_VOCAB.is_file():
-        pytest.skip(f"vocab not found at {BERT_VOCAB}")
     return load_tokenizer(str(BERT_VOCAB), do_lower_case=True)
 
 
