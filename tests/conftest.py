@@ -19,7 +19,7 @@ environment variable ADAPTER_BERT_TEST_DATA, laid out as
 
 (glue/ as download_glue_data.py writes glue_data; squad/ the official dev files and the
 first 44 articles of train-v1.1.json). The BERT-Mini name-map test also reads
-$ADAPTER_BERT_TEST_DATA/../models/google-bert-mini-index (bert_config.json, vocab.txt,
+$ADAPTER_BERT_TEST_DATA/../models/google-bert-mini-index (bert_config.json and
 bert_model.ckpt.index) and skips, saying so, where that folder is missing. Run the group:
 
     ADAPTER_BERT_TEST_DATA=/path/to/data python -m pytest -q -m realdata   (or make test-data DATA=...)
@@ -71,7 +71,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    count = getattr(config, "_realdata_deselected", 0)
+    if os.environ.get(DATA_ENV) or hasattr(config, "workerinput"):
+        return
+    count = getattr(config, "_realdata_deselected", None)
+    if count is None and getattr(config.option, "numprocesses", None):
+        count = "the"  # pytest-xdist: the workers collected, and deselected, the tests
     if count:
         terminalreporter.write_line(
             f"{count} realdata tests deselected: set {DATA_ENV} to a folder of real GLUE "

@@ -123,7 +123,7 @@ def mrpc(mrpc_dir, tmp_path_factory):
     def read(name, count):
         return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
     return write_mrpc_dir(tmp_path_factory.mktemp("mrpc"),
-                    (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
+                          (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
 
 
 def classifier_argv(folder, out, data, *extra):

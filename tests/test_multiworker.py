@@ -48,7 +48,7 @@ def data(tmp_path_factory, mrpc_dir):
     def read(name, count):
         return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
     return write_mrpc_dir(tmp_path_factory.mktemp("mw_data"),
-                    (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
+                          (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
 
 
 def argv(backbone, data, output_dir, **overrides):

@@ -249,7 +249,8 @@ def squad_case(case, squad_slice, tmp: Path):
         path.write_text(json.dumps(data)[:700])
         return {flag: path}, r"malformed_json\.json: malformed JSON at line 1, column \d+"
     if case == "not_utf8":
-        path.write_bytes(json.dumps(data).encode("utf-8").replace(b"Super", b"S\xfcper", 1))
+        word = data["data"][0]["paragraphs"][0]["context"].split()[0].encode("ascii")
+        path.write_bytes(json.dumps(data).encode("utf-8").replace(word, b"\xfc" + word[1:], 1))
         return {flag: path}, r"not_utf8\.json: not valid UTF-8 at byte \d+"
     if case == "missing_key":
         del qas[1]["question"]
