@@ -22,11 +22,11 @@ first 44 articles of train-v1.1.json). The BERT-Mini name-map test also reads
 $ADAPTER_BERT_TEST_DATA/../models/google-bert-mini-index (bert_config.json and
 bert_model.ckpt.index) and skips, saying so, where that folder is missing. Run the group:
 
-    ADAPTER_BERT_TEST_DATA=/path/to/data python -m pytest -q -m realdata   (or make test-data DATA=...)
+    ADAPTER_BERT_TEST_DATA=/path/to/data python -m pytest -q -m realdata
+    make test-data DATA=/path/to/data        (the same, after `make setup`)
 
-Without the variable these tests are deselected, not skipped: `make test` prints no skip
-and says in one line at the end how many it left out. With it, a missing file is a
-failure, not a skip.
+Without the variable these tests are deselected, not skipped, and one line at the end of
+the run says so. With it, a missing file is a failure, not a skip.
 """
 
 import os

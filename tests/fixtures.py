@@ -583,7 +583,8 @@ def squad_slice(paragraphs: int = 2) -> dict:
     """The first `paragraphs` paragraphs of the written dev-v1.1.json's first article."""
     data = squad_dataset("1.1", *SQUAD_SHAPES["dev-v1.1.json"], dev=True)
     article = data["data"][0]
-    return {"version": "1.1", "data": [dict(article, paragraphs=article["paragraphs"][:paragraphs])]}
+    return {"version": "1.1",
+            "data": [dict(article, paragraphs=article["paragraphs"][:paragraphs])]}
 
 
 def write_data_dir(root: Path) -> Path:

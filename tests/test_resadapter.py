@@ -335,7 +335,7 @@ def mrpc(mrpc_dir, backbone, output_dir, *extra, **overrides):
 
 @pytest.fixture(scope="module")
 def mrpc_run(backbone, mrpc_dir, tmp_path_factory):
-    """ResNeXt ResAdapter on real MRPC: 4 training steps, then eval."""
+    """ResNeXt ResAdapter on written MRPC: 4 training steps, then eval."""
     out = tmp_path_factory.mktemp("mrpc_resadapter")
     code = mrpc(mrpc_dir, backbone, out, "--do_train", "--do_eval", "--num_train_epochs=0.02",
                 "--adapter_type=resadapter", "--resadapter_variant=resnext")

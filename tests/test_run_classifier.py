@@ -22,7 +22,7 @@ def common_flags(backbone, output_dir, **overrides):
 
 @pytest.fixture(scope="module")
 def mrpc_run(backbone, mrpc_dir, tmp_path_factory):
-    """One adapter-tuning run on real MRPC: 4 training steps, eval and predict."""
+    """One adapter-tuning run on written MRPC: 4 training steps, eval and predict."""
     out = tmp_path_factory.mktemp("mrpc")
     code, _ = run_in_process("run_classifier", [
         "--task_name=MRPC", "--do_train", "--do_eval", "--do_predict",

@@ -1,4 +1,4 @@
-"""run_squad.py end to end on a tiny backbone and real SQuAD slices: files, scores, errors.
+"""run_squad.py end to end on a tiny backbone and written SQuAD slices: files, scores, errors.
 
 The entry point runs as a subprocess: absl flags can be defined once per process, and
 run_classifier.py's tests define theirs in this one.

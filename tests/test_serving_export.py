@@ -1,5 +1,5 @@
 """run_classifier.py --export_dir: a SavedModel that takes strings and serves without
-adapter_bert (tiny backbone, real MRPC rows; the real-MiniLM check is marked realweights)."""
+adapter_bert (tiny backbone, written MRPC rows; the real-MiniLM check is marked realweights)."""
 
 import pickle
 import shutil

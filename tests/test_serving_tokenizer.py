@@ -52,7 +52,9 @@ def test_every_glue_dev_row_matches_the_python_pipeline(data_source, task, data_
     processor = get_processor(canonical_task_name(task))
     examples = processor.get_examples(str(data_root / "glue" / task), "dev")
     expected = convert_examples_to_features(examples, processor.get_labels(), 128,
-                                            load_tokenizer(vocab, True), log_examples=0)
+                                            load_tokenizer(vocab, True),
+                                            is_regression=processor.is_regression,
+                                            log_examples=0)
     pair = examples[0].text_b is not None
     got = BertInputEncoder(vocab, True, 128).encode(
         tf.constant([e.text_a for e in examples]),

@@ -187,7 +187,7 @@ def test_evaluate_v2_unanswerable_and_missing():
     assert r["best_exact"] == 100.0 and r["best_exact_thresh"] == 0.7
 
 
-# ---------------------------------------------------------------- real dev sets
+# --------------------------------------------------- real dev sets (realdata group)
 
 
 @pytest.mark.realdata

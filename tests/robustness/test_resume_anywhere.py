@@ -113,7 +113,7 @@ SQUAD_OUTPUTS = ("adapter/adapter_model.safetensors", "predictions.json",
 
 @pytest.fixture(scope="module")
 def squad_files(squad_dir, squad_slice, tmp_path_factory):
-    """Training: the first article of the real training subset; prediction: squad_slice."""
+    """Training: the first article of the written training subset; prediction: squad_slice."""
     root = tmp_path_factory.mktemp("resume_squad")
     data = json.loads((squad_dir / "train-v1.1-subset.json").read_text("utf-8"))
     article = data["data"][0]
