@@ -9,7 +9,7 @@ GLUE_DIR ?=
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
-.PHONY: setup demo demo-data test test-fast test-tf220 bench clean
+.PHONY: setup demo demo-data test test-fast test-data test-data-dir test-tf220 bench clean
 
 setup: $(STAMP)
 
@@ -66,6 +66,19 @@ test: setup
 # Skip the slower real-weight tests while iterating.
 test-fast: setup
 	$(PYTEST) -m "not realweights"
+
+# The real-data group (marker `realdata`): accuracy, tokenisation and scorer checks on real
+# GLUE and SQuAD files. DATA names a folder holding glue/<TASK>/{train,dev,test}.tsv and
+# squad/{train-v1.1-subset.json,dev-v1.1.json,dev-v2.0.json}; see tests/conftest.py.
+# Before installing anything: DATA is given, or one line says how to give it.
+DATA ?=
+test-data: test-data-dir setup
+	ADAPTER_BERT_TEST_DATA="$(abspath $(DATA))" $(PYTEST) -m realdata
+
+test-data-dir:
+	@test -n "$(DATA)" && test -d "$(DATA)" || { echo "make test-data: pass DATA=<folder> \
+	holding glue/<TASK>/{train,dev,test}.tsv and squad/{train-v1.1-subset.json,dev-v1.1.json,\
+	dev-v2.0.json} (the layout is in tests/conftest.py)" >&2; exit 2; }
 
 # The oldest supported TensorFlow, 2.20, in its own virtual environment beside the
 # default one: tensorflow-cpu with a --no-deps tf-keras, so that installing the package

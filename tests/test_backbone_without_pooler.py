@@ -17,8 +17,8 @@ from safetensors.numpy import load_file, save_file
 from adapter_bert.model.checkpoints import CheckpointError, read_tf1_checkpoint
 from adapter_bert.model.factory import load_pretrained
 from adapter_bert.adapters.tuning import pooler_is_untrained
-from tests.conftest import tiny_inputs
-from tests.robustness.helpers import assert_one_error_line, classifier_flags, mrpc_dir
+from tests.conftest import BERT_VOCAB, tiny_inputs
+from tests.robustness.helpers import assert_one_error_line, classifier_flags, write_mrpc_dir
 from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
 
 POOLER = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
@@ -64,8 +64,8 @@ def poolerless_minilm(minilm_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def poolerless_tf1(shared_dir, tmp_path_factory):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
+def poolerless_tf1(tmp_path_factory):
+    vocab = BERT_VOCAB
     return tf1_folder_without_pooler(tmp_path_factory.mktemp("tf1") / "tiny", vocab)
 
 
@@ -117,13 +117,13 @@ def test_other_missing_weights_still_stop_the_load(minilm_dir, tmp_path):
 # -------------------------------------------------------------------- run_classifier
 
 @pytest.fixture(scope="module")
-def mrpc(shared_dir, tmp_path_factory):
-    source = shared_dir / "data/glue/MRPC"
+def mrpc(mrpc_dir, tmp_path_factory):
+    source = mrpc_dir
 
     def read(name, count):
         return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
-    return mrpc_dir(tmp_path_factory.mktemp("mrpc"),
-                    (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
+    return write_mrpc_dir(tmp_path_factory.mktemp("mrpc"),
+                          (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
 
 
 def classifier_argv(folder, out, data, *extra):

@@ -168,7 +168,10 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
     assert long_record["f1"] == 2.0
 
 
-def test_squad_padding_suite_pairs_the_layouts_and_shares_the_default_run(tmp_path):
+def test_squad_padding_suite_pairs_the_layouts_and_shares_the_default_run(
+        tmp_path, written_data, monkeypatch):
+    # The suite's commands cut their SQuAD files from the data folder: the written one here.
+    monkeypatch.setattr(bench, "SHARED", str(written_data))
     specs = bench.suite_specs("squad_padding")
     ids = [bench.run_id(s) for s in specs]
     assert len(set(ids)) == 6

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.conftest import bench_module
+from tests.conftest import BERT_VOCAB, bench_module
 
 
 @pytest.fixture(scope="module")
@@ -109,12 +109,11 @@ def test_eval_results_are_parsed(sweeps, tmp_path):
                                                    "global_step": 93.0, "note": "text"}
 
 
-def test_tiny_sweep_end_to_end(sweeps, shared_dir, tmp_path):
+def test_tiny_sweep_end_to_end(sweeps, mrpc_dir, tmp_path):
     """Two real points (adapter size 4, LayerNorm only) on a random 2-layer backbone."""
     from tests.runner_utils import write_tiny_backbone
-    backbone = write_tiny_backbone(tmp_path / "tiny",
-                                   shared_dir / "models/google-bert-mini-index/vocab.txt")
-    argv = ["--task_name=MRPC", f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--sizes=4",
+    backbone = write_tiny_backbone(tmp_path / "tiny", BERT_VOCAB)
+    argv = ["--task_name=MRPC", f"--data_dir={mrpc_dir}", "--sizes=4",
             "--init_scales=", "--top_k=", "--max_train_examples=64", "--epochs=1",
             "--max_seq_length=32", "--train_batch_size=16", "--eval_batch_size=128",
             f"--work_dir={tmp_path / 'work'}", f"--results_dir={tmp_path / 'results'}",

@@ -19,9 +19,10 @@ from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 
 
-def test_name_map_covers_every_variable_of_the_real_google_bert_mini(shared_dir):
+@pytest.mark.realdata
+def test_name_map_covers_every_variable_of_the_real_google_bert_mini(bert_mini_index):
     """Every non-pretraining variable of Google's BERT-Mini maps to ours, same shape."""
-    folder = shared_dir / "models/google-bert-mini-index"
+    folder = bert_mini_index
     config = BertConfig.from_json_file(str(folder / "bert_config.json"))
     bert = BertModel(config)
     bert.build_with_dummy_inputs()

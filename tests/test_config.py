@@ -14,8 +14,27 @@ def _write(tmp_path, values, name="config.json"):
     return str(path)
 
 
-def test_google_bert_config_reads_real_bert_mini(shared_dir):
-    cfg = BertConfig.from_json_file(str(shared_dir / "models/google-bert-mini-index/bert_config.json"))
+# Google's bert_config.json of BERT-Mini (uncased_L-4_H-256_A-4), as published.
+BERT_MINI_CONFIG = {"hidden_size": 256, "hidden_act": "gelu", "initializer_range": 0.02,
+                    "vocab_size": 30522, "hidden_dropout_prob": 0.1, "num_attention_heads": 4,
+                    "type_vocab_size": 2, "max_position_embeddings": 512,
+                    "num_hidden_layers": 4, "intermediate_size": 1024,
+                    "attention_probs_dropout_prob": 0.1}
+
+
+def test_google_bert_config_reads_bert_mini_as_published(tmp_path):
+    cfg = BertConfig.from_json_file(_write(tmp_path, BERT_MINI_CONFIG, "bert_config.json"))
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (256, 4, 4)
+    assert cfg.intermediate_size == 1024 and cfg.vocab_size == 30522
+    # Google's "gelu" is the tanh approximation; the default epsilon is BERT's 1e-12.
+    assert cfg.hidden_act == "gelu_tanh" and cfg.max_position_embeddings == 512
+    assert cfg.layer_norm_eps == 1e-12
+    assert cfg.head_size == 64
+
+
+@pytest.mark.realdata
+def test_google_bert_config_reads_real_bert_mini(bert_mini_index):
+    cfg = BertConfig.from_json_file(str(bert_mini_index / "bert_config.json"))
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (256, 4, 4)
     assert cfg.intermediate_size == 1024 and cfg.vocab_size == 30522
     # Google's "gelu" is the tanh approximation; the default epsilon is BERT's 1e-12.

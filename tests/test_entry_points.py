@@ -69,20 +69,20 @@ def _swap(argv, old: str, new: str) -> list:
     return swapped
 
 
-def test_run_classifier_example_passes_validation(shared_dir, tmp_path):
+def test_run_classifier_example_passes_validation(mrpc_dir, tmp_path):
     from adapter_bert.tasks import flags as adapter_flags
     module = importlib.import_module("adapter_bert.run_classifier")
-    argv = _swap(_example_argv(module), "glue_data/MRPC", str(shared_dir / "data/glue/MRPC"))
+    argv = _swap(_example_argv(module), "glue_data/MRPC", str(mrpc_dir))
     argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
     _, values = _parse("run_classifier", argv)
     assert adapter_flags.validate_classifier(values) == "mrpc"
     assert values.tuning_mode == "adapter" and values.do_train and values.do_eval
 
 
-def test_run_squad_example_passes_validation(shared_dir, tmp_path):
+def test_run_squad_example_passes_validation(squad_dir, tmp_path):
     from adapter_bert.tasks import flags as adapter_flags
     module = importlib.import_module("adapter_bert.run_squad")
-    squad = shared_dir / "data/squad"
+    squad = squad_dir
     argv = _swap(_example_argv(module), "squad/train-v1.1.json",
                  str(squad / "train-v1.1-subset.json"))
     argv = _swap(argv, "squad/dev-v1.1.json", str(squad / "dev-v1.1.json"))
@@ -94,11 +94,11 @@ def test_run_squad_example_passes_validation(shared_dir, tmp_path):
     assert values.tuning_mode == "adapter" and values.do_train and values.do_predict
 
 
-def test_ablate_adapters_example_passes_validation(shared_dir, tmp_path):
+def test_ablate_adapters_example_passes_validation(mrpc_dir, tmp_path):
     from adapter_bert.tasks import flags as adapter_flags
     module = importlib.import_module("adapter_bert.ablate_adapters")
     (tmp_path / "mrpc" / "adapter").mkdir(parents=True)
-    argv = _swap(_example_argv(module), "glue_data/MRPC", str(shared_dir / "data/glue/MRPC"))
+    argv = _swap(_example_argv(module), "glue_data/MRPC", str(mrpc_dir))
     argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
     _, values = _parse("ablate_adapters", argv)
     # The ablation evaluates a trained adapter: --do_eval is implied, not needed.

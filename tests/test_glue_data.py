@@ -1,4 +1,5 @@
-"""Tests for adapter_bert.data.glue: processors on real and written TSVs, bad input, TFDS mapping."""
+"""Tests for adapter_bert.data.glue: processors on written TSVs (and real ones in the
+realdata group), bad input, TFDS mapping."""
 
 import collections
 import sys
@@ -9,20 +10,72 @@ import pytest
 
 from adapter_bert.data import glue, glue_tfds
 
-from tests.conftest import SHARED
+from tests.conftest import BERT_VOCAB, real_file
+from tests.fixtures import GLUE_ROWS
 
-GLUE_DIR = SHARED / "data" / "glue"
+
+@pytest.fixture(scope="module")
+def real_glue(real_data):
+    """The real glue folder of the realdata group."""
+    return real_file(real_data, "glue")
 
 
-def _task_dir(task):
-    path = GLUE_DIR / task
-    if not path.is_dir():
-        pytest.skip(f"real GLUE data not found at {path}")
-    return str(path)
+def _task_dir(real_glue, task):
+    return str(real_file(real_glue, task))
 
 
 # ---------------------------------------------------------------------------
-# Real files: row counts and label counts from shared/data/SOURCES.md.
+# Written files: every task's layout as tests/fixtures.py writes it.
+
+WRITTEN_SPLITS = [(task, split, rows) for task, splits in GLUE_ROWS.items()
+                  for split, rows in splits.items()]
+
+
+@pytest.mark.parametrize("task,split,count", WRITTEN_SPLITS)
+def test_written_split_counts_and_labels(written_data, task, split, count):
+    processor = glue.get_processor("ax" if task == "diagnostic" else task)
+    split = "test" if task == "diagnostic" else split
+    examples = processor.get_examples(str(written_data / "glue" / task), split)
+    assert len(examples) == count
+    assert len({e.guid for e in examples}) == count
+    assert all(e.guid.startswith(split.split("_")[0] + "-") for e in examples)
+    labels = {e.label for e in examples}
+    if split.startswith("test"):
+        assert labels == {None}
+    elif task == "STS-B":
+        assert all(isinstance(label, float) and 0.0 <= label <= 5.0 for label in labels)
+    else:
+        assert labels == set(processor.get_labels())  # every label occurs
+    pair = task not in ("CoLA", "SST-2")
+    assert all((e.text_b is not None) == pair for e in examples)
+    assert all(e.text_a for e in examples)
+
+
+def test_written_first_examples(written_data):
+    """The first data line of each file is example 0: after MRPC's BOM and header, on
+    CoLA's headerless line 1, with SST-2's trailing space kept."""
+    def first_line(task, name, encoding="utf-8"):
+        text = (written_data / "glue" / task / name).read_text(encoding=encoding)
+        return text.splitlines()[0 if task == "CoLA" and name != "test.tsv" else 1].split("\t")
+    assert (written_data / "glue/MRPC/train.tsv").read_bytes().startswith(b"\xef\xbb\xbfQuality")
+    row = first_line("MRPC", "train.tsv", "utf-8-sig")
+    assert glue.MrpcProcessor().get_train_examples(str(written_data / "glue/MRPC"))[0] == \
+        glue.InputExample("train-0", row[3], row[4], row[0])
+    row = first_line("CoLA", "train.tsv")
+    assert glue.ColaProcessor().get_train_examples(str(written_data / "glue/CoLA"))[0] == \
+        glue.InputExample("train-0", row[3], None, row[1])
+    row = first_line("CoLA", "test.tsv")
+    assert glue.ColaProcessor().get_test_examples(str(written_data / "glue/CoLA"))[0] == \
+        glue.InputExample("test-" + row[0], row[1], None, None)
+    sst = glue.Sst2Processor().get_dev_examples(str(written_data / "glue/SST-2"))[0]
+    assert sst.text_a == first_line("SST-2", "dev.tsv")[0] and sst.text_a.endswith(" . ")
+    row = first_line("RTE", "train.tsv")
+    assert glue.RteProcessor().get_train_examples(str(written_data / "glue/RTE"))[0] == \
+        glue.InputExample("train-" + row[0], row[1], row[2], row[3])
+
+
+# ---------------------------------------------------------------------------
+# Real files (realdata group): row counts and label counts of GLUE's published splits.
 
 REAL_SPLITS = [
     ("MRPC", "train", 3668, {"0": 1194, "1": 2474}),
@@ -43,10 +96,11 @@ REAL_SPLITS = [
 ]
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("task,split,count,label_counts", REAL_SPLITS)
-def test_real_split_counts_and_labels(task, split, count, label_counts):
+def test_real_split_counts_and_labels(real_glue, task, split, count, label_counts):
     processor = glue.get_processor(task)
-    examples = getattr(processor, f"get_{split}_examples")(_task_dir(task))
+    examples = getattr(processor, f"get_{split}_examples")(_task_dir(real_glue, task))
     assert len(examples) == count
     assert dict(collections.Counter(e.label for e in examples)) == label_counts
     assert len({e.guid for e in examples}) == count
@@ -56,9 +110,10 @@ def test_real_split_counts_and_labels(task, split, count, label_counts):
     assert all(e.text_a for e in examples)
 
 
-def test_real_first_examples():
+@pytest.mark.realdata
+def test_real_first_examples(real_glue):
     mrpc = glue.MrpcProcessor()
-    first = mrpc.get_train_examples(_task_dir("MRPC"))[0]
+    first = mrpc.get_train_examples(_task_dir(real_glue, "MRPC"))[0]
     assert first == glue.InputExample(
         guid="train-0",
         text_a=('Amrozi accused his brother , whom he called " the witness " '
@@ -66,32 +121,32 @@ def test_real_first_examples():
         text_b=('Referring to him as only " the witness " , Amrozi accused '
                 "his brother of deliberately distorting his evidence ."),
         label="1")
-    test0 = mrpc.get_test_examples(_task_dir("MRPC"))[0]
+    test0 = mrpc.get_test_examples(_task_dir(real_glue, "MRPC"))[0]
     assert test0.guid == "test-0" and test0.label is None
     assert test0.text_a.startswith("PCCW 's chief operating officer")
 
-    cola = glue.ColaProcessor().get_train_examples(_task_dir("CoLA"))
+    cola = glue.ColaProcessor().get_train_examples(_task_dir(real_glue, "CoLA"))
     assert cola[0].text_a == ("Our friends won't buy this analysis, let alone "
                               "the next one we propose.")
     assert cola[0].label == "1" and cola[0].text_b is None
     assert cola[-1].text_a == "What all did you get for Christmas?"
-    cola_test = glue.ColaProcessor().get_test_examples(_task_dir("CoLA"))
+    cola_test = glue.ColaProcessor().get_test_examples(_task_dir(real_glue, "CoLA"))
     assert cola_test[0].text_a == "Bill whistled past the house."
 
-    sst = glue.Sst2Processor().get_dev_examples(_task_dir("SST-2"))
+    sst = glue.Sst2Processor().get_dev_examples(_task_dir(real_glue, "SST-2"))
     assert sst[0].text_a == "it 's a charming and often affecting journey . "
     assert sst[0].label == "1"
 
-    rte = glue.RteProcessor().get_train_examples(_task_dir("RTE"))
+    rte = glue.RteProcessor().get_train_examples(_task_dir(real_glue, "RTE"))
     assert rte[0].text_a == "No Weapons of Mass Destruction Found in Iraq Yet."
     assert rte[0].text_b == "Weapons of Mass Destruction Found in Iraq."
     assert rte[0].label == "not_entailment"
     # An example whose text has an unbalanced quote is still one row.
-    rte_dev = glue.RteProcessor().get_dev_examples(_task_dir("RTE"))
+    rte_dev = glue.RteProcessor().get_dev_examples(_task_dir(real_glue, "RTE"))
     assert rte_dev[-1].text_a.startswith('Danny Kennedy, Greenpeace campaigns '
                                          'director, said: "The bur')
 
-    wnli = glue.WnliProcessor().get_dev_examples(_task_dir("WNLI"))
+    wnli = glue.WnliProcessor().get_dev_examples(_task_dir(real_glue, "WNLI"))
     assert wnli[0].text_a == ("The drain is clogged with hair. It has to be "
                               "cleaned.")
     assert wnli[0].text_b == "The hair has to be cleaned."
@@ -130,7 +185,7 @@ def test_get_processor_names():
 
 
 # ---------------------------------------------------------------------------
-# Synthetic files in the public glue_data layout for the tasks not in shared/.
+# Synthetic files in the public glue_data layout, row by row.
 
 def _write(path, lines, encoding="utf-8"):
     path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
@@ -337,14 +392,12 @@ def test_xnli_tmp(tmp_path):
     with pytest.raises(glue.GlueDataError, match=r"not part of TFDS glue"):
         glue_tfds.load_tfds_examples("xnli", "train")
     # the features are sentence pairs like MNLI's
-    from tests.conftest import BERT_VOCAB
-    if BERT_VOCAB.is_file():
-        from adapter_bert.data.tokenization import load_tokenizer
-        tokenizer = load_tokenizer(str(BERT_VOCAB))
-        features = glue.convert_examples_to_features(dev, processor.get_labels(), 16, tokenizer)
-        assert features["label_ids"].tolist() == [1, 0]
-        assert features["segment_ids"][:, -1].tolist() == [0, 0]
-        assert (features["segment_ids"].sum(1) > 0).all()
+    from adapter_bert.data.tokenization import load_tokenizer
+    tokenizer = load_tokenizer(str(BERT_VOCAB))
+    features = glue.convert_examples_to_features(dev, processor.get_labels(), 16, tokenizer)
+    assert features["label_ids"].tolist() == [1, 0]
+    assert features["segment_ids"][:, -1].tolist() == [0, 0]
+    assert (features["segment_ids"].sum(1) > 0).all()
 
 
 def test_crlf_lines_and_bom(tmp_path):

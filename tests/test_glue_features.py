@@ -7,7 +7,7 @@ import pytest
 
 from adapter_bert.data import glue
 from adapter_bert.data.features import truncate_seq_pair
-from tests.test_glue_data import _task_dir
+from tests.conftest import WRITTEN_AND_REAL
 
 # ---------------------------------------------------------------------------
 # Features.
@@ -17,8 +17,9 @@ def tokenizer(uncased_tokenizer):
     return uncased_tokenizer
 
 
-def test_features_mrpc_layout(tokenizer, caplog):
-    examples = glue.MrpcProcessor().get_dev_examples(_task_dir("MRPC"))[:2]
+@WRITTEN_AND_REAL
+def test_features_mrpc_layout(tokenizer, caplog, data_root, data_source):
+    examples = glue.MrpcProcessor().get_dev_examples(str(data_root / "glue/MRPC"))[:2]
     max_len = 64
     # Google's example dumps are debugging output here (--verbosity=1): none at INFO.
     with caplog.at_level(logging.INFO, logger="absl"):
@@ -34,7 +35,7 @@ def test_features_mrpc_layout(tokenizer, caplog):
         assert features[key].shape == (2, max_len)
         assert features[key].dtype == np.int32
     assert features["label_ids"].dtype == np.int32
-    assert features["label_ids"].tolist() == [1, 0]
+    assert features["label_ids"].tolist() == [int(e.label) for e in examples]
     assert features["is_real_example"].tolist() == [1, 1]
     for i, example in enumerate(examples):
         tokens_a = tokenizer.tokenize(example.text_a)
@@ -49,19 +50,29 @@ def test_features_mrpc_layout(tokenizer, caplog):
         assert features["segment_ids"][i].tolist() == (
             [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
             + [0] * (max_len - n))
-    assert tokenizer.convert_ids_to_tokens(
-        features["input_ids"][0, :4].tolist()) == ["[CLS]", "he", "said", "the"]
+    if data_source == "real":
+        assert features["label_ids"].tolist() == [1, 0]
+        assert tokenizer.convert_ids_to_tokens(
+            features["input_ids"][0, :4].tolist()) == ["[CLS]", "he", "said", "the"]
 
 
-def test_features_pair_truncation(tokenizer):
-    example = glue.MrpcProcessor().get_dev_examples(_task_dir("MRPC"))[0]
+@WRITTEN_AND_REAL
+def test_features_pair_truncation(tokenizer, data_root, data_source):
+    examples = glue.MrpcProcessor().get_dev_examples(str(data_root / "glue/MRPC"))
+    lengths = [(len(tokenizer.tokenize(e.text_a)), len(tokenizer.tokenize(e.text_b)))
+               for e in examples]
+    # The first pair whose first sentence is the longer by 3 or more and both longer than 9.
+    index = next(i for i, (a, b) in enumerate(lengths) if a - b >= 3 and b > 9)
+    example = examples[index]
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b)
-    assert (len(tokens_a), len(tokens_b)) == (23, 18)
+    if data_source == "real":
+        assert index == 0 and (len(tokens_a), len(tokens_b)) == (23, 18)
     features = glue.convert_examples_to_features([example], ["0", "1"], 20,
                                                  tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(features["input_ids"][0].tolist())
-    # Budget 17: drop from a until 18/18, then alternately b, a: 9 + 8.
+    # Budget 17: drop from a until a and b are as long, then alternately b, a: 9 + 8
+    # (real MRPC dev-0: 23/18 -> 18/18 -> 9 + 8).
     assert tokens == (["[CLS]"] + tokens_a[:9] + ["[SEP]"] + tokens_b[:8]
                       + ["[SEP]"])
     assert features["input_mask"][0].tolist() == [1] * 20

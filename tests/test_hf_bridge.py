@@ -143,9 +143,9 @@ def test_one_step_trains_only_adapters_layernorms_and_head(train_pooler):
 
 # ------------------------------------------------------------- real weights
 @pytest.fixture(scope="module")
-def mrpc_batch(shared_dir, minilm_dir):
-    """Eight real MRPC dev pairs, padded to 64 tokens."""
-    return mrpc_dev_pairs(shared_dir, minilm_dir)
+def mrpc_batch(mrpc_dir, minilm_dir):
+    """Eight MRPC dev pairs (written English text), padded to 64 tokens."""
+    return mrpc_dev_pairs(mrpc_dir, minilm_dir)
 
 
 def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir, mrpc_batch):

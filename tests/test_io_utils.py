@@ -91,8 +91,6 @@ def test_rename_filesystems_write_a_temporary_then_rename(monkeypatch):
 
 
 def test_tokenizer_from_a_remote_vocab_equals_the_local_one():
-    if not BERT_VOCAB.exists():
-        pytest.skip(f"vocab not found at {BERT_VOCAB}")
     remote = f"ram://{uuid.uuid4().hex}/vocab.txt"
     io_utils.atomic_write_bytes(remote, BERT_VOCAB.read_bytes())
     texts = ["Naïve café, 中文 don't\u00a0stop!", "The QUICK brown fox jumped over the dog."]

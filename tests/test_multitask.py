@@ -11,7 +11,7 @@ from adapter_bert.model.heads import BertClassifier
 from adapter_bert.model.encoder import BertModel
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.model.naming import tf1_variables
-from tests.conftest import tiny_inputs
+from tests.conftest import WRITTEN_AND_REAL, tiny_inputs
 
 M = 4
 
@@ -278,8 +278,9 @@ def test_fusion_task_round_trips_through_its_file(multi, tmp_path, bert):
 
 # ------------------------------------------------------- real weights and data
 @pytest.mark.realweights
-def test_minilm_mrpc_then_sst2_keeps_each_dev_metric(minilm_dir, shared_dir):
-    """Two real GLUE tasks trained in turn on one frozen MiniLM: A's dev outputs survive B."""
+@WRITTEN_AND_REAL
+def test_minilm_mrpc_then_sst2_keeps_each_dev_metric(minilm_dir, data_root):
+    """Two GLUE tasks trained in turn on one frozen MiniLM: A's dev outputs survive B."""
     from adapter_bert.data.features import convert_examples_to_features
     from adapter_bert.data.glue import get_processor
     from adapter_bert.data.tokenization import load_tokenizer
@@ -290,7 +291,7 @@ def test_minilm_mrpc_then_sst2_keeps_each_dev_metric(minilm_dir, shared_dir):
 
     def features(task, split, n):
         processor = get_processor(task)
-        examples = processor.get_examples(str(shared_dir / "data/glue" / task.upper()), split)[:n]
+        examples = processor.get_examples(str(data_root / "glue" / task.upper()), split)[:n]
         converted = convert_examples_to_features(examples, processor.get_labels(), 48, tokenizer)
         inputs = {k: converted[k] for k in ("input_ids", "input_mask", "segment_ids")}
         return inputs, converted["label_ids"], processor.get_labels()

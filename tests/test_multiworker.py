@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.robustness.helpers import classifier_flags, mrpc_dir
+from tests.conftest import BERT_VOCAB, REPO
+from tests.robustness.helpers import classifier_flags, write_mrpc_dir
 from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
 
 # Seconds one process of a run may take (the tiny runs take one to three minutes on a
@@ -34,21 +34,21 @@ CHIEF_OUTPUTS = {"eval_results.txt", "test_results.tsv", "adapter", "checkpoints
 
 
 @pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
+def backbone(tmp_path_factory):
     """The tiny random BERT with dropout off (deterministic forward pass)."""
     return write_tiny_backbone(tmp_path_factory.mktemp("mw") / "bert",
-                               shared_dir / "models/google-bert-mini-index/vocab.txt", dropout=0.0)
+                               BERT_VOCAB, dropout=0.0)
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, shared_dir):
+def data(tmp_path_factory, mrpc_dir):
     """96 train, 40 dev and 8 test MRPC examples: 6 steps at batch 16."""
-    source = shared_dir / "data/glue/MRPC"
+    source = mrpc_dir
 
     def read(name, count):
         return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
-    return mrpc_dir(tmp_path_factory.mktemp("mw_data"),
-                    (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
+    return write_mrpc_dir(tmp_path_factory.mktemp("mw_data"),
+                          (read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)))
 
 
 def argv(backbone, data, output_dir, **overrides):

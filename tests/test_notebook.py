@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.conftest import BERT_VOCAB, REPO
 from tests.runner_utils import read_results, write_tiny_backbone
 
 NOTEBOOK = REPO / "examples" / "colab_tpu_mrpc.ipynb"
@@ -23,11 +23,11 @@ print("ON_TPU =", namespace["ON_TPU"])
 """
 
 
-def test_notebook_runs_without_a_tpu(tmp_path, shared_dir):
-    backbone = write_tiny_backbone(tmp_path / "tiny", shared_dir / "models/google-bert-mini-index/vocab.txt")
+def test_notebook_runs_without_a_tpu(tmp_path, mrpc_dir):
+    backbone = write_tiny_backbone(tmp_path / "tiny", BERT_VOCAB)
     out = tmp_path / "out"
     env = dict(os.environ, ADAPTER_BERT_DIR=str(REPO), PYTHONPATH=str(REPO),
-               MRPC_DIR=str(shared_dir / "data/glue/MRPC"), OUTPUT_DIR=str(out),
+               MRPC_DIR=str(mrpc_dir), OUTPUT_DIR=str(out),
                TF_CPP_MIN_LOG_LEVEL="2",
                EXTRA_FLAGS=f"--init_checkpoint={backbone}/bert_model.ckpt --max_seq_length=32 "
                            f"--num_train_epochs=0.01 --train_batch_size=16 --adapter_size=8")

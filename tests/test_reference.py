@@ -1,4 +1,4 @@
-"""Real weights, real text: our encoder against transformers' TFBertModel on MiniLM."""
+"""Real weights, English text: our encoder against transformers' TFBertModel on MiniLM."""
 
 import numpy as np
 import pytest
@@ -17,9 +17,9 @@ SEQ = 64
 
 
 @pytest.fixture(scope="module")
-def mrpc_batch(shared_dir, minilm_dir):
-    """Eight real MRPC dev pairs, tokenised and padded to SEQ tokens."""
-    batch = mrpc_dev_pairs(shared_dir, minilm_dir, seq=SEQ)
+def mrpc_batch(mrpc_dir, minilm_dir):
+    """Eight MRPC dev pairs (written English text), tokenised and padded to SEQ tokens."""
+    batch = mrpc_dev_pairs(mrpc_dir, minilm_dir, seq=SEQ)
     assert batch["input_mask"].sum(1).min() < SEQ  # real padding is exercised
     return batch
 

@@ -16,11 +16,11 @@ from tests.runner_utils import run_subprocess
 from tests.test_run_squad import write_slice
 
 
-def mrpc_subset(shared_dir, target, rows=(40, 24, 12)):
+def mrpc_subset(mrpc_dir, target, rows=(40, 24, 12)):
     """The first rows of MRPC's train, dev and test TSVs (plus headers)."""
     target.mkdir(parents=True)
     for name, count in zip(("train.tsv", "dev.tsv", "test.tsv"), rows):
-        lines = (shared_dir / "data/glue/MRPC" / name).read_text(encoding="utf-8").splitlines(True)
+        lines = (mrpc_dir / name).read_text(encoding="utf-8").splitlines(True)
         (target / name).write_text("".join(lines[:count + 1]), encoding="utf-8")
     return target
 
@@ -47,11 +47,11 @@ def assert_same_outputs(local, remote, names):
 
 
 @pytest.fixture(scope="module")
-def classifier_runs(backbone, shared_dir, tmp_path_factory):
+def classifier_runs(backbone, mrpc_dir, tmp_path_factory):
     """train+eval+predict on local disk and on ram://, then predict-only from the ram://
     adapter; outputs of the ram:// runs are copied back to local folders."""
     tmp = tmp_path_factory.mktemp("remote_classifier")
-    stage = {"data": str(mrpc_subset(shared_dir, tmp / "MRPC")), "bert": str(backbone)}
+    stage = {"data": str(mrpc_subset(mrpc_dir, tmp / "MRPC")), "bert": str(backbone)}
     argv = classifier_argv("--do_train", "--do_eval", "--do_predict")
     assert run_spec({"module": "run_classifier", "root": str(tmp / "local"), "stage": stage,
                      "argv": argv}) == 0
@@ -86,8 +86,8 @@ def test_adapter_loaded_from_ram_predicts_the_same(classifier_runs):
     assert "-test-" in entry and entry.endswith(".npz")
 
 
-def test_squad_on_ram_equals_local(backbone, shared_dir, tmp_path):
-    squad = shared_dir / "data/squad"
+def test_squad_on_ram_equals_local(backbone, squad_dir, tmp_path):
+    squad = squad_dir
     train = write_slice(squad / "train-v1.1-subset.json", tmp_path / "train.json", paragraphs=2)
     dev = write_slice(squad / "dev-v1.1.json", tmp_path / "dev.json", paragraphs=2)
     stage = {"train": str(train), "dev": str(dev), "bert": str(backbone)}
@@ -124,9 +124,9 @@ def error_line(capsys, argv, root):
      "no checkpoint found"),
     ({"--output_dir={root}/out": "--output_dir={root}/data/train.tsv"}, "is a file"),
 ])
-def test_bad_remote_paths_fail_like_local_ones(backbone, shared_dir, tmp_path, capsys,
+def test_bad_remote_paths_fail_like_local_ones(backbone, mrpc_dir, tmp_path, capsys,
                                                change, expected):
-    data = mrpc_subset(shared_dir, tmp_path / "MRPC")
+    data = mrpc_subset(mrpc_dir, tmp_path / "MRPC")
     lines = []
     for root in (str(tmp_path / "disk"), "ram://bad"):
         io_utils.makedirs(root + "/bert")

@@ -327,17 +327,17 @@ def runner_flags(backbone, output_dir, **overrides):
     return [f"--{k}={v}" for k, v in values.items() if v is not None]
 
 
-def mrpc(shared_dir, backbone, output_dir, *extra, **overrides):
+def mrpc(mrpc_dir, backbone, output_dir, *extra, **overrides):
     return run_in_process("run_classifier", [
-        "--task_name=MRPC", f"--data_dir={shared_dir / 'data/glue/MRPC'}", *extra,
+        "--task_name=MRPC", f"--data_dir={mrpc_dir}", *extra,
         *runner_flags(backbone, output_dir, **overrides)])[0]
 
 
 @pytest.fixture(scope="module")
-def mrpc_run(backbone, shared_dir, tmp_path_factory):
-    """ResNeXt ResAdapter on real MRPC: 4 training steps, then eval."""
+def mrpc_run(backbone, mrpc_dir, tmp_path_factory):
+    """ResNeXt ResAdapter on written MRPC: 4 training steps, then eval."""
     out = tmp_path_factory.mktemp("mrpc_resadapter")
-    code = mrpc(shared_dir, backbone, out, "--do_train", "--do_eval", "--num_train_epochs=0.02",
+    code = mrpc(mrpc_dir, backbone, out, "--do_train", "--do_eval", "--num_train_epochs=0.02",
                 "--adapter_type=resadapter", "--resadapter_variant=resnext")
     assert code == 0
     return out
@@ -354,9 +354,9 @@ def test_run_classifier_trains_only_the_side_network(mrpc_run):
     assert description["resadapter"]["size"] == M
 
 
-def test_load_adapter_reproduces_the_classifier_metrics(mrpc_run, backbone, shared_dir, tmp_path):
+def test_load_adapter_reproduces_the_classifier_metrics(mrpc_run, backbone, mrpc_dir, tmp_path):
     # No architecture flags: the adapter directory says it is a ResNeXt ResAdapter.
-    code = mrpc(shared_dir, backbone, tmp_path / "eval", "--do_eval",
+    code = mrpc(mrpc_dir, backbone, tmp_path / "eval", "--do_eval",
                 f"--load_adapter={mrpc_run / 'adapter'}")
     assert code == 0
     original = read_results(mrpc_run / "eval_results.txt")
@@ -371,26 +371,26 @@ def test_load_adapter_reproduces_the_classifier_metrics(mrpc_run, backbone, shar
     (["--adapter_leave_out=0"], "--adapter_leave_out"),
     (["--resadapter_cell=attention", "--adapter_activation=relu"], "--adapter_activation"),
 ])
-def test_meaningless_combinations_are_flag_errors(extra, message, backbone, shared_dir,
-                                                  tmp_path, capsys):
-    code = mrpc(shared_dir, backbone, tmp_path / "out", "--do_eval",
+def test_meaningless_combinations_are_flag_errors(extra, message, backbone, mrpc_dir, tmp_path,
+                                                  capsys):
+    code = mrpc(mrpc_dir, backbone, tmp_path / "out", "--do_eval",
                 "--adapter_type=resadapter", *extra)
     assert code == 1
     assert message in capsys.readouterr().err
 
 
-def test_resadapter_flags_need_the_resadapter_type(backbone, shared_dir, tmp_path, capsys):
-    code = mrpc(shared_dir, backbone, tmp_path / "out", "--do_eval",
+def test_resadapter_flags_need_the_resadapter_type(backbone, mrpc_dir, tmp_path, capsys):
+    code = mrpc(mrpc_dir, backbone, tmp_path / "out", "--do_eval",
                 "--resadapter_variant=resnet")
     assert code == 1
     assert "only apply with --adapter_type=resadapter" in capsys.readouterr().err
-    code = mrpc(shared_dir, backbone, tmp_path / "out", "--do_eval", "--resadapter_pooling=mean")
+    code = mrpc(mrpc_dir, backbone, tmp_path / "out", "--do_eval", "--resadapter_pooling=mean")
     assert code == 1
     assert "--resadapter_pooling" in capsys.readouterr().err
 
 
-def test_pooling_is_refused_for_the_span_head(backbone, shared_dir, tmp_path, capsys):
-    squad = shared_dir / "data/squad/dev-v2.0.json"
+def test_pooling_is_refused_for_the_span_head(backbone, squad_dir, tmp_path, capsys):
+    squad = squad_dir / "dev-v2.0.json"
     code, _ = run_in_process("run_squad", [
         "--do_predict", "--version_2_with_negative", f"--predict_file={squad}",
         *runner_flags(backbone, tmp_path / "out", max_seq_length=64, doc_stride=16,
@@ -400,9 +400,9 @@ def test_pooling_is_refused_for_the_span_head(backbone, shared_dir, tmp_path, ca
     assert "--resadapter_pooling chooses a classification head's input" in capsys.readouterr().err
 
 
-def test_run_squad_smoke_and_load_adapter(backbone, shared_dir, tmp_path):
+def test_run_squad_smoke_and_load_adapter(backbone, squad_dir, tmp_path):
     """v2.0 slice, attention cells in a ResNet: trains, scores, and the file reproduces it."""
-    data = json.loads((shared_dir / "data/squad/dev-v2.0.json").read_text(encoding="utf-8"))
+    data = json.loads((squad_dir / "dev-v2.0.json").read_text(encoding="utf-8"))
     sliced = {"version": "v2.0", "data": [dict(data["data"][0],
                                                paragraphs=data["data"][0]["paragraphs"][:2])]}
     squad_file = tmp_path / "slice.json"

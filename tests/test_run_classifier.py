@@ -21,12 +21,12 @@ def common_flags(backbone, output_dir, **overrides):
 
 
 @pytest.fixture(scope="module")
-def mrpc_run(backbone, shared_dir, tmp_path_factory):
-    """One adapter-tuning run on real MRPC: 4 training steps, eval and predict."""
+def mrpc_run(backbone, mrpc_dir, tmp_path_factory):
+    """One adapter-tuning run on written MRPC: 4 training steps, eval and predict."""
     out = tmp_path_factory.mktemp("mrpc")
     code, _ = run_in_process("run_classifier", [
         "--task_name=MRPC", "--do_train", "--do_eval", "--do_predict",
-        f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--num_train_epochs=0.02",
+        f"--data_dir={mrpc_dir}", "--num_train_epochs=0.02",
         *common_flags(backbone, out)])
     assert code == 0
     return out
@@ -54,7 +54,7 @@ def test_outputs_follow_the_original_formats(mrpc_run):
     assert cached == ["dev", "test", "train"]
 
 
-def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, shared_dir, tmp_path):
+def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, mrpc_dir, tmp_path):
     adapter = mrpc_run / "adapter"
     weights = (adapter / "adapter_model.safetensors").stat().st_size
     backbone_bytes = (backbone / "bert_model.ckpt.data-00000-of-00001").stat().st_size
@@ -62,7 +62,7 @@ def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, sh
     # The run evaluated with dynamic padding; padding every batch to max_seq_length (and
     # tokenising afresh) must give the same metrics.
     code, _ = run_in_process("run_classifier", [
-        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--task_name=MRPC", "--do_eval", f"--data_dir={mrpc_dir}",
         f"--load_adapter={adapter}", "--padding=max_seq_length", "--feature_cache_dir=none",
         *common_flags(backbone, tmp_path / "eval_only")])
     assert not (tmp_path / "eval_only" / "feature_cache").exists()
@@ -79,11 +79,11 @@ def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, sh
 @pytest.mark.parametrize("flag,tolerance", [("--jit_compile=true", 0.01),
                                              ("--dtype=mixed_bfloat16", 0.03),
                                              ("--dtype=mixed_float16", 0.01)])
-def test_xla_and_bfloat16_train_to_the_float32_result(mrpc_run, backbone, shared_dir, tmp_path,
+def test_xla_and_bfloat16_train_to_the_float32_result(mrpc_run, backbone, mrpc_dir, tmp_path,
                                                     flag, tolerance):
     # A subprocess: the dtype policy is process-global.
     done = run_subprocess("run_classifier.py", [
-        "--task_name=MRPC", "--do_train", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--task_name=MRPC", "--do_train", "--do_eval", f"--data_dir={mrpc_dir}",
         "--num_train_epochs=0.02", flag, *common_flags(backbone, tmp_path / "out")])
     assert done.returncode == 0, done.stderr[-2000:]
     reference = read_results(mrpc_run / "eval_results.txt")
@@ -93,21 +93,21 @@ def test_xla_and_bfloat16_train_to_the_float32_result(mrpc_run, backbone, shared
                                                         abs=tolerance)
 
 
-def test_train_pooler_false_freezes_it_as_the_original(backbone, shared_dir, tmp_path):
+def test_train_pooler_false_freezes_it_as_the_original(backbone, mrpc_dir, tmp_path):
     code, _ = run_in_process("run_classifier", [
-        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--task_name=MRPC", "--do_eval", f"--data_dir={mrpc_dir}",
         "--train_pooler=false", *common_flags(backbone, tmp_path / "out")])
     assert code == 0
     results = read_results(tmp_path / "out" / "eval_results.txt")
     assert results["trainable_params"] == str(4 * (2 * 16 * 8 + 8 + 16) + 5 * 32 + 2 * 16 + 2)
 
 
-def test_eval_only_restores_the_output_dir_checkpoint(mrpc_run, backbone, shared_dir, tmp_path):
+def test_eval_only_restores_the_output_dir_checkpoint(mrpc_run, backbone, mrpc_dir, tmp_path):
     import shutil
     copy = tmp_path / "copy"
     shutil.copytree(mrpc_run / "checkpoints", copy / "checkpoints")
     code, _ = run_in_process("run_classifier", [
-        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--task_name=MRPC", "--do_eval", f"--data_dir={mrpc_dir}",
         *common_flags(backbone, copy)])
     assert code == 0
     original = read_results(mrpc_run / "eval_results.txt")
@@ -170,8 +170,8 @@ def test_mnli_evaluates_matched_and_mismatched(backbone, tmp_path):
     (["--task_name=MRPC", "--tuning_mode=top_k"], "--tuning_mode=top_k needs --top_k_layers"),
     (["--task_name=AX", "--do_eval"], "AX is a diagnostic set"),
 ])
-def test_bad_flags_give_one_clear_line(backbone, shared_dir, tmp_path, capsys, extra, message):
-    argv = [f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--do_train",
+def test_bad_flags_give_one_clear_line(backbone, mrpc_dir, tmp_path, capsys, extra, message):
+    argv = [f"--data_dir={mrpc_dir}", "--do_train",
             *common_flags(backbone, tmp_path / "out")]
     argv = [a for a in argv if not (a.split("=")[0] in {e.split("=")[0] for e in extra})] + extra
     code, _ = run_in_process("run_classifier", argv)
@@ -181,8 +181,8 @@ def test_bad_flags_give_one_clear_line(backbone, shared_dir, tmp_path, capsys, e
     assert __import__("re").search(message, err[-1]), err[-1]
 
 
-def test_no_action_flag_and_output_dir_file(backbone, shared_dir, tmp_path, capsys):
-    base = [f"--data_dir={shared_dir / 'data/glue/MRPC'}", "--task_name=MRPC"]
+def test_no_action_flag_and_output_dir_file(backbone, mrpc_dir, tmp_path, capsys):
+    base = [f"--data_dir={mrpc_dir}", "--task_name=MRPC"]
     code, _ = run_in_process("run_classifier", base + common_flags(backbone, tmp_path / "o"))
     assert code == 1 and "At least one of `do_train`, `do_eval` or `do_predict`" in capsys.readouterr().err
     blocker = tmp_path / "file"
@@ -191,19 +191,19 @@ def test_no_action_flag_and_output_dir_file(backbone, shared_dir, tmp_path, caps
     assert code == 1 and "exists and is a file" in capsys.readouterr().err
 
 
-def test_do_lower_case_must_match_a_cased_checkpoint(backbone, shared_dir, tmp_path, capsys):
+def test_do_lower_case_must_match_a_cased_checkpoint(backbone, mrpc_dir, tmp_path, capsys):
     import shutil
     cased = tmp_path / "cased_L-2_H-16_A-2"
     shutil.copytree(backbone, cased)
     code, _ = run_in_process("run_classifier", [
-        "--task_name=MRPC", "--do_eval", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+        "--task_name=MRPC", "--do_eval", f"--data_dir={mrpc_dir}",
         *common_flags(cased, tmp_path / "out")])
     assert code == 1
     assert "--do_lower_case=True but" in capsys.readouterr().err
 
 
-def test_killed_run_resumes_from_its_last_checkpoint(backbone, shared_dir, tmp_path):
-    argv = ["--task_name=MRPC", "--do_train", f"--data_dir={shared_dir / 'data/glue/MRPC'}",
+def test_killed_run_resumes_from_its_last_checkpoint(backbone, mrpc_dir, tmp_path):
+    argv = ["--task_name=MRPC", "--do_train", f"--data_dir={mrpc_dir}",
             "--num_train_epochs=0.1", *common_flags(backbone, tmp_path / "out")]
     total = int(3668 / 16 * 0.1)
     # Killed just before checkpoint 8 is written: steps 7 and 8 are lost.

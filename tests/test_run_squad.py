@@ -1,4 +1,4 @@
-"""run_squad.py end to end on a tiny backbone and real SQuAD slices: files, scores, errors.
+"""run_squad.py end to end on a tiny backbone and written SQuAD slices: files, scores, errors.
 
 The entry point runs as a subprocess: absl flags can be defined once per process, and
 run_classifier.py's tests define theirs in this one.
@@ -49,9 +49,9 @@ def break_one_answer_start(data):
 
 
 @pytest.fixture(scope="module")
-def v1_files(shared_dir, tmp_path_factory):
+def v1_files(squad_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("squad_v1")
-    squad = shared_dir / "data/squad"
+    squad = squad_dir
     train = write_slice(squad / "train-v1.1-subset.json", root / "train.json",
                         edit=break_one_answer_start)
     dev = write_slice(squad / "dev-v1.1.json", root / "dev.json", paragraphs=3)
@@ -118,8 +118,8 @@ def test_predict_from_load_adapter_reproduces_predictions(v1_run, v1_files, back
     assert again["exact_match"] == original["exact_match"] and again["f1"] == original["f1"]
 
 
-def test_v2_writes_null_odds_and_the_threshold_search(backbone, shared_dir, tmp_path):
-    dev = write_slice(shared_dir / "data/squad/dev-v2.0.json", tmp_path / "dev2.json",
+def test_v2_writes_null_odds_and_the_threshold_search(backbone, squad_dir, tmp_path):
+    dev = write_slice(squad_dir / "dev-v2.0.json", tmp_path / "dev2.json",
                       paragraphs=3)
     out = tmp_path / "out"
     result = run_squad(["--do_train", "--do_predict", "--version_2_with_negative",
@@ -154,7 +154,7 @@ def _drop_question_text(data):
     ("v2_without_flag", r"v2\.json: \d+ of \d+ questions have no answer; for SQuAD 2\.0 pass "
                         r"--version_2_with_negative"),
 ])
-def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, shared_dir, tmp_path, case,
+def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, squad_dir, tmp_path, case,
                                                message):
     train, dev = v1_files
     predict_file, overrides, actions = dev, {}, ["--do_predict"]
@@ -166,7 +166,7 @@ def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, shared_dir, t
     elif case == "query_length":
         overrides = {"max_query_length": 61}
     elif case == "v2_without_flag":
-        predict_file = write_slice(shared_dir / "data/squad/dev-v2.0.json", tmp_path / "v2.json",
+        predict_file = write_slice(squad_dir / "dev-v2.0.json", tmp_path / "v2.json",
                                    paragraphs=2)
     else:
         actions = ["--do_train"]

@@ -72,8 +72,8 @@ def test_old_pickle_entries_are_never_read(tmp_path):
     assert not marker.exists() and cache.path("MRPC-train", {"k": 1}).endswith(".npz")
 
 
-def test_squad_features_round_trip_as_plain_arrays(uncased_tokenizer, shared_dir, tmp_path):
-    dev = write_slice(shared_dir / "data/squad/train-v1.1-subset.json", tmp_path / "t.json",
+def test_squad_features_round_trip_as_plain_arrays(uncased_tokenizer, squad_dir, tmp_path):
+    dev = write_slice(squad_dir / "train-v1.1-subset.json", tmp_path / "t.json",
                       paragraphs=2)
     features = convert_examples_to_features(read_squad_examples(str(dev), True),
                                             uncased_tokenizer, 64, 16, 16, True)

@@ -1,5 +1,5 @@
 """run_classifier.py --export_dir: a SavedModel that takes strings and serves without
-adapter_bert (tiny backbone, real MRPC rows; the real-MiniLM check is marked realweights)."""
+adapter_bert (tiny backbone, written MRPC rows; the real-MiniLM check is marked realweights)."""
 
 import pickle
 import shutil
@@ -37,10 +37,10 @@ def serve(export_dir: Path, requests, tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
-def mrpc_dir(tmp_path_factory, shared_dir):
-    """Real MRPC whose test split is the dev split, so --do_predict scores dev rows."""
+def mrpc_dir(tmp_path_factory, mrpc_dir):
+    """MRPC whose test split is the dev split, so --do_predict scores dev rows."""
     data = tmp_path_factory.mktemp("mrpc_data")
-    source = shared_dir / "data/glue/MRPC"
+    source = mrpc_dir
     for name in ("train.tsv", "dev.tsv"):
         shutil.copy(source / name, data / name)
     shutil.copy(source / "dev.tsv", data / "test.tsv")

@@ -5,15 +5,16 @@ import json
 
 import pytest
 
+from tests.conftest import BERT_VOCAB
 from tests.runner_utils import run_in_process, write_tiny_backbone
 
 pytest.importorskip("tensorflow_text", reason="the [serving] extra (tensorflow-text) is not "
                                               "installed")
 
 
-def small_dev_file(shared_dir, tmp_path, name, articles=1, paragraphs=3):
-    """The first paragraphs of a real dev file (a few dozen questions)."""
-    data = json.loads((shared_dir / "data/squad" / name).read_text(encoding="utf-8"))
+def small_dev_file(squad_dir, tmp_path, name, articles=1, paragraphs=3):
+    """The first paragraphs of a dev file (a few dozen questions)."""
+    data = json.loads((squad_dir / name).read_text(encoding="utf-8"))
     data["data"] = [dict(a, paragraphs=a["paragraphs"][:paragraphs])
                     for a in data["data"][:articles]]
     path = tmp_path / name
@@ -22,16 +23,15 @@ def small_dev_file(shared_dir, tmp_path, name, articles=1, paragraphs=3):
 
 
 @pytest.fixture(scope="module")
-def backbone(tmp_path_factory, shared_dir):
-    vocab = shared_dir / "models/google-bert-mini-index/vocab.txt"
-    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), vocab)
+def backbone(tmp_path_factory):
+    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert"), BERT_VOCAB)
 
 
 @pytest.mark.parametrize("version", ["dev-v1.1.json", "dev-v2.0.json"])
-def test_answerer_reproduces_run_squad_predictions(backbone, shared_dir, tmp_path, version):
+def test_answerer_reproduces_run_squad_predictions(backbone, squad_dir, tmp_path, version):
     from adapter_bert.data.squad import read_squad_examples
     from adapter_bert.serving.squad import SquadAnswerer
-    predict_file = small_dev_file(shared_dir, tmp_path, version)
+    predict_file = small_dev_file(squad_dir, tmp_path, version)
     out = tmp_path / "run"
     v2 = version == "dev-v2.0.json"
     # A short max_seq_length and stride: long contexts span several windows.

@@ -1,5 +1,5 @@
 """export_tflite: the classifier's network as builtin-only TFLite, checked against the
-SavedModel's `from_features` on real MRPC rows tokenised by its `tokenize` signature
+SavedModel's `from_features` on MRPC rows tokenised by its `tokenize` signature
 (tiny backbone; the real-MiniLM check on all of MRPC dev is marked realweights)."""
 
 import numpy as np
@@ -10,8 +10,8 @@ pytest.importorskip("tensorflow_text", reason="the [serving] extra (tensorflow-t
 MAX_LEN = 32
 
 
-def mrpc_dev(shared_dir, count=None):
-    lines = (shared_dir / "data/glue/MRPC/dev.tsv").read_text(encoding="utf-8-sig").splitlines()
+def mrpc_dev(mrpc_dir, count=None):
+    lines = (mrpc_dir / "dev.tsv").read_text(encoding="utf-8-sig").splitlines()
     rows = [line.split("\t") for line in lines[1:]][:count]
     return [r[3] for r in rows], [r[4] for r in rows]
 
@@ -48,11 +48,11 @@ def tiny_classifier(backbone, num_labels):
 
 
 @pytest.fixture(scope="module")
-def tiny_export(backbone, shared_dir, tmp_path_factory):
+def tiny_export(backbone, mrpc_dir, tmp_path_factory):
     model = tiny_classifier(backbone, 2)
     signatures, features = saved_model_and_features(
         model, tmp_path_factory.mktemp("tflite") / "export", str(backbone / "vocab.txt"),
-        MAX_LEN, mrpc_dev(shared_dir, 10))
+        MAX_LEN, mrpc_dev(mrpc_dir, 10))
     expected = signatures["from_features"](**features)["probabilities"].numpy()
     return model, features, expected
 
@@ -103,14 +103,14 @@ def test_refused_ops_names_the_tokenizers_ops(tiny_export, tmp_path):
 
 
 @pytest.mark.realweights
-def test_minilm_tflite_matches_the_saved_model_on_mrpc_dev(minilm_dir, shared_dir, tmp_path):
+def test_minilm_tflite_matches_the_saved_model_on_mrpc_dev(minilm_dir, mrpc_dir, tmp_path):
     """The embedded MiniLM with size-64 adapters as initialised, all 408 MRPC dev pairs
     tokenised by the SavedModel, through a [8, 128] TFLite model: within 1e-5."""
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.factory import load_pretrained
     from adapter_bert.serving.tflite import export_tflite, tflite_interpreter, tflite_predict
     model = load_pretrained(None, AdapterConfig(size=64), head="classifier", num_labels=2)
-    texts = mrpc_dev(shared_dir)
+    texts = mrpc_dev(mrpc_dir)
     signatures, features = saved_model_and_features(
         model, tmp_path / "export", str(minilm_dir / "vocab.txt"), 128, texts)
     expected = signatures["from_features"](**features)["probabilities"].numpy()

@@ -11,16 +11,21 @@ from adapter_bert.data import squad as sq
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2, exact_match_score, metric_max_over_ground_truths
 
-from tests.conftest import SHARED
+from tests.conftest import WRITTEN_AND_REAL, real_file
 
-SQUAD_DIR = SHARED / "data" / "squad"
+# Tests marked WRITTEN_AND_REAL run on the written SQuAD files and, in the realdata group,
+# on the real ones (dev-v1.1.json, dev-v2.0.json, the first 44 articles of train-v1.1.json).
 
 
-def _path(name):
-    path = SQUAD_DIR / name
-    if not path.exists():
-        pytest.skip(f"{path} not available")
-    return str(path)
+def _path(data_root, name):
+    return str(real_file(data_root, f"squad/{name}"))
+
+
+def _questions(path, articles=None):
+    """The number of questions in the first `articles` articles of a SQuAD file."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)["data"][:articles]
+    return sum(len(p["qas"]) for a in data for p in a["paragraphs"])
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +33,9 @@ def tokenizer(uncased_tokenizer):
     return uncased_tokenizer
 
 
-@pytest.fixture(scope="module")
-def dev_v1():
-    return sq.read_squad_examples(_path("dev-v1.1.json"), is_training=False)
+@pytest.fixture
+def dev_v1(data_root):
+    return sq.read_squad_examples(_path(data_root, "dev-v1.1.json"), is_training=False)
 
 
 def _first_articles(examples, path, n):
@@ -61,13 +66,36 @@ def _one(context="Denver won.", qa=None):
 # ---------------------------------------------------------------- reading
 
 
-def test_read_real_files(dev_v1):
+@pytest.mark.parametrize("data_source", ["written"])
+def test_read_written_files(dev_v1, data_root):
+    path = _path(data_root, "dev-v1.1.json")
+    assert len(dev_v1) == _questions(path) and dev_v1.num_answer_mismatches == 0
+    with open(path, encoding="utf-8") as f:
+        first = json.load(f)["data"][0]["paragraphs"][0]["qas"][0]
+    e = dev_v1[0]
+    assert e.qas_id == first["id"] and e.all_answers == [a["text"] for a in first["answers"]]
+    assert e.context_text[e.start_char:e.start_char + len(e.answer_text)] == e.answer_text
+    assert len(e.all_answers) == 3
+    path = _path(data_root, "dev-v2.0.json")
+    v2 = sq.read_squad_examples(path, is_training=True, version_2_with_negative=True)
+    with open(path, encoding="utf-8") as f:
+        impossible = sum(q["is_impossible"] for a in json.load(f)["data"]
+                         for p in a["paragraphs"] for q in p["qas"])
+    assert len(v2) == _questions(path) and sum(e.is_impossible for e in v2) == impossible > 0
+    assert v2.num_answer_mismatches == 0
+    assert all(e.answer_text == "" and e.start_char == -1 for e in v2 if e.is_impossible)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("data_source", ["real"])
+def test_read_real_files(dev_v1, data_root):
     assert len(dev_v1) == 10570 and dev_v1.num_answer_mismatches == 0
     e = dev_v1[0]
     assert e.qas_id == "56be4db0acb8001400a502ec"
     assert e.context_text[e.start_char:e.start_char + len(e.answer_text)] == e.answer_text
     assert len(e.all_answers) == 3
-    v2 = sq.read_squad_examples(_path("dev-v2.0.json"), is_training=True, version_2_with_negative=True)
+    v2 = sq.read_squad_examples(_path(data_root, "dev-v2.0.json"), is_training=True,
+                                version_2_with_negative=True)
     assert len(v2) == 11873 and sum(e.is_impossible for e in v2) == 5945
     assert all(e.answer_text == "" and e.start_char == -1 for e in v2 if e.is_impossible)
 
@@ -167,8 +195,9 @@ def _check_windows(examples, features, tokenizer, max_seq_length, max_query_leng
         assert all(v == 1 for v in max_ctx.values())
 
 
-def test_windows_cover_context_dev_v1(tokenizer, dev_v1):
-    examples, _ = _first_articles(dev_v1, _path("dev-v1.1.json"), 1)
+@WRITTEN_AND_REAL
+def test_windows_cover_context_dev_v1(tokenizer, dev_v1, data_root):
+    examples, _ = _first_articles(dev_v1, _path(data_root, "dev-v1.1.json"), 1)
     features = sq.convert_examples_to_features(examples, tokenizer, 64, 32, 16, is_training=False)
     assert len(features) > 3 * len(examples)  # the small windows really split contexts
     assert len({f.unique_id for f in features}) == len(features)
@@ -176,8 +205,9 @@ def test_windows_cover_context_dev_v1(tokenizer, dev_v1):
     _check_windows(examples, features, tokenizer, 64, 16)
 
 
-def test_windows_dev_v2_and_impossible(tokenizer):
-    path = _path("dev-v2.0.json")
+@WRITTEN_AND_REAL
+def test_windows_dev_v2_and_impossible(tokenizer, data_root):
+    path = _path(data_root, "dev-v2.0.json")
     examples, _ = _first_articles(sq.read_squad_examples(path, True, True), path, 1)
     assert any(e.is_impossible for e in examples) and not all(e.is_impossible for e in examples)
     features = sq.convert_examples_to_features(examples, tokenizer, 64, 32, 16, is_training=True)
@@ -218,15 +248,16 @@ def _google_is_max_context(spans, span_index, position):
     return span_index == best_index
 
 
+@WRITTEN_AND_REAL
 @pytest.mark.parametrize("max_seq_length, doc_stride, max_query_length", [
     (128, 128, 64),  # run_squad.py --max_seq_length=128 at the default stride
     (128, 100, 64),  # stride longer than the 61-token window of a 64-token question
     (96, 200, 16),   # stride longer than the whole sequence
     (64, 32, 16),    # the usual overlapping case
 ])
-def test_windows_equal_googles_loop_dev_v1(tokenizer, dev_v1, max_seq_length, doc_stride,
-                                           max_query_length):
-    examples, _ = _first_articles(dev_v1, _path("dev-v1.1.json"), 1)
+def test_windows_equal_googles_loop_dev_v1(tokenizer, dev_v1, data_root, max_seq_length,
+                                           doc_stride, max_query_length):
+    examples, _ = _first_articles(dev_v1, _path(data_root, "dev-v1.1.json"), 1)
     examples = examples[::8]  # one question in eight: every paragraph of the article
     features = sq.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                                max_query_length, is_training=False)
@@ -261,11 +292,13 @@ def test_long_question_is_truncated(tokenizer):
     assert (f.start_position, f.end_position) == (12, 12)
 
 
+@WRITTEN_AND_REAL
 @pytest.mark.parametrize("sizes", [(384, 128, 64), (64, 32, 16)])
-def test_gold_answers_decode_exactly_train_subset(tokenizer, sizes):
-    path = _path("train-v1.1-subset.json")
+def test_gold_answers_decode_exactly_train_subset(tokenizer, data_root, data_source, sizes):
+    path = _path(data_root, "train-v1.1-subset.json")
     examples, _ = _first_articles(sq.read_squad_examples(path, is_training=True), path, 2)
-    assert len(examples) > 400
+    assert len(examples) == _questions(path, 2)
+    assert len(examples) > (400 if data_source == "real" else 50)
     features = sq.convert_examples_to_features(examples, tokenizer, *sizes, is_training=True)
     found = {}
     for f in features:
@@ -411,26 +444,29 @@ def _oracle_results(features, seq_len):
     return results
 
 
-def test_oracle_end_to_end_dev_v1(tokenizer, tmp_path):
-    path = _path("dev-v1.1.json")
+@WRITTEN_AND_REAL
+def test_oracle_end_to_end_dev_v1(tokenizer, data_root, data_source, tmp_path):
+    path = _path(data_root, "dev-v1.1.json")
     examples, dataset = _first_articles(sq.read_squad_examples(path, is_training=True), path, 1)
     features = sq.convert_examples_to_features(examples, tokenizer, 384, 128, 64, is_training=True)
     preds, _ = write_predictions(examples, features, _oracle_results(features, 384), 20, 30, False, 0.0,
                                  str(tmp_path))
     score = evaluate_v1(dataset, preds)
     print(f"\noracle dev-v1.1 article 1 ({len(examples)} q): {score}, inexact spans {features.num_inexact}")
-    assert len(preds) == len(examples) == 810
+    total = _questions(path, 1)
+    assert len(preds) == len(examples) == total == (810 if data_source == "real" else total)
     # Every miss is a question whose first gold is part of a word piece ("8" in "20–18",
     # "gold" in "golden"): the oracle can only point at whole word pieces.
     misses = [e.qas_id for e in examples
               if not metric_max_over_ground_truths(exact_match_score, preds[e.qas_id], e.all_answers)]
     assert set(misses) <= set(features.inexact_ids)
-    assert score["exact_match"] == pytest.approx(100.0 * (810 - len(misses)) / 810)
+    assert score["exact_match"] == pytest.approx(100.0 * (total - len(misses)) / total)
     assert score["exact_match"] >= 97.5 and score["f1"] >= 97.5
 
 
-def test_oracle_end_to_end_dev_v2(tokenizer, tmp_path):
-    path = _path("dev-v2.0.json")
+@WRITTEN_AND_REAL
+def test_oracle_end_to_end_dev_v2(tokenizer, data_root, tmp_path):
+    path = _path(data_root, "dev-v2.0.json")
     examples, dataset = _first_articles(sq.read_squad_examples(path, True, True), path, 1)
     features = sq.convert_examples_to_features(examples, tokenizer, 384, 128, 64, is_training=True)
     preds, odds = write_predictions(examples, features, _oracle_results(features, 384), 20, 30, True, 0.0,

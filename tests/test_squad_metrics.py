@@ -1,4 +1,5 @@
-"""Tests for adapter_bert.metrics.squad on hand-checked cases and real dev sets."""
+"""Tests for adapter_bert.metrics.squad on hand-checked cases and (realdata group) the real
+dev sets."""
 
 import json
 
@@ -6,9 +7,7 @@ import pytest
 
 from adapter_bert.metrics import squad as m
 
-from tests.conftest import SHARED
-
-SQUAD_DIR = SHARED / "data" / "squad"
+from tests.conftest import real_file
 
 
 def _dataset(questions):
@@ -18,10 +17,8 @@ def _dataset(questions):
     return {"version": "x", "data": [{"title": "T", "paragraphs": [{"context": "c", "qas": qas}]}]}
 
 
-def _load(name):
-    path = SQUAD_DIR / name
-    if not path.exists():
-        pytest.skip(f"{path} not available")
+def _load(real_data, name):
+    path = real_file(real_data, f"squad/{name}")
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
@@ -190,11 +187,12 @@ def test_evaluate_v2_unanswerable_and_missing():
     assert r["best_exact"] == 100.0 and r["best_exact_thresh"] == 0.7
 
 
-# ---------------------------------------------------------------- real dev sets
+# --------------------------------------------------- real dev sets (realdata group)
 
 
-def test_real_dev_v1_first_gold_is_perfect():
-    ds = _load("dev-v1.1.json")
+@pytest.mark.realdata
+def test_real_dev_v1_first_gold_is_perfect(real_data):
+    ds = _load(real_data, "dev-v1.1.json")
     first = {}
     for article in ds["data"]:
         for paragraph in article["paragraphs"]:
@@ -208,10 +206,11 @@ def test_real_dev_v1_first_gold_is_perfect():
                                                             "f1": 0.0}
 
 
-def test_real_dev_v2_answerable_follows_the_answers_list():
+@pytest.mark.realdata
+def test_real_dev_v2_answerable_follows_the_answers_list(real_data):
     """Three dev-v2.0 questions have a gold that normalises to nothing ("."): left with
     only that gold they stay answerable, as evaluate-v2.0.py's bool(qa["answers"]) says."""
-    ds = _load("dev-v2.0.json")
+    ds = _load(real_data, "dev-v2.0.json")
     edited = []
     for article in ds["data"]:
         for paragraph in article["paragraphs"]:
@@ -228,8 +227,9 @@ def test_real_dev_v2_answerable_follows_the_answers_list():
     assert r["HasAns_exact"] == r["HasAns_f1"] == pytest.approx(100 * 3 / 5928)
 
 
-def test_real_dev_v2_gold_is_perfect():
-    ds = _load("dev-v2.0.json")
+@pytest.mark.realdata
+def test_real_dev_v2_gold_is_perfect(real_data):
+    ds = _load(real_data, "dev-v2.0.json")
     preds = {}
     for article in ds["data"]:
         for paragraph in article["paragraphs"]:

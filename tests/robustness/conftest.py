@@ -1,15 +1,16 @@
-"""Fixtures of the robustness tests: a tiny backbone, real MRPC rows, a real SQuAD slice."""
-
-import json
+"""Fixtures of the robustness tests: a tiny backbone, written MRPC rows, a SQuAD slice."""
 
 import pytest
 
+from tests import fixtures
+from tests.conftest import BERT_VOCAB
 from tests.runner_utils import write_tiny_backbone
 
 
 @pytest.fixture(scope="module")
-def vocab(shared_dir):
-    return shared_dir / "models/google-bert-mini-index/vocab.txt"
+def vocab():
+    """The uncased BERT vocabulary (the embedded backbone's)."""
+    return BERT_VOCAB
 
 
 @pytest.fixture(scope="module")
@@ -19,18 +20,13 @@ def backbone(tmp_path_factory, vocab):
 
 
 @pytest.fixture(scope="module")
-def mrpc_lines(shared_dir):
-    """Real MRPC rows: (train lines, dev lines, test lines), headers included."""
-    source = shared_dir / "data/glue/MRPC"
-
-    def read(name, count):
-        return (source / name).read_text(encoding="utf-8-sig").splitlines()[:count]
-    return read("train.tsv", 97), read("dev.tsv", 41), read("test.tsv", 9)
+def mrpc_lines():
+    """Written MRPC rows: (train lines, dev lines, test lines), headers included
+    (96 train, 40 dev and 8 test examples)."""
+    return fixtures.mrpc_lines(rows=(97, 41, 9))
 
 
 @pytest.fixture(scope="module")
-def squad_slice(shared_dir):
-    """Two real SQuAD v1.1 dev paragraphs, as a dict."""
-    data = json.loads((shared_dir / "data/squad/dev-v1.1.json").read_text(encoding="utf-8"))
-    article = data["data"][0]
-    return {"version": "1.1", "data": [dict(article, paragraphs=article["paragraphs"][:2])]}
+def squad_slice():
+    """The first two paragraphs of the written SQuAD v1.1 dev file, as a dict."""
+    return fixtures.squad_slice(paragraphs=2)

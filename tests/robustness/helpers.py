@@ -17,7 +17,7 @@ def write_lines(path: Path, lines, raw: bytes = b""):
     return path
 
 
-def mrpc_dir(root: Path, mrpc_lines) -> Path:
+def write_mrpc_dir(root: Path, mrpc_lines) -> Path:
     """A small MRPC folder (96 train, 40 dev, 8 test examples) under `root`."""
     train, dev, test = mrpc_lines
     for name, lines in (("train.tsv", train), ("dev.tsv", dev), ("test.tsv", test)):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.robustness.helpers import (assert_one_error_line, classifier_flags, fill_output_dir,
-                                      mrpc_dir, snapshot, squad_flags, write_lines)
+                                      snapshot, squad_flags, write_lines, write_mrpc_dir)
 from tests.runner_utils import run_in_process, run_subprocess
 
 
@@ -142,7 +142,7 @@ GLUE_CASES = ["missing_file", "unreadable_file", "too_few_columns", "unknown_lab
 @pytest.mark.parametrize("case", GLUE_CASES)
 def test_bad_classifier_input_gives_one_line_and_keeps_output_dir(
         case, backbone, vocab, mrpc_lines, tmp_path, capfd):
-    data = mrpc_dir(tmp_path, mrpc_lines)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
     extra, pattern = glue_case(case, backbone, vocab, data, tmp_path)
     out = tmp_path / "out"
     before = fill_output_dir(out)
@@ -158,7 +158,7 @@ def test_bad_classifier_input_gives_one_line_and_keeps_output_dir(
 @pytest.mark.parametrize("broken", ["dev.tsv", "test.tsv"])
 def test_a_bad_dev_or_test_file_fails_before_training(broken, backbone, mrpc_lines, tmp_path,
                                                       capfd):
-    data = mrpc_dir(tmp_path, mrpc_lines)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
     _replace_line(data / broken, 3, "1\tonly\tthree")
     out = tmp_path / "out"
     capfd.readouterr()
@@ -187,7 +187,7 @@ def test_stsb_score_that_is_not_finite_is_rejected_before_training(backbone, tmp
 
 
 def test_output_dir_that_is_a_file_is_left_alone(backbone, mrpc_lines, tmp_path, capfd):
-    data = mrpc_dir(tmp_path, mrpc_lines)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
     blocker = tmp_path / "results.txt"
     blocker.write_text("precious\n")
     capfd.readouterr()
@@ -202,7 +202,7 @@ def test_output_dir_that_is_a_file_is_left_alone(backbone, mrpc_lines, tmp_path,
 def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
         backbone, mrpc_lines, tmp_path, capfd):
     """A learning rate of 1e36 overflows the weights at step 1; step 2's loss is NaN."""
-    data = mrpc_dir(tmp_path, mrpc_lines)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
     out = tmp_path / "out"
     before = fill_output_dir(out)
     capfd.readouterr()
@@ -223,7 +223,7 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
 
 def test_the_entry_point_itself_prints_no_traceback(backbone, mrpc_lines, tmp_path):
     """The real script (absl app, INFO logging to stderr) prints the line and no traceback."""
-    data = mrpc_dir(tmp_path, mrpc_lines)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
     _set_label(data / "dev.tsv", 4, "yes")
     result = run_subprocess("run_classifier.py", ["--do_eval", *classifier_flags(
         backbone, tmp_path / "out", data)])
@@ -249,7 +249,8 @@ def squad_case(case, squad_slice, tmp: Path):
         path.write_text(json.dumps(data)[:700])
         return {flag: path}, r"malformed_json\.json: malformed JSON at line 1, column \d+"
     if case == "not_utf8":
-        path.write_bytes(json.dumps(data).encode("utf-8").replace(b"Super", b"S\xfcper", 1))
+        word = data["data"][0]["paragraphs"][0]["context"].split()[0].encode("ascii")
+        path.write_bytes(json.dumps(data).encode("utf-8").replace(word, b"\xfc" + word[1:], 1))
         return {flag: path}, r"not_utf8\.json: not valid UTF-8 at byte \d+"
     if case == "missing_key":
         del qas[1]["question"]

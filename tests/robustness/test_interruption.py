@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.robustness.helpers import (classifier_flags, fill_output_dir, mrpc_dir, snapshot,
-                                      squad_flags)
+from tests.robustness.helpers import (classifier_flags, fill_output_dir, snapshot, squad_flags,
+                                      write_mrpc_dir)
 from tests.runner_utils import read_results, run_killable, run_subprocess
 
 
@@ -34,7 +34,7 @@ def outputs_of(directory: Path):
 def uninterrupted(backbone, mrpc_lines, tmp_path_factory):
     """One complete train + eval + predict run (6 steps), logging every atomic rename."""
     root = tmp_path_factory.mktemp("uninterrupted")
-    data = mrpc_dir(root, mrpc_lines)
+    data = write_mrpc_dir(root, mrpc_lines)
     out = root / "out"
     argv = ["--do_train", "--do_eval", "--do_predict",
             *classifier_flags(backbone, out, data)]
@@ -128,7 +128,7 @@ def test_squad_outputs_are_atomic_and_survive_a_kill(backbone, squad_slice, tmp_
 
 def test_deterministic_runs_give_identical_metrics(backbone, mrpc_lines, tmp_path):
     """Two runs with --deterministic and the same seed (dropout on) give the same results."""
-    data = mrpc_dir(tmp_path, mrpc_lines)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
     results = []
     for name in ("first", "second"):
         out = tmp_path / name

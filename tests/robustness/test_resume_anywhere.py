@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.robustness.helpers import classifier_flags, mrpc_dir, squad_flags
+from tests.robustness.helpers import classifier_flags, squad_flags, write_mrpc_dir
 from tests.runner_utils import run_killable, run_subprocess
 
 DETERMINISTIC = ["--deterministic", "--seed=7"]
@@ -68,7 +68,7 @@ CLASSIFIER_OUTPUTS = ("adapter/adapter_model.safetensors", "adapter/adapter_conf
 
 @pytest.fixture(scope="module")
 def mrpc(mrpc_lines, tmp_path_factory):
-    return mrpc_dir(tmp_path_factory.mktemp("resume_mrpc"), mrpc_lines)
+    return write_mrpc_dir(tmp_path_factory.mktemp("resume_mrpc"), mrpc_lines)
 
 
 def classifier_argv(backbone, out, data):
@@ -112,10 +112,10 @@ SQUAD_OUTPUTS = ("adapter/adapter_model.safetensors", "predictions.json",
 
 
 @pytest.fixture(scope="module")
-def squad_files(shared_dir, squad_slice, tmp_path_factory):
-    """Training: the first article of the real training subset; prediction: squad_slice."""
+def squad_files(squad_dir, squad_slice, tmp_path_factory):
+    """Training: the first article of the written training subset; prediction: squad_slice."""
     root = tmp_path_factory.mktemp("resume_squad")
-    data = json.loads((shared_dir / "data/squad/train-v1.1-subset.json").read_text("utf-8"))
+    data = json.loads((squad_dir / "train-v1.1-subset.json").read_text("utf-8"))
     article = data["data"][0]
     train = root / "train.json"
     train.write_text(json.dumps({"version": "1.1", "data": [
