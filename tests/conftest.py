@@ -59,27 +59,47 @@ def _backbone_vocab() -> Path:
 BERT_VOCAB = _backbone_vocab()
 
 
+def _torch_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("torch") is not None
+
+
+# Groups of tests that need something the default suite does not have, and the line that
+# says how to run them: deselected (never skipped) where the condition does not hold.
+OPTIONAL_GROUPS = {
+    "realdata": (lambda: bool(os.environ.get(DATA_ENV)),
+                 f"set {DATA_ENV} to a folder of real GLUE and SQuAD data to run them "
+                 f"(see tests/conftest.py)"),
+    "torch": (_torch_installed, "install PyTorch to run them (CI's TensorFlow 2.20 "
+                                "environment has it)"),
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Without ADAPTER_BERT_TEST_DATA, deselects the `realdata` tests (no skips)."""
-    if os.environ.get(DATA_ENV):
-        return
-    deselected = [item for item in items if item.get_closest_marker("realdata")]
-    if deselected:
-        items[:] = [item for item in items if not item.get_closest_marker("realdata")]
-        config.hook.pytest_deselected(items=deselected)
-    config._realdata_deselected = len(deselected)
+    """Deselects each optional group whose condition does not hold (no skips)."""
+    config._deselected_groups = {}
+    for marker, (available, _) in OPTIONAL_GROUPS.items():
+        if available():
+            continue
+        deselected = [item for item in items if item.get_closest_marker(marker)]
+        if deselected:
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
+            config.hook.pytest_deselected(items=deselected)
+        config._deselected_groups[marker] = len(deselected)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if os.environ.get(DATA_ENV) or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
         return
-    count = getattr(config, "_realdata_deselected", None)
-    if count is None and getattr(config.option, "numprocesses", None):
-        count = "the"  # pytest-xdist: the workers collected, and deselected, the tests
-    if count:
-        terminalreporter.write_line(
-            f"{count} realdata tests deselected: set {DATA_ENV} to a folder of real GLUE "
-            f"and SQuAD data to run them (see tests/conftest.py)")
+    xdist = bool(getattr(config.option, "numprocesses", None))
+    for marker, (available, how) in OPTIONAL_GROUPS.items():
+        if available():
+            continue
+        count = getattr(config, "_deselected_groups", {}).get(marker)
+        if count is None and xdist:
+            count = "the"  # pytest-xdist: the workers collected, and deselected, the tests
+        if count:
+            terminalreporter.write_line(f"{count} {marker} tests deselected: {how}")
 
 
 @pytest.fixture(scope="session")

@@ -137,8 +137,8 @@ def test_planted_pytorch_bin_is_loaded_weights_only(tmp_path, monkeypatch):
     assert calls == [True] and not marker.exists()
 
 
+@pytest.mark.torch
 def test_planted_pytorch_bin_with_real_torch(tmp_path):
-    pytest.importorskip("torch")
     marker = tmp_path / "ran"
     (tmp_path / "pytorch_model.bin").write_bytes(planted_bytes(marker))
     with pytest.raises(CheckpointError, match="refused"):
