@@ -15,6 +15,7 @@ map covering the real Google BERT-Mini index. They read one folder, named by the
 environment variable ADAPTER_BERT_TEST_DATA, laid out as
 
     $ADAPTER_BERT_TEST_DATA/glue/<TASK>/{train,dev,test}.tsv   (MRPC, CoLA, SST-2, RTE, WNLI)
+    $ADAPTER_BERT_TEST_DATA/glue/MRPC/{msr_paraphrase_train.txt,msr_paraphrase_test.txt,dev_ids.tsv}
     $ADAPTER_BERT_TEST_DATA/squad/{train-v1.1-subset.json,dev-v1.1.json,dev-v2.0.json}
 
 (glue/ as download_glue_data.py writes glue_data; squad/ the official dev files and the

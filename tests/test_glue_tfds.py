@@ -165,36 +165,23 @@ def test_runner_trains_on_tfds_data(tmp_path, local_downloads, minilm_dir):
 
 @pytest.mark.realdata
 def test_tfds_mrpc_equals_the_glue_data_files(real_data, tmp_path, monkeypatch):
-    """TFDS's MRPC, prepared from Microsoft's files (here rebuilt from the real glue_data
-    MRPC: train rows then dev rows, and the dev pairs' ids), reads back as the TSV
-    processor reads train.tsv and dev.tsv: same pairs, labels and order."""
+    """TFDS's glue/mrpc, prepared from Microsoft's own files (msr_paraphrase_train.txt,
+    msr_paraphrase_test.txt and the GLUE dev ids, what TFDS downloads), reads back as the
+    TSV processor reads glue_data's train.tsv and dev.tsv: same pairs, labels and order,
+    so the quickstart trains on the same batches whichever way it gets MRPC."""
     from adapter_bert.data.glue import get_processor
     from tests.conftest import real_file
     folder = real_file(real_data, "glue/MRPC/train.tsv").parent
-    processor = get_processor("MRPC")
-    tsv = {split: processor.get_examples(str(folder), split) for split in ("train", "dev")}
-
-    def rows(split):
-        lines = (folder / f"{split}.tsv").read_text(encoding="utf-8-sig").splitlines()[1:]
-        return [line.split("\t") for line in lines if line]
-
-    sources = tmp_path / "sources"
-    sources.mkdir()
-    train_rows, dev_rows = rows("train"), rows("dev")
-    (sources / "train.txt").write_text(
-        "\ufeff" + "\n".join([HEADER] + ["\t".join(r) for r in train_rows + dev_rows]) + "\n",
-        encoding="utf-8")
-    (sources / "test.txt").write_text("\n".join([HEADER] + ["\t".join(r) for r in dev_rows])
-                                      + "\n", encoding="utf-8")
-    (sources / "dev_ids.tsv").write_text("".join(f"{r[1]}\t{r[2]}\n" for r in dev_rows),
-                                         encoding="utf-8")
-    paths = {"train": sources / "train.txt", "test": sources / "test.txt",
-             "dev_ids": sources / "dev_ids.tsv"}
+    paths = {"train": real_file(real_data, "glue/MRPC/msr_paraphrase_train.txt"),
+             "test": real_file(real_data, "glue/MRPC/msr_paraphrase_test.txt"),
+             "dev_ids": real_file(real_data, "glue/MRPC/dev_ids.tsv")}
     monkeypatch.setattr(tfds.download.DownloadManager, "download",
                         lambda self, urls: {key: str(paths[key]) for key in urls})
     monkeypatch.setattr(glue_tfds, "any_host_reachable", lambda hosts, timeout=0: True)
-    for split in ("train", "dev"):
+    processor = get_processor("MRPC")
+    for split, count in (("train", 3668), ("dev", 408)):
+        tsv = processor.get_examples(str(folder), split)
         from_tfds = glue_tfds.load_tfds_examples("MRPC", split, data_dir=str(tmp_path / "tfds"))
+        assert len(from_tfds) == len(tsv) == count
         assert [(e.text_a, e.text_b, e.label) for e in from_tfds] == \
-            [(e.text_a, e.text_b, e.label) for e in tsv[split]]
-    assert (len(tsv["train"]), len(tsv["dev"])) == (3668, 408)
+            [(e.text_a, e.text_b, e.label) for e in tsv]
