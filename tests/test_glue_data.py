@@ -543,15 +543,24 @@ def test_tfds_record_mapping():
 
 
 def _fake_tfds(records, calls, fail=None):
+    """A stand-in tensorflow_datasets whose `glue/<task>` builders are already prepared:
+    `as_dataset` records (name, split, data_dir) and returns `records` (or raises `fail`)."""
     module = types.ModuleType("tensorflow_datasets")
 
-    def load(name, split, data_dir=None, shuffle_files=False):
-        calls.append((name, split, data_dir))
-        if fail:
-            raise fail
-        return records
+    class Builder:
+        def __init__(self, name, data_dir=None):
+            self.full_name, self.data_dir = name, data_dir
 
-    module.load = load
+        def is_prepared(self):
+            return True
+
+        def as_dataset(self, split, shuffle_files=False):
+            calls.append((self.full_name, split, self.data_dir))
+            if fail:
+                raise fail
+            return list(records)
+
+    module.builder = Builder
     module.as_numpy = lambda dataset: iter(dataset)
     return module
 

@@ -131,7 +131,9 @@ def test_two_workers_match_one_process_and_only_the_chief_writes(
     out = tmp_path / "out"
     logs = run_cluster(argv(backbone, data, out, distribution_strategy="multi_worker_mirrored"),
                        tmp_path, "two")
-    assert "num_workers = 2" in logs[0] and "num_workers = 2" in logs[1]
+    joined = ("Distribution strategy: multi_worker_mirrored (CollectiveAllReduceStrategy) "
+              "with 2 replica(s) in sync")
+    assert joined in logs[0] and joined in logs[1]  # each worker joined a two-worker cluster
     assert "not the chief" in logs[1] and "not the chief" not in logs[0]
     differences = assert_same_metrics(out, one_process)
     print("two workers vs one process, |difference|:", differences)
