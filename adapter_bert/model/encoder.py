@@ -272,7 +272,7 @@ class BertSelfAttention(ModifiableBlock):
     def build(self, input_shape):
         # The dropout is applied through `keep_mask`, never called: without this it
         # would stay unbuilt and SavedModel would skip it with a warning.
-        self.dropout.build(input_shape)
+        self.dropout.mark_built(input_shape)
         super().build(input_shape)
 
     def _split_heads(self, x):

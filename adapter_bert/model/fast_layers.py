@@ -114,6 +114,15 @@ class Dropout(keras.layers.Dropout):
         [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
     """
 
+    def mark_built(self, input_shape) -> None:
+        """Marks the layer built (so SavedModel serialises it) without Keras' `build`.
+
+        `build` creates the layer's random generator at once; created earlier than at the
+        first draw, it would take another place in the order of the model's generators,
+        and the same seed would drop other units (a different training run).
+        """
+        keras.layers.Layer.build(self, input_shape)
+
     def call(self, inputs, training=None):
         if not self._uses_bits():
             return super().call(inputs, training=training)

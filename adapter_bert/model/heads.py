@@ -34,9 +34,6 @@ class _LinearHead(keras.layers.Layer):
             "output_weights", [self.num_outputs, width],
             initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
         self.output_bias = self.add_weight("output_bias", [self.num_outputs], initializer="zeros")
-        # Built with the head (a head built before it is called, as MultiAdapterModel's
-        # are, would otherwise leave it unbuilt and SavedModel would skip it).
-        self.dropout.build(input_shape)
         super().build(input_shape)
 
     def call(self, hidden, training=None):
