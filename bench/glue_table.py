@@ -100,7 +100,8 @@ def table(records):
     """The rows (per task: metric mean/sd, seeds, params, wall time) and the markdown."""
     rows = []
     header = ["| row | " + " | ".join(
-        f"{task.upper()} {name}" for task in TASKS for _, name in METRICS[task])
+        f"{robust_defaults.GLUE_FOLDERS[task]} {name}" for task in TASKS
+        for _, name in METRICS[task])
         + " | average | trains |", "|---" * (2 + sum(len(METRICS[t]) for t in TASKS) + 1) + "|"]
     lines = list(header)
     for name, mode, lr, epochs, tasks in ROWS:

@@ -1,0 +1,76 @@
+"""bench/glue_table.py: the runs of the paper's GLUE table, their order, and the table."""
+
+from tests.conftest import bench_module
+
+glue_table = bench_module("glue_table")
+robust_defaults = bench_module("robust_defaults")
+
+
+def test_runs_cover_every_row_once_with_the_cheap_cells_first():
+    specs = glue_table.specs()
+    ids = [robust_defaults.run_id(s) for s in specs]
+    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3  # 3-epoch rows, 20-epoch protocol
+    # Seed 42 of every small-task 3-epoch cell comes first, SST-2's other seeds last.
+    assert [(s["task"], s["mode"], s["seed"]) for s in specs[:6]] == [
+        (task, mode, 42) for task in ("cola", "mrpc", "rte") for mode in ("adapter", "full")]
+    assert {s["task"] for s in specs[-4:]} == {"sst-2"} and 42 not in {s["seed"] for s in specs[-4:]}
+    # The MRPC and RTE cells are the stability suite's runs: recorded once, reused.
+    stability = {robust_defaults.run_id(s) for s in robust_defaults.suite_specs("stability")}
+    assert "rte_minilm_adapter_1e-3_3ep_seed43" in stability & set(ids)
+    # Long runs keep checkpoints to resume from; the others are the user's plain command.
+    for spec in specs:
+        long_run = spec["task"] == "sst-2" or spec["epochs"] == 20
+        assert ("save_checkpoints_steps" in spec) == long_run
+
+
+def test_commands_are_the_runner_at_its_defaults(tmp_path):
+    cola = glue_table.spec("cola", "adapter", "1e-3", 20, 43)
+    command = robust_defaults.command_for(cola, str(tmp_path / "out"), str(tmp_path))
+    assert command[:2] == ["-m", "adapter_bert.run_classifier"]
+    assert "--task_name=CoLA" in command and "--num_train_epochs=20" in command
+    assert "--learning_rate=1e-3" in command and "--seed=43" in command
+    assert not [a for a in command if a.startswith(("--adam", "--warmup", "--adapter_init"))]
+
+
+def _record(task, mode, lr, epochs, seed, **metrics):
+    spec = glue_table.spec(task, mode, lr, epochs, seed)
+    return robust_defaults.run_id(spec), {
+        **spec, "run": robust_defaults.run_id(spec), "command": f"python run {task} {seed}",
+        "wall_s": 60.0, "trainable_percent": 3.2339 if mode == "adapter" else 100.0,
+        "dev_accuracy": None, **metrics}
+
+
+def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
+    records = dict([
+        _record("cola", "adapter", "1e-3", 3, 42, dev_mcc=20.0),  # CoLA: no accuracy
+        _record("cola", "adapter", "1e-3", 3, 43, dev_mcc=24.0),
+        _record("sst-2", "adapter", "1e-3", 3, 42, dev_accuracy=90.0),
+        _record("mrpc", "adapter", "1e-3", 3, 42, dev_accuracy=80.0, dev_f1=86.0),
+        _record("rte", "adapter", "1e-3", 3, 42, dev_accuracy=60.0),
+        _record("rte", "full", "5e-5", 3, 42, dev_accuracy=55.0),
+    ])
+    rows, lines = glue_table.table(records)
+    assert lines[0].startswith("| row | CoLA MCC | SST-2 acc | MRPC F1 | MRPC acc | RTE acc")
+    adapters = rows[0]
+    assert adapters["tasks"]["cola"]["dev_mcc"]["values"] == [20.0, 24.0]
+    assert abs(adapters["tasks"]["cola"]["dev_mcc"]["sd"] - 2.8284) < 1e-4
+    # The average of each task's first metric: (22 + 90 + 86 + 60) / 4.
+    assert adapters["average"] == (22.0 + 90.0 + 86.0 + 60.0) / 4
+    assert "| 22.00 ± 2.83 (2) | 90.00 (1) | 86.00 (1) | 80.00 (1) | 60.00 (1) | 64.50 |" \
+        in lines[2]
+    # Full fine-tuning has one task done: no average yet.
+    assert rows[1]["average"] is None and lines[3].split("|")[-3].strip() == "—"
+    # The 20-epoch protocol has no SST-2 cell, and peers' rows follow ours.
+    assert "n/a" in lines[4] and lines[5].startswith("| AdapterHub")
+
+
+def test_a_cola_record_has_mcc_and_no_accuracy(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "eval_results.txt").write_text(
+        "eval_loss = 0.61\neval_mcc = 0.2383\nglobal_step = 801\ntrainable_params = 753794\n"
+        "trainable_percent = 3.2339\n")
+    (out / "run.log").write_text("Optimizer: Google's AdamW\n")
+    spec = glue_table.spec("cola", "adapter", "1e-3", 3, 42)
+    record = robust_defaults.result_record(spec, ["python", "x"], str(out), 12.0)
+    assert record["dev_accuracy"] is None and abs(record["dev_mcc"] - 23.83) < 1e-9
