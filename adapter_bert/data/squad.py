@@ -224,6 +224,11 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
                         if is_training:
                             continue
                 elif is_training and not impossible:
+                    if not version_2_with_negative and qa.get("is_impossible") is True:
+                        raise SquadDataError(
+                            f"{path}: {where} (question id {qid!r}) is a SQuAD 2.0 "
+                            "unanswerable question (is_impossible: true): pass "
+                            "--version_2_with_negative to train on SQuAD 2.0")
                     raise SquadDataError(f"{path}: {where}.answers (question id {qid!r}): "
                                          "an answerable training question needs at least one answer")
                 examples.append(example)
