@@ -25,6 +25,8 @@ from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resol
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.tasks.flags import FlagError, was_set
 from adapter_bert.tasks.pipeline import InputPipeline
+from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output_dir,
+                                           write_record)
 from adapter_bert.tasks.task_models import build_task_model_for_flags
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
@@ -87,9 +89,12 @@ class TaskRun:
         """
         self.flags = flag_values
         self.validate_flags(flag_values)
+        # A reused --output_dir trained with other flags stops here, before any loading.
+        check_reused_output_dir(flag_values, self.HEAD)
         self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
         self.read_data()
-        self.strategy, self.static_shapes, self.role = prepare_run(flag_values, strategy)
+        self.strategy, self.static_shapes, self.role = prepare_run(flag_values, strategy,
+                                                                   runner=self.HEAD)
         if static_shapes is not None:
             self.static_shapes = bool(static_shapes)
         try:
@@ -178,7 +183,7 @@ def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
     return Backbone(files, config, tokenizer)
 
 
-def prepare_run(flag_values, strategy=None):
+def prepare_run(flag_values, strategy=None, runner: str = ""):
     """Output directory, seed, determinism, dtype policy and distribution strategy of a run.
 
     Temporary files of an atomic write that a killed run left behind are removed.
@@ -190,6 +195,8 @@ def prepare_run(flag_values, strategy=None):
         flag_values: parsed flags.
         strategy: an existing strategy (a notebook that already connected to a TPU
             passes its own); None builds one from the flags.
+        runner: the run's head ("classifier", "span"), recorded with a training run's
+            flags in <output_dir>/run_flags.json (`tasks.run_record`).
 
     Returns:
         (strategy, static_shapes, role): static_shapes is True where batches must have
@@ -201,7 +208,11 @@ def prepare_run(flag_values, strategy=None):
         flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
     role = worker_role(strategy, flag_values.output_dir)
     if role.is_chief:
+        if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
+            clear_output_dir(flag_values.output_dir)
         prepare_output_dir(flag_values.output_dir)
+        if flag_values.do_train:
+            write_record(flag_values.output_dir, flag_values, runner)
         for stale in remove_stale_temporaries(flag_values.output_dir):
             logging.info("Removed %s, left by a run killed while writing it", stale)
     set_seed(flag_values.seed)

@@ -5,6 +5,7 @@ port adds (adapters, tuning mode, distribution, dtype, seed, ...) are defined he
 once, so both entry points read the same way.
 """
 
+import os
 
 from absl import flags
 
@@ -74,6 +75,13 @@ def _define_training_flags():
         "ceiling (2e-3) the warmup lasts rate/2e-3 times as long (15% at 3e-3), unless an "
         "--adam_bias_correction flag is given; the log says so.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_bool(
+        "overwrite_output_dir", False,
+        "With --do_train: delete what an earlier run wrote in --output_dir (checkpoints, "
+        "logs, adapter, results, run_flags.json; the feature cache is kept) and train anew. "
+        "Without it, a folder trained with other training flags is refused and one trained "
+        "with the same flags resumes. Refuses a non-empty folder with neither "
+        "run_flags.json nor checkpoints/.")
     flags.DEFINE_integer(
         "iterations_per_loop", 1000,
         "How many steps to make in each call to the device (Keras steps_per_execution). "
@@ -293,6 +301,31 @@ def check_positive(name: str, value, allow_zero: bool = False) -> None:
         raise FlagError(f"--{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
+def check_writable_dir(name: str, path: str) -> None:
+    """Raises FlagError unless a file can be written in the local directory `path`, or, if
+    it does not exist yet, a folder can be made in its nearest existing parent. Both are
+    tried (a temporary entry, removed at once: permission bits do not stop root, while
+    /proc or a read-only mount do). URLs (gs://, ...) are not checked: their store
+    answers when the run writes.
+    """
+    if not io_utils.is_local(path):
+        return
+    import tempfile
+    path = os.path.abspath(io_utils.expand(path))
+    parent = path
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise FlagError(f"--{name}={path}: cannot create it, {parent} is a file")
+    try:
+        probe = tempfile.mkdtemp(prefix=".adapter_bert_probe_", dir=parent)
+    except OSError as e:
+        where = "directory is not writable" if parent == path else \
+            f"cannot create it in {parent}"
+        raise FlagError(f"--{name}={path}: {where} ({e.strerror or e})") from None
+    os.rmdir(probe)
+
+
 def validate_common(values) -> None:
     """Checks shared by both scripts, before anything is loaded or written.
 
@@ -311,6 +344,10 @@ def validate_common(values) -> None:
         raise FlagError("--output_dir is required")
     if io_utils.exists(values.output_dir) and not io_utils.isdir(values.output_dir):
         raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
+    check_writable_dir("output_dir", values.output_dir)
+    if getattr(values, "overwrite_output_dir", False) and not values.do_train:
+        raise FlagError("--overwrite_output_dir only applies with --do_train (it deletes the "
+                        "earlier run's outputs before training anew)")
     for name in ("train_batch_size", "predict_batch_size", "eval_batch_size", "max_seq_length",
                  "save_checkpoints_steps", "iterations_per_loop", "adapter_size"):
         if hasattr(values, name):

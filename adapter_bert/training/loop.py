@@ -114,6 +114,14 @@ class TrainingCheckpoints:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, os.path.join(write_dir or output_dir, "checkpoints"), max_to_keep)
         self.restored_step = 0
+        self.status = None
+
+    def settle(self) -> None:
+        """Marks what the last restore has not matched yet (optimizer slots, created only by
+        a training step) as expected: a run that takes no step then ends without one
+        "Value in checkpoint could not be found" warning per slot."""
+        if self.status is not None:
+            self.status.expect_partial()
 
     def restore_latest(self, expect_partial: bool = False) -> Optional[str]:
         """Restores the newest checkpoint if there is one; returns its path.
@@ -129,6 +137,9 @@ class TrainingCheckpoints:
                 status.expect_partial()
             else:
                 status.assert_existing_objects_matched()
+            # The optimizer's slots are restored when it creates them (first step);
+            # `settle` silences them when no step follows.
+            self.status = status
             self.restored_step = int(latest.rsplit("-", 1)[1])
             logging.info("Restored %s", latest)
         return latest
@@ -250,6 +261,7 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     done = int(optimizer.iterations.numpy())
     remaining = num_train_steps - done
     if remaining <= 0:
+        checkpoints.settle()
         logging.info("Training already complete (%d of %d steps)", done, num_train_steps)
         return {"global_step": done}
     logging.info("***** Running training: steps %d..%d of %d *****", done + 1, num_train_steps,

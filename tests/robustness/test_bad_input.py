@@ -270,11 +270,20 @@ def squad_case(case, squad_slice, tmp: Path):
         path.write_text(json.dumps(data))
         return {"train_file": path, "do_predict": None}, (
             r"--train_file=.*answer_start_wrong_everywhere\.json: no usable questions")
+    if case == "squad_v2_without_flag":
+        for qa in qas:
+            qa["is_impossible"] = False
+        qas[1]["is_impossible"], qas[1]["answers"] = True, []
+        path.write_text(json.dumps(data))
+        return {"train_file": path, "do_predict": None}, (
+            rf"squad_v2_without_flag\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\] \(question id "
+            rf"'{qas[1]['id']}'\) is a SQuAD 2\.0 unanswerable question \(is_impossible: true\): "
+            r"pass --version_2_with_negative to train on SQuAD 2\.0$")
     raise AssertionError(case)
 
 
 SQUAD_CASES = ["missing_file", "malformed_json", "not_utf8", "missing_key",
-               "answer_start_not_int", "answer_start_wrong_everywhere"]
+               "answer_start_not_int", "answer_start_wrong_everywhere", "squad_v2_without_flag"]
 
 
 @pytest.mark.parametrize("case", SQUAD_CASES)
@@ -305,3 +314,43 @@ def test_one_wrong_answer_start_is_counted_and_skipped_not_fatal(squad_slice, tm
     assert len(examples) == total - 1 and qa["id"] not in {e.qas_id for e in examples}
     # For prediction nothing is dropped: the question is still answered and scored.
     assert len(read_squad_examples(str(path), is_training=False)) == total
+
+
+# ------------------------------------------------------------------ an unwritable --output_dir
+
+
+@pytest.mark.parametrize("runner", ["run_classifier", "run_squad"])
+def test_unwritable_output_dir_is_named_before_anything_loads(runner, backbone, mrpc_lines,
+                                                              squad_slice, tmp_path, capfd):
+    """/proc takes no new folders, even from root: the flag check says so in one line, before
+    the backbone or the data are read (a missing --init_checkpoint would fail otherwise)."""
+    out = "/proc/review_out"
+    missing = tmp_path / "no_backbone"
+    if runner == "run_classifier":
+        data = write_mrpc_dir(tmp_path / "glue", mrpc_lines)
+        argv = ["--do_train", *classifier_flags(missing, out, data)]
+        code, _ = run_in_process(runner, argv)
+        stderr = capfd.readouterr().err
+    else:
+        train = tmp_path / "train.json"
+        train.write_text(json.dumps(squad_slice))
+        result = run_subprocess("run_squad.py", ["--do_train", *squad_flags(
+            missing, out, train_file=train)])
+        code, stderr = result.returncode, result.stderr
+    assert code == 1, stderr[-3000:]
+    assert_one_error_line(stderr, f"{runner}.py", (
+        r"error: --output_dir=/proc/review_out: cannot create it in /proc "
+        r"\(No such file or directory\)$"))
+    assert not Path(out).exists()
+
+
+def test_output_dir_under_a_file_is_named(tmp_path):
+    from adapter_bert.tasks.flags import FlagError, check_writable_dir
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(FlagError, match=r"^--output_dir=.*a_file/run: cannot create it, "
+                                        r".*a_file is a file$"):
+        check_writable_dir("output_dir", str(blocker / "run"))
+    check_writable_dir("output_dir", str(tmp_path / "new" / "deeper"))  # creatable: fine
+    check_writable_dir("output_dir", "gs://bucket/run")  # not checked locally
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # the probe is gone

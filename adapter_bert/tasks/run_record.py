@@ -1,0 +1,191 @@
+"""A reused --output_dir: the training flags a run records there, and the check that a
+rerun trains the same thing.
+
+A training run resumes from the last checkpoint in --output_dir. Resuming with flags that
+change what is trained (another learning rate, adapter size, data file, ...) would either
+print the old run's metrics unchanged (training already complete) or fail inside
+TensorFlow's restore. So the chief records the flags that define the training in
+`<output_dir>/run_flags.json`, and a later training run with other values stops before
+anything is loaded, naming the differing flags. `--overwrite_output_dir` clears the
+folder (what a run writes; the feature cache is kept) and trains anew.
+
+Flags that change only speed, placement or the eval/predict outputs (batch sizes of
+eval and predict, do_eval/do_predict, export_dir, save_checkpoints_steps,
+iterations_per_loop, jit_compile, distribution strategy, TPU flags, feature cache,
+deterministic) are not compared: a run may resume on another device or evaluate
+differently.
+"""
+
+import json
+import os
+from typing import Dict, List, Optional
+
+from absl import logging
+
+from adapter_bert import io_utils
+from adapter_bert.tasks.flags import FlagError
+
+RECORD_NAME = "run_flags.json"
+CHECKPOINT_DIR = "checkpoints"
+# Kept by --overwrite_output_dir: its entries are keyed by data file, tokenizer and flags.
+FEATURE_CACHE_DIR = "feature_cache"
+
+# Flags whose values define what a training run trains, in the order they are reported.
+# A flag the runner does not define is skipped.
+COMPARED_FLAGS = (
+    # backbone and text
+    "init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case",
+    # task and data
+    "task_name", "data_source", "data_dir", "train_file", "version_2_with_negative",
+    "max_seq_length", "doc_stride", "max_query_length", "padding",
+    # schedule and optimizer
+    "train_batch_size", "num_train_epochs", "warmup_proportion", "learning_rate",
+    "adapter_learning_rate", "adam_bias_correction", "adam_epsilon", "seed", "dtype",
+    # which weights train, and the adapters
+    "tuning_mode", "top_k_layers", "train_pooler", "adapter_type", "adapter_size",
+    "adapter_init_scale", "adapter_activation", "adapter_positions", "adapter_leave_out",
+    "lora_alpha", "resadapter_variant", "resadapter_cell", "resadapter_pooling",
+)
+# Flags naming local files or folders: recorded as absolute paths, so that a rerun from
+# another working directory compares equal.
+_PATH_FLAGS = ("init_checkpoint", "bert_config_file", "vocab_file", "data_dir", "train_file")
+
+
+def _value(name: str, value):
+    if value is not None and name in _PATH_FLAGS and io_utils.is_local(str(value)):
+        return os.path.abspath(io_utils.expand(str(value)))
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return value
+
+
+def training_record(flag_values, runner: str) -> Dict[str, object]:
+    """The runner and the values of `COMPARED_FLAGS` that `flag_values` defines."""
+    values: Dict[str, object] = {"runner": runner}
+    for name in COMPARED_FLAGS:
+        if hasattr(flag_values, name):
+            values[name] = _value(name, getattr(flag_values, name))
+    return values
+
+
+def has_checkpoint(output_dir: str) -> bool:
+    """Whether `output_dir` holds a training checkpoint (something was trained there)."""
+    return io_utils.isfile(os.path.join(output_dir, CHECKPOINT_DIR, "checkpoint"))
+
+
+def read_record(output_dir: str) -> Optional[Dict[str, object]]:
+    """The recorded flags of `output_dir`, or None if there are none (or unreadable)."""
+    path = os.path.join(output_dir, RECORD_NAME)
+    if not io_utils.isfile(path):
+        return None
+    try:
+        record = json.loads(io_utils.read_text(path))
+    except (OSError, ValueError) as e:
+        logging.warning("%s could not be read (%s): flags not compared", path, e)
+        return None
+    return record.get("flags") if isinstance(record, dict) else None
+
+
+def _show(value) -> str:
+    if isinstance(value, list):
+        return ",".join(value) if value else "''"
+    return "unset" if value is None else str(value)
+
+
+def differing_flags(recorded: Dict[str, object], current: Dict[str, object]) -> List[str]:
+    """`--name old -> new` for every flag both records hold with different values."""
+    changes = []
+    for name, value in current.items():
+        if name in recorded and recorded[name] != value:
+            label = "the runner" if name == "runner" else f"--{name}"
+            changes.append(f"{label} {_show(recorded[name])} -> {_show(value)}")
+    return changes
+
+
+def check_reused_output_dir(flag_values, runner: str) -> None:
+    """Refuses a training run whose --output_dir was trained with other flags.
+
+    Nothing is checked without --do_train, with --overwrite_output_dir, or when the folder
+    holds no checkpoint. A folder trained before flags were recorded resumes (one log line).
+
+    Raises:
+        FlagError: one line naming the differing flags (old -> new) and the way out.
+    """
+    output_dir = flag_values.output_dir
+    if not flag_values.do_train:
+        return
+    if getattr(flag_values, "overwrite_output_dir", False):
+        _check_may_clear(output_dir)
+        return
+    if not has_checkpoint(output_dir):
+        return
+    recorded = read_record(output_dir)
+    if recorded is None:
+        logging.info("%s holds checkpoints but no %s (written by an earlier version): the "
+                     "training flags could not be compared; resuming", output_dir, RECORD_NAME)
+        return
+    changes = differing_flags(recorded, training_record(flag_values, runner))
+    if changes:
+        raise FlagError(f"--output_dir={output_dir} holds a run trained with other flags "
+                        f"({'; '.join(changes)}): use a new --output_dir, or "
+                        f"--overwrite_output_dir to delete its outputs and train anew")
+
+
+def write_record(output_dir: str, flag_values, runner: str) -> None:
+    """Writes `run_flags.json` (atomically; the chief only)."""
+    text = json.dumps({"flags": training_record(flag_values, runner)}, indent=2, sort_keys=True)
+    io_utils.atomic_write_text(os.path.join(output_dir, RECORD_NAME), text + "\n")
+
+
+def looks_like_run_dir(path: str) -> bool:
+    """Whether `path` holds a run's record or checkpoints (what --overwrite_output_dir
+    may clear)."""
+    return io_utils.isfile(os.path.join(path, RECORD_NAME)) or has_checkpoint(path)
+
+
+def _check_may_clear(path: str) -> List[str]:
+    """The names --overwrite_output_dir would delete in `path` (none for a missing or
+    empty folder).
+
+    Raises:
+        FlagError: `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
+    """
+    if not io_utils.isdir(path):
+        return []
+    names = [name for name in io_utils.listdir(path) if name != FEATURE_CACHE_DIR]
+    if names and not looks_like_run_dir(path):
+        raise FlagError(f"--overwrite_output_dir: {path} does not look like a run folder (no "
+                        f"{RECORD_NAME} and no {CHECKPOINT_DIR}/checkpoint); nothing deleted: "
+                        f"pass a run's --output_dir or a new folder")
+    return names
+
+
+def clear_output_dir(path: str) -> List[str]:
+    """--overwrite_output_dir: deletes everything in the run folder `path` but the feature
+    cache; a symbolic link is removed, never followed.
+
+    Returns:
+        The names deleted.
+
+    Raises:
+        FlagError: `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
+    """
+    names = _check_may_clear(path)
+    if not names:
+        return []
+    for name in names:
+        target = os.path.join(path, name)
+        if io_utils.is_local(target):
+            if os.path.isdir(target) and not os.path.islink(target):
+                import shutil
+                shutil.rmtree(target)
+            else:
+                os.remove(target)
+        else:
+            import tensorflow as tf
+            if tf.io.gfile.isdir(target):
+                tf.io.gfile.rmtree(target)
+            else:
+                tf.io.gfile.remove(target)
+    logging.info("--overwrite_output_dir: deleted %s from %s", ", ".join(names), path)
+    return names
