@@ -18,6 +18,7 @@ differently.
 
 import json
 import os
+import shutil
 from typing import Dict, List, Optional
 
 from absl import logging
@@ -177,7 +178,6 @@ def clear_output_dir(path: str) -> List[str]:
         target = os.path.join(path, name)
         if io_utils.is_local(target):
             if os.path.isdir(target) and not os.path.islink(target):
-                import shutil
                 shutil.rmtree(target)
             else:
                 os.remove(target)
