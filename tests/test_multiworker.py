@@ -30,7 +30,7 @@ from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
 PROCESS_TIMEOUT = 420
 METRICS = ("eval_accuracy", "eval_f1", "eval_loss", "loss")
 CHIEF_OUTPUTS = {"eval_results.txt", "test_results.tsv", "adapter", "checkpoints", "logs",
-                 "feature_cache"}
+                 "feature_cache", "run_flags.json"}  # the run's training flags, chief only
 
 
 @pytest.fixture(scope="module")
