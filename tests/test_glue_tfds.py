@@ -6,10 +6,12 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
+import numpy as np
 import pytest
 
-from adapter_bert.data import glue_tfds
+from adapter_bert.data import glue, glue_tfds
 from adapter_bert.data.glue import GlueDataError
 
 from tests.conftest import REPO
@@ -185,3 +187,115 @@ def test_tfds_mrpc_equals_the_glue_data_files(real_data, tmp_path, monkeypatch):
         assert len(from_tfds) == len(tsv) == count
         assert [(e.text_a, e.text_b, e.label) for e in from_tfds] == \
             [(e.text_a, e.text_b, e.label) for e in tsv]
+
+
+# ---------------------------------------------------------------------------
+# Records -> examples, and loading through a stand-in tensorflow_datasets module.
+
+def test_tfds_record_mapping():
+    cases = [
+        ("cola", {"sentence": b"It is.", "label": np.int64(1),
+                  "idx": np.int32(4)}, ("It is.", None, "1")),
+        ("sst2", {"sentence": b"bad .", "label": 0, "idx": 2},
+         ("bad .", None, "0")),
+        ("mrpc", {"sentence1": b"A", "sentence2": b"B", "label": 1, "idx": 0},
+         ("A", "B", "1")),
+        ("stsb", {"sentence1": b"A", "sentence2": b"B",
+                  "label": np.float32(3.8), "idx": 0},
+         ("A", "B", float(np.float32(3.8)))),
+        ("qqp", {"question1": b"Q1", "question2": b"Q2", "label": 0, "idx": 0},
+         ("Q1", "Q2", "0")),
+        ("mnli", {"premise": b"P", "hypothesis": b"H", "label": 0, "idx": 0},
+         ("P", "H", "entailment")),
+        ("mnli", {"premise": b"P", "hypothesis": b"H", "label": 1, "idx": 0},
+         ("P", "H", "neutral")),
+        ("mnli", {"premise": b"P", "hypothesis": b"H", "label": 2, "idx": 0},
+         ("P", "H", "contradiction")),
+        ("qnli", {"question": b"Q", "sentence": b"S", "label": 1, "idx": 0},
+         ("Q", "S", "not_entailment")),
+        ("rte", {"sentence1": "A", "sentence2": "B", "label": 0, "idx": 0},
+         ("A", "B", "entailment")),
+        ("wnli", {"sentence1": b"A", "sentence2": b"B", "label": 1, "idx": 0},
+         ("A", "B", "1")),
+        ("ax", {"premise": b"P", "hypothesis": b"H", "label": -1, "idx": 3},
+         ("P", "H", None)),
+        ("rte", {"sentence1": b"A", "sentence2": b"B", "label": -1, "idx": 0},
+         ("A", "B", None)),
+        ("stsb", {"sentence1": b"A", "sentence2": b"B", "label": -1.0,
+                  "idx": 0}, ("A", "B", None)),
+    ]
+    for task, record, (text_a, text_b, label) in cases:
+        example = glue_tfds.tfds_record_to_example(task, record, "dev")
+        assert (example.text_a, example.text_b, example.label) == (
+            text_a, text_b, label), task
+        assert example.guid == f"dev-{int(record['idx'])}"
+        if label is not None and not glue.get_processor(task).is_regression:
+            assert label in glue.get_processor(task).get_labels()
+    with pytest.raises(glue.GlueDataError, match=r"label id 3 out of range"):
+        glue_tfds.tfds_record_to_example(
+            "rte", {"sentence1": b"A", "sentence2": b"B", "label": 3,
+                    "idx": 0}, "train")
+    with pytest.raises(glue.GlueDataError, match=r"missing field.*sentence2"):
+        glue_tfds.tfds_record_to_example(
+            "mrpc", {"sentence1": b"A", "label": 1, "idx": 0}, "train")
+
+
+def _fake_tfds(records, calls, fail=None):
+    """A stand-in tensorflow_datasets whose `glue/<task>` builders are already prepared:
+    `as_dataset` records (name, split, data_dir) and returns `records` (or raises `fail`)."""
+    module = types.ModuleType("tensorflow_datasets")
+
+    class Builder:
+        def __init__(self, name, data_dir=None):
+            self.full_name, self.data_dir = name, data_dir
+
+        def is_prepared(self):
+            return True
+
+        def as_dataset(self, split, shuffle_files=False):
+            calls.append((self.full_name, split, self.data_dir))
+            if fail:
+                raise fail
+            return list(records)
+
+    module.builder = Builder
+    module.as_numpy = lambda dataset: iter(dataset)
+    return module
+
+
+def test_load_tfds_examples_with_fake_module(monkeypatch):
+    calls = []
+    records = [{"premise": b"P0", "hypothesis": b"H0", "label": 2, "idx": 0},
+               {"premise": b"P1", "hypothesis": b"H1", "label": 0, "idx": 1}]
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets",
+                        _fake_tfds(records, calls))
+    examples = glue_tfds.load_tfds_examples("MNLI", "dev_mismatched",
+                                       data_dir="/tfds")
+    assert calls == [("glue/mnli", "validation_mismatched", "/tfds")]
+    assert examples == [glue.InputExample("dev-0", "P0", "H0", "contradiction"),
+                        glue.InputExample("dev-1", "P1", "H1", "entailment")]
+    glue_tfds.load_tfds_examples("mnli", "test")
+    assert calls[1] == ("glue/mnli", "test_matched", None)
+    calls.clear()
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", _fake_tfds(
+        [{"sentence": b"fine .", "label": -1, "idx": 7}], calls))
+    assert glue_tfds.load_tfds_examples("sst2", "test") == [
+        glue.InputExample("test-7", "fine .", None, None)]
+    assert glue_tfds.load_tfds_examples("SST-2", "dev")[0].guid == "dev-7"
+    assert calls == [("glue/sst2", "test", None),
+                     ("glue/sst2", "validation", None)]
+    with pytest.raises(glue.GlueDataError, match=r"no split 'dev_matched'"):
+        glue_tfds.load_tfds_examples("rte", "dev_matched")
+
+
+def test_load_tfds_examples_errors(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
+    with pytest.raises(ImportError, match=r"tensorflow_datasets.*not installed"):
+        glue_tfds.load_tfds_examples("mrpc", "train")
+    monkeypatch.setitem(
+        sys.modules, "tensorflow_datasets",
+        _fake_tfds([], [], fail=ConnectionError("no network")))
+    with pytest.raises(glue.GlueDataError,
+                       match=r"could not load TFDS glue/mrpc split 'train'.*"
+                             r"no network"):
+        glue_tfds.load_tfds_examples("mrpc", "train")
