@@ -455,7 +455,7 @@ def _town_paragraph(rng: random.Random):
         (f"In what year was the abbey at {town} founded?", 2, str(founded), []),
         (f"Who founded the abbey at {town}?", 2, f"the knight {founder}", [founder]),
         (f"Which king granted {town} its charter?", 2, f"King {king}", [king]),
-        (f"What was carried down the river to the coast?", 3, product, []),
+        ("What was carried down the river to the coast?", 3, product, []),
         (f"How many people does {employer} employ?", 4, f"about {staff}", [str(staff)]),
         (f"When is the {town} Fair held?", 5, f"every {month}", [month]),
     ]
@@ -498,12 +498,12 @@ def _scientist_paragraph(rng: random.Random):
          ["apprentice to an apothecary"]),
         (f"In what year did {surname} publish the best remembered work?", 2, str(year), []),
         (f"What was {surname}'s best remembered work about?", 2, thing, []),
-        (f"Into which languages was the account translated?", 3, "French and German", []),
+        ("Into which languages was the account translated?", 3, "French and German", []),
         (f"How many students did {surname} train?", 4, f"more than {pupils}", [str(pupils)]),
     ]
     impossible = [
         (f"In what year did {surname} marry?", 2, str(year)),
-        (f"Into which language was the account first printed?", 3, "French and German"),
+        ("Into which language was the account first printed?", 3, "French and German"),
         (f"How many students did {surname} fail?", 4, f"more than {pupils}"),
     ]
     return name, sentences, questions, impossible
