@@ -29,6 +29,20 @@ from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.model.config import ADAPTER_INIT_SCALE
 
 
+def skip_sum(inputs, delta):
+    """`inputs + delta`, in float32 when the layer computes in a 16-bit type.
+
+    A new adapter's output is about 0.6% of its input: below bfloat16's resolution
+    (8 bits of mantissa, 0.4% relative), so a bfloat16 sum drops about a fifth of it and
+    trained adapters lose up to 7% of their smallest contributions (measured on MiniLM:
+    `python -m bench.adapter_precision`). Summing in float32 keeps the adapter's output
+    as computed; the block's LayerNorm (float32 inside) reads the float32 sum.
+    """
+    if inputs.dtype == tf.float32 and delta.dtype == tf.float32:
+        return inputs + delta
+    return tf.cast(inputs, tf.float32) + tf.cast(delta, tf.float32)
+
+
 class AdapterLayer(keras.layers.Layer):
     """Base class of every adapter layer: tuning and reports recognise adapters by it."""
 
@@ -109,8 +123,9 @@ class HoulsbyAdapter(_Bottleneck):
     """
 
     def call(self, inputs, residual=None, layer_norm=None):
-        """Returns `inputs + B(inputs)`; `residual` and `layer_norm` are not used."""
-        return inputs + self.bottleneck(inputs)
+        """Returns `inputs + B(inputs)` (float32 under mixed precision, see `skip_sum`);
+        `residual` and `layer_norm` are not used."""
+        return skip_sum(inputs, self.bottleneck(inputs))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -144,7 +159,7 @@ class PfeifferAdapter(_Bottleneck):
             raise ValueError("PfeifferAdapter needs the sub-layer input (residual) and the "
                              "block's LayerNorm")
         normed = layer_norm(inputs + tf.cast(residual, inputs.dtype))
-        return inputs + self.bottleneck(tf.cast(normed, inputs.dtype))
+        return skip_sum(inputs, self.bottleneck(tf.cast(normed, inputs.dtype)))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -185,7 +200,7 @@ class ParallelAdapter(_Bottleneck):
         """
         if residual is None:
             raise ValueError("ParallelAdapter needs the sub-layer input (residual)")
-        return inputs + self.scaling * self.bottleneck(tf.cast(residual, inputs.dtype))
+        return skip_sum(inputs, self.scaling * self.bottleneck(tf.cast(residual, inputs.dtype)))
 
     def get_config(self):
         config = super().get_config()

@@ -336,7 +336,9 @@ class BertResidualOutput(ModifiableBlock):
                                          for adapter in mod.fused])
         elif mod.adapter is not None:
             hidden = mod.adapter(hidden, residual, mod.layer_norm)
-        return mod.layer_norm(hidden + residual)
+        # An adapter returns float32 under mixed precision (adapters/layers.py skip_sum):
+        # the residual joins it there, and the LayerNorm reads that sum unrounded.
+        return mod.layer_norm(hidden + tf.cast(residual, hidden.dtype))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
