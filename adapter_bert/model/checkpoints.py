@@ -206,7 +206,10 @@ def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
                               f"cut short (an interrupted download or copy?); fetch it "
                               f"again") from None
     except (tf.errors.OpError, ValueError) as e:
-        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e})") from None
+        # TensorFlow says "not an sstable (bad magic number)" of a damaged .index file.
+        hint = ": its .index file is damaged or cut short; fetch it again" \
+            if "sstable" in str(e) else ""
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e}){hint}") from None
 
 
 def hf_name_to_tf1(name: str) -> Optional[str]:
