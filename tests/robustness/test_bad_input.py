@@ -1,11 +1,13 @@
-"""Bad input (issue 8), end to end through the entry points.
+"""Bad input, end to end through the entry points.
 
-Each row of the README's catalogue ("Bad input, interruptions and determinism") is a test
-here: the run exits non-zero with exactly one line `<script>: error: ...` naming the file,
-line or flag, prints no Python traceback, and leaves what was already in --output_dir as
-it was. run_classifier.py runs in process (fast); run_squad.py as a subprocess (absl flags
-are defined once per process, and the classifier's are defined here). The fixtures are in
-tests/robustness/conftest.py.
+Each row of the catalogue in docs/robustness.md ("Bad input") names its test here: a case
+of `glue_case` (`classifier[case]`) or `squad_case` (`squad[case]`), or a test function.
+The run exits with 1 and exactly one line `<script>: error: ...` naming the file, line or
+flag, prints no Python traceback, and leaves what was already in --output_dir as it was.
+run_classifier.py runs in process (fast); run_squad.py as a subprocess (absl flags are
+defined once per process, and the classifier's are defined here). The fixtures are in
+tests/robustness/conftest.py; test_docs_catalogue.py keeps the docs' rows and these cases
+in step.
 """
 
 import json
@@ -158,6 +160,16 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
         return {"load_adapter": adapter}, (
             r"--load_adapter=.*mnli_adapter was trained for mnli with 3 labels \(contradiction, "
             r"entailment, neutral\), but MRPC has 2 \(0, 1\): pass an adapter trained on MRPC$")
+    if case == "adapter_files_mixed":
+        # A write interrupted between the two files: the weights of another save beside
+        # this one's adapter_config.json.
+        adapter = _adapter_for_labels(tmp / "mixed", backbone, "mrpc", ["0", "1"])
+        other = _adapter_for_labels(tmp / "other", backbone, "mrpc", ["0", "1"])
+        (adapter / "adapter_model.safetensors").write_bytes(
+            (other / "adapter_model.safetensors").read_bytes())
+        return {"load_adapter": adapter}, (
+            r"mixed/adapter_model\.safetensors is not the weights file adapter_config\.json "
+            r"was written with")
     if case == "load_adapter_missing":
         return ({"load_adapter": tmp / "no_adapter"},
                 r"--load_adapter=.*no_adapter: directory not found$")
@@ -214,7 +226,8 @@ GLUE_CASES = ["missing_file", "unreadable_file", "too_few_columns", "unknown_lab
               "missing_checkpoint", "missing_config", "malformed_config", "non_utf8_config",
               "config_checkpoint_mismatch", "vocab_size_mismatch", "non_utf8_vocab",
               "lower_case_vs_cased", "max_seq_length", "foreign_adapter",
-              "adapter_other_labels", "load_adapter_missing", "another_tasks_files",
+              "adapter_other_labels", "adapter_files_mixed", "load_adapter_missing",
+              "another_tasks_files",
               "truncated_checkpoint_data", "truncated_checkpoint_index",
               "vocab_of_another_kind", "vocab_missing", "max_seq_length_no_room",
               "task_name_missing", "data_dir_missing_flag", "no_action",
