@@ -201,8 +201,15 @@ def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
                   else tf.compat.v1.train.NewCheckpointReader(prefix))
         names = reader.get_variable_to_shape_map()
         return {n: reader.get_tensor(n) for n in sorted(names)}
+    except IndexError as e:  # TensorFlow's reader, on a data file shorter than the index says
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e}): its data file is "
+                              f"cut short (an interrupted download or copy?); fetch it "
+                              f"again") from None
     except (tf.errors.OpError, ValueError) as e:
-        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e})") from None
+        # TensorFlow says "not an sstable (bad magic number)" of a damaged .index file.
+        hint = ": its .index file is damaged or cut short; fetch it again" \
+            if "sstable" in str(e) else ""
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e}){hint}") from None
 
 
 def hf_name_to_tf1(name: str) -> Optional[str]:

@@ -251,7 +251,7 @@ def validate_classifier(values) -> str:
     if values.data_source == "tsv" and reads_data:
         if not values.data_dir:
             raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
-        if not io_utils.isdir(values.data_dir):
+        if not _path_is("data_dir", values.data_dir, io_utils.isdir):
             raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
                             f"{how_to_get_data(task, values.data_dir)}")
     if task == "ax" and (values.do_train or values.do_eval):
@@ -301,6 +301,15 @@ def check_positive(name: str, value, allow_zero: bool = False) -> None:
         raise FlagError(f"--{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
+def _path_is(name: str, path: str, query) -> bool:
+    """`query(path)` (`io_utils.exists`, `isdir`, `isfile`), a store that cannot be reached
+    (`gs://` without network or credentials) named by its flag."""
+    try:
+        return query(path)
+    except io_utils.StorageError as e:
+        raise FlagError(f"--{name}={e}") from None
+
+
 def check_writable_dir(name: str, path: str) -> None:
     """Raises FlagError unless a file can be written in the local directory `path`, or, if
     it does not exist yet, a folder can be made in its nearest existing parent. Both are
@@ -342,7 +351,8 @@ def validate_common(values) -> None:
         raise FlagError(f"At least one of {names} must be True.")
     if not values.output_dir:
         raise FlagError("--output_dir is required")
-    if io_utils.exists(values.output_dir) and not io_utils.isdir(values.output_dir):
+    if _path_is("output_dir", values.output_dir, io_utils.exists) \
+            and not io_utils.isdir(values.output_dir):
         raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
     check_writable_dir("output_dir", values.output_dir)
     if getattr(values, "overwrite_output_dir", False) and not values.do_train:
@@ -366,13 +376,18 @@ def validate_common(values) -> None:
         raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):
         path = getattr(values, name)
-        if path and not io_utils.isfile(path):
+        if path and not _path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
+    checkpoint = getattr(values, "init_checkpoint", None)
+    if checkpoint and not io_utils.is_local(checkpoint):
+        # Only whether its store answers: what is (or is not) there, the backbone's
+        # resolution says.
+        _path_is("init_checkpoint", checkpoint, io_utils.exists)
     if values.tuning_mode == "top_k" and values.top_k_layers is None:
         raise FlagError("--tuning_mode=top_k needs --top_k_layers")
     if values.tuning_mode != "top_k" and values.top_k_layers is not None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
-    if values.load_adapter and not io_utils.isdir(values.load_adapter):
+    if values.load_adapter and not _path_is("load_adapter", values.load_adapter, io_utils.isdir):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
 
 
@@ -485,7 +500,7 @@ def validate_squad(values) -> None:
         path = getattr(values, name)
         if getattr(values, action) and not path:
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
-        if getattr(values, action) and not io_utils.isfile(path):
+        if getattr(values, action) and not _path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
         check_positive(name, getattr(values, name))

@@ -190,6 +190,9 @@ class SquadRun(base.TaskRun):
         examples = read_squad_examples(path, is_training, self.version_2)
         if not examples:
             flag = "train_file" if is_training else "predict_file"
+            if not examples.num_answer_mismatches:
+                raise FlagError(f"--{flag}={path}: the file holds no questions (every "
+                                f"data[].paragraphs[].qas is empty)")
             raise FlagError(f"--{flag}={path}: no usable questions")
         return examples
 

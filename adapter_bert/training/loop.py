@@ -105,6 +105,7 @@ class TrainingCheckpoints:
         trainable = {id(v) for v in trained_weights(model)}
         # tf.train.Checkpoint keys may not contain "/", so TF1 names are escaped.
         tracked = {name.replace("/", "."): v for name, v in names.items() if id(v) in trainable}
+        self.trained = list(tracked.values())
         if optimizer is not None:
             tracked["optimizer"] = optimizer
             for index, generator in enumerate(_random_generators(model)):
@@ -148,6 +149,13 @@ class TrainingCheckpoints:
         """Writes a checkpoint numbered by the global step."""
         return self.manager.save(checkpoint_number=step)
 
+    def weights_are_finite(self) -> bool:
+        """Whether every saved weight is finite. A diverging step can leave NaN or Inf in
+        the weights while its own loss, computed before the update, was finite: such
+        weights must never become a checkpoint (or adapter files, or results)."""
+        return all(bool(tf.reduce_all(tf.math.is_finite(v)))
+                   for v in self.trained if v.dtype.is_floating)
+
 
 class _StepCheckpointCallback(keras.callbacks.Callback):
     """Saves a checkpoint each time the global step crosses a multiple of `every`."""
@@ -156,6 +164,7 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
         super().__init__()
         self.checkpoints, self.optimizer, self.every = checkpoints, optimizer, every
         self.boundary = 0
+        self.diverged = False  # the weights became NaN or Inf (training was stopped)
 
     def on_train_begin(self, logs=None):
         self.boundary = int(self.optimizer.iterations.numpy()) // self.every
@@ -165,6 +174,10 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
             return  # never checkpoint weights that produced a NaN loss
         step = int(self.optimizer.iterations.numpy())
         if step // self.every > self.boundary:
+            if not self.checkpoints.weights_are_finite():
+                self.diverged = True
+                self.model.stop_training = True
+                return
             self.checkpoints.save(step)
             self.boundary = step // self.every
 
@@ -253,7 +266,8 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
         The last logged metrics (e.g. {"loss": ...}) and "global_step".
 
     Raises:
-        TrainingError: the loss became NaN (the last good checkpoint is kept).
+        TrainingError: the loss or the weights became NaN (or infinite); no checkpoint
+            holds such weights, and the last good one is kept.
     """
     write_dir = write_dir or output_dir
     checkpoints = TrainingCheckpoints(model, optimizer, output_dir, write_dir=write_dir)
@@ -266,8 +280,9 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
         return {"global_step": done}
     logging.info("***** Running training: steps %d..%d of %d *****", done + 1, num_train_steps,
                  num_train_steps)
+    step_checkpoints = _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps)
     callbacks = [
-        _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps),
+        step_checkpoints,
         keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=10),
         keras.callbacks.TerminateOnNaN(),
         *extra_callbacks,
@@ -279,11 +294,16 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
                         callbacks=callbacks, verbose=verbose)
     logs = {k: float(v[-1]) for k, v in history.history.items()}
     step = int(optimizer.iterations.numpy())
-    if not np.isfinite(logs.get("loss", 0.0)) or step < num_train_steps:
+    what = None
+    if step_checkpoints.diverged or (step == num_train_steps
+                                     and not checkpoints.weights_are_finite()):
+        what = f"the trained weights became NaN or infinite at step {step}"
+    elif not np.isfinite(logs.get("loss", 0.0)) or step < num_train_steps:
+        what = f"the training loss became NaN near step {step}"
+    if what:
         latest = checkpoints.manager.latest_checkpoint
-        raise TrainingError(f"the training loss became NaN near step {step}; stopped. Last good "
-                            f"checkpoint: {latest or 'none'}. Lower --learning_rate or check "
-                            f"the data.")
+        raise TrainingError(f"{what}; stopped. Last good checkpoint: {latest or 'none'}. "
+                            f"Lower --learning_rate or check the data.")
     checkpoints.save(step)
     logs["global_step"] = step
     return logs
