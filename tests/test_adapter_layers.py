@@ -277,7 +277,7 @@ def test_fusion_refuses_lora_and_mismatched_slots(tiny_config):
     model.add_adapter("h", AdapterConfig(size=M))
     model.add_adapter("p", AdapterConfig(size=M, adapter_type="pfeiffer"))
     model.add_adapter("l", AdapterConfig(size=M, adapter_type="lora"))
-    with pytest.raises(ValueError, match="LoRA adapter"):
+    with pytest.raises(ValueError, match="is a lora adapter, which updates projections"):
         model.add_adapter_fusion("f", ["h", "l"])
     with pytest.raises(ValueError, match="different slots"):
         model.add_adapter_fusion("f", ["h", "p"])

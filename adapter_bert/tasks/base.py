@@ -6,6 +6,7 @@ and says only what is its own: how its flags are checked, how its data is read, 
 head its model has, and what it trains, evaluates and writes.
 """
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -16,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
+from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.adapters.tuning import parameter_components
 from adapter_bert.console import configure_logging
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
@@ -225,6 +227,14 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
         logging.info("dtype: %s (--dtype=auto: %s)", dtype, why)
     set_dtype_policy(dtype)
     return strategy, static_shapes_required(strategy), role
+
+
+def merged_for_export(model, flag_values):
+    """A context for the `--export_dir` export: LoRA folded into the kernels with
+    `--merge_lora` (and restored after), the model as it is otherwise."""
+    if getattr(flag_values, "merge_lora", False):
+        return adapter_merged(model)
+    return contextlib.nullcontext()
 
 
 def write_results(path: str, results: Dict[str, object]) -> None:

@@ -251,5 +251,7 @@ def _run_steps(run: ClassifierRun, flag_values) -> int:
     # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
     if getattr(flag_values, "export_dir", None) and run.role.is_chief:
         from adapter_bert.serving.export import export_classifier_run
-        print(f"exported: {export_classifier_run(run, flag_values.export_dir)}", flush=True)
+        with base.merged_for_export(run.model, flag_values):
+            path = export_classifier_run(run, flag_values.export_dir)
+        print(f"exported: {path}", flush=True)
     return 0
