@@ -538,6 +538,9 @@ class BertModel(FeatureInputs, keras.Model):
             yield layer.ffn_output_block
 
     def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
+        # None and "" both run the backbone's own layers here; `adapter_bert.BertModel`
+        # (adapters/api.py) reads None as "its active adapter" and "" as "none".
+        adapter_name = adapter_name or None
         inputs = model_features(inputs, type(self).__name__)
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
