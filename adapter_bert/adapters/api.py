@@ -96,8 +96,6 @@ class AdapterModelMixin:
 
     Attributes:
         heads: adapter name -> its head layer (models with heads).
-        labels: adapter name -> its label names in logit order (or None); its keys are
-            the model's adapters, in the order they were added.
     """
 
     # Head kinds this model's adapters can have; the first is the default. () = no head.
@@ -105,7 +103,8 @@ class AdapterModelMixin:
 
     def _init_adapters(self) -> None:
         self.heads = {}
-        self.labels = {}
+        # Adapter name -> label names; the keys are the model's adapters, in order.
+        self._adapter_labels = {}
         self._active = None
         self._adapters_off = False
 
@@ -119,7 +118,13 @@ class AdapterModelMixin:
     @property
     def adapter_names(self) -> List[str]:
         """This model's named adapters, in the order they were added."""
-        return list(self.labels)
+        return list(self._adapter_labels)
+
+    @property
+    def labels(self) -> Dict[str, Optional[List[str]]]:
+        """Adapter name -> its label names in logit order (None: none given), a copy."""
+        return {name: None if labels is None else list(labels)
+                for name, labels in self._adapter_labels.items()}
 
     @property
     def active_adapter(self) -> Optional[str]:
@@ -218,7 +223,7 @@ class AdapterModelMixin:
         delete_named_adapter(self._backbone_model(), name)
         # Fresh dicts (rather than `del`) keep Keras' tracking sound.
         self.heads = {k: v for k, v in self.heads.items() if k != name}
-        self.labels = {k: v for k, v in self.labels.items() if k != name}
+        self._adapter_labels = {k: v for k, v in self._adapter_labels.items() if k != name}
         if self._active == name:
             self._active = None
         self._reset_compiled_functions()
@@ -321,7 +326,7 @@ class AdapterModelMixin:
         Raises:
             KeyError: no such adapter. ValueError: nothing to save.
         """
-        if name is not None and name not in self.labels and directory in self.labels:
+        if name is not None and name not in self._adapter_labels and directory in self._adapter_labels:
             directory, name = name, directory
         name = self._active if name is None else name
         if name is None:
@@ -357,7 +362,8 @@ class AdapterModelMixin:
 
         Args:
             directory: the adapter directory.
-            name: the name to give it; default: the task recorded in the file.
+            name: the name to give it; default: the task recorded in the file, else
+                the directory's name.
             with_head: load the file's head. False loads the backbone part alone (a
                 task model then gives the adapter a fresh head).
 
@@ -375,9 +381,7 @@ class AdapterModelMixin:
         check_backbone(description, bert.config, directory)
         _check_adapter_mode(description, directory)
         weights = read_adapter_weights(directory)
-        name = name or description.get("task")
-        if not name:
-            raise AdapterFileError(f"{directory} records no task name; pass name=...")
+        name = name or description.get("task") or _name_of_directory(directory)
         stored = _file_head_kind(description, directory)
         if with_head and stored is not None and stored not in self.HEAD_KINDS:
             raise AdapterFileError(self._head_refusal(directory, stored))
@@ -441,7 +445,7 @@ class AdapterModelMixin:
                 self.add_adapter(spec["name"], AdapterConfig.from_dict(spec["adapter_config"]),
                                  spec.get("head"), spec.get("num_labels"), spec.get("labels"),
                                  bool(spec.get("train_pooler", False)))
-        self.set_active_adapters(active if active in self.labels else None)
+        self.set_active_adapters(active if active in self._adapter_labels else None)
 
     # ------------------------------------------------------------- helpers
     def _adapter_in_use(self) -> Optional[str]:
@@ -449,12 +453,12 @@ class AdapterModelMixin:
         return None if self._adapters_off else self._active
 
     def _require(self, name: str) -> None:
-        if name not in self.labels:
+        if name not in self._adapter_labels:
             raise KeyError(f"no adapter named {name!r}; adapters: {self.adapter_names}")
 
     def _check_new_name(self, name: str) -> None:
         validate_name(name)
-        if name in self.labels or name in self._backbone_model().named_adapters:
+        if name in self._adapter_labels or name in self._backbone_model().named_adapters:
             raise ValueError(f"an adapter named {name!r} already exists")
 
     def _head_kind(self, head: Optional[str]) -> Optional[str]:
@@ -503,7 +507,8 @@ class AdapterModelMixin:
                   labels: Optional[Sequence[str]]) -> None:
         if kind is not None:
             self.heads = {**self.heads, name: self._new_head(name, kind, num_labels)}
-        self.labels = {**self.labels, name: list(labels) if labels is not None else None}
+        self._adapter_labels = {**self._adapter_labels,
+                                name: list(labels) if labels is not None else None}
         if self._active is None:
             self._active = name
         self._freeze_except(self._active)
@@ -565,6 +570,16 @@ def _modifiable_blocks(bert) -> Iterator[encoder.ModifiableBlock]:
         yield layer.attention.self_attention
         yield layer.attention_output_block
         yield layer.ffn_output_block
+
+
+def _name_of_directory(directory: str) -> str:
+    """The adapter name of a file that records no task: the directory's own name."""
+    base = str(directory).rstrip("/").rsplit("/", 1)[-1]
+    try:
+        return validate_name(base)
+    except ValueError:
+        raise AdapterFileError(f"{directory} records no task name and {base!r} cannot be an "
+                               f"adapter name; pass name=...") from None
 
 
 def _check_adapter_mode(description: dict, directory: str) -> None:
@@ -742,7 +757,8 @@ def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
         backbone: None (the embedded MiniLM), a checkpoint path or Google release name
             (`load_pretrained`), or a loaded `BertModel` (or a model holding one as
             `.bert`) to share.
-        name: the adapter's name; default: the task recorded in the file.
+        name: the adapter's name; default: the task recorded in the file, else the
+            directory's name.
 
     Returns:
         The model; `model.labels[model.active_adapter]` holds the file's labels.
