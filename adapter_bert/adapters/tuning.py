@@ -20,6 +20,9 @@ all-zero bias, or a pooler the checkpoint lacked, as in all-MiniLM-L6-v2), and l
 line saying so; True / False force it. The original freezes it, which suits BERT
 checkpoints pretrained with next-sentence prediction.
 
+A model holding named adapters (the adapter API of adapters/api.py) trains one of them
+at a time, with `train_adapter` (`train_only` here): `apply_tuning` refuses it.
+
 Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
 container hides its children's weights, so containers always stay trainable. The
 decision depends only on each layer's role and TF1 scope, never on build order.

@@ -17,8 +17,9 @@ The paths, all through that one method:
 - the single slot (`BertModel.add_adapters`): Houlsby, Pfeiffer and parallel adapters in
   the two output blocks, LoRA in self-attention (adapters/layers.py, `adapter_slots`);
 - `adapter_enabled` (tasks/ablation.py) bypasses the single slot, weights kept;
-- named adapters (adapters/named.py, adapters/multitask.py): a `TaskBranch` per task and
-  holder, under the TF1 scope `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
+- named adapters (adapters/named.py, managed by the adapter API of adapters/api.py and
+  adapters/multitask.py): a `TaskBranch` per task and holder, under the TF1 scope
+  `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
 - AdapterFusion (adapters/fusion.py): a task branch whose `fusion` attends over other
   tasks' adapters of the same block.
 

@@ -1,9 +1,10 @@
 """The one place that decides which Keras model is built: bare BERT or BERT with a head.
 
-`task_model` maps a head name to its class; `load_pretrained` (the library's entry point)
-and the runners (through `adapter_bert.tasks.task_models`) both build their models with
-it, so a model built by a run and one built in a notebook are the same class with the
-same weights' names.
+`task_model` maps a head name to its class; `load_pretrained` and the runners (through
+`adapter_bert.tasks.task_models`) both build their models with it, so a model built by a
+run and one built in a notebook are the same network with the same weights' names.
+Callers may pass the classes: `ab.load_pretrained` (adapters/api.py) builds this
+module's networks' subclasses that carry the adapter API.
 """
 
 import os
