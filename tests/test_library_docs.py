@@ -11,7 +11,6 @@ with "prints". Two runs:
 import contextlib
 import io
 import re
-from pathlib import Path
 
 import pytest
 

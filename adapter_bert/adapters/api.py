@@ -66,7 +66,6 @@ log = logging.getLogger(__name__)
 # `ab.BertModel` backbone run its own active one).
 PLAIN = ""
 
-HEAD_CLASSES = {"classifier": heads.ClassifierHead, "span": heads.SpanHead}
 # Head kind by the class name adapter files record.
 HEAD_FILE_NAMES = {"ClassifierHead": "classifier", "SpanHead": "span"}
 
@@ -326,8 +325,9 @@ class AdapterModelMixin:
         Raises:
             KeyError: no such adapter. ValueError: nothing to save.
         """
-        if name is not None and name not in self._adapter_labels and directory in self._adapter_labels:
-            directory, name = name, directory
+        known = self._adapter_labels
+        if name is not None and name not in known and directory in known:
+            directory, name = name, directory  # the older (name, directory) order
         name = self._active if name is None else name
         if name is None:
             if self._backbone_model().adapter_config is None:
