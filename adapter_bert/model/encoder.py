@@ -19,8 +19,9 @@ The paths, all through that one method:
   output blocks, "projections" families (LoRA) in the blocks holding the projections
   they update (self-attention, the output blocks, the intermediate block);
 - `adapter_enabled` (tasks/ablation.py) bypasses the single slot, weights kept;
-- named adapters (adapters/named.py, adapters/multitask.py): a `TaskBranch` per task and
-  holder, under the TF1 scope `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
+- named adapters (adapters/named.py, managed by the adapter API of adapters/api.py and
+  adapters/multitask.py): a `TaskBranch` per task and holder, under the TF1 scope
+  `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
 - AdapterFusion (adapters/fusion.py): a task branch whose `fusion` attends over other
   tasks' adapters of the same block.
 
@@ -661,6 +662,9 @@ class BertModel(FeatureInputs, keras.Model):
             yield layer.ffn_output_block
 
     def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
+        # None and "" both run the backbone's own layers here; `adapter_bert.BertModel`
+        # (adapters/api.py) reads None as "its active adapter" and "" as "none".
+        adapter_name = adapter_name or None
         merged = self.merged_adapters()
         if merged and merged != [adapter_name]:
             shown = "the model's own adapter" if merged[0] is None else f"adapter {merged[0]!r}"
