@@ -2,8 +2,8 @@
 
 import pytest
 
-from adapter_bert.training.precision import (Hardware, choose_dtype, cpu_flags,
-                                             describe_hardware, resolve_dtype)
+from adapter_bert.precision import (ENV_OVERRIDE, Hardware, apply_dtype, choose_dtype,
+                                    cpu_flags, describe_hardware, resolve_dtype)
 
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 ZEN4 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16", "avx512_vnni"}
@@ -42,11 +42,73 @@ def test_cpu_flags_read_from_cpuinfo(tmp_path):
     assert cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
-def test_this_machine_gets_its_native_dtype():
+def test_this_machine_gets_its_native_dtype(monkeypatch):
     """On this CPU for real: bfloat16 exactly where /proc/cpuinfo lists a bf16 flag."""
+    monkeypatch.delenv(ENV_OVERRIDE, raising=False)
     flags = cpu_flags()
     hardware = describe_hardware()
     assert hardware.cpu_flags == flags
     native = bool({"avx512_bf16", "amx_bf16"} & flags) and not hardware.gpu_capabilities
     if not hardware.gpu_capabilities:
         assert resolve_dtype("auto", hardware)[0] == ("mixed_bfloat16" if native else "float32")
+
+
+def _native(hardware) -> str:
+    if hardware.gpu_capabilities:
+        return choose_dtype(hardware)[0]
+    return "mixed_bfloat16" if {"avx512_bf16", "amx_bf16"} & hardware.cpu_flags else "float32"
+
+
+def test_environment_fixes_what_auto_means(monkeypatch):
+    monkeypatch.setenv(ENV_OVERRIDE, "float32")
+    assert resolve_dtype("auto", Hardware(cpu_flags=ZEN4)) == ("float32", f"{ENV_OVERRIDE}=float32")
+    monkeypatch.setenv(ENV_OVERRIDE, "mixed_bfloat16")
+    assert resolve_dtype("auto", Hardware(cpu_flags=AVX2))[0] == "mixed_bfloat16"
+    assert resolve_dtype("float32", Hardware(cpu_flags=AVX2))[0] == "float32"  # a flag wins
+    monkeypatch.setenv(ENV_OVERRIDE, "bf16")
+    with pytest.raises(ValueError, match="ADAPTER_BERT_DTYPE=bf16: expected one of float32"):
+        resolve_dtype("auto", Hardware())
+
+
+def test_apply_dtype_sets_keras_policy_and_none_leaves_it(monkeypatch, caplog):
+    import tf_keras as keras
+    monkeypatch.delenv(ENV_OVERRIDE, raising=False)
+    try:
+        keras.mixed_precision.set_global_policy("float32")
+        assert apply_dtype(None) is None
+        assert keras.mixed_precision.global_policy().name == "float32"
+        assert apply_dtype("mixed_bfloat16") == "mixed_bfloat16"
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+        with caplog.at_level("INFO"):
+            chosen = apply_dtype("auto", source="dtype")
+        assert chosen == _native(describe_hardware())
+        assert keras.mixed_precision.global_policy().name == chosen
+        assert f"dtype: {chosen} (dtype=auto: " in caplog.text
+        with pytest.raises(ValueError, match="dtype=bfloat16: expected auto or one of"):
+            apply_dtype("bfloat16", source="dtype")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_load_pretrained_dtype(monkeypatch):
+    """dtype=None builds under the global policy; "auto" picks this machine's native dtype
+    and sets it; the logits are float32 either way."""
+    import numpy as np
+    import tf_keras as keras
+    import adapter_bert as ab
+    from tests.conftest import tiny_inputs
+    monkeypatch.delenv(ENV_OVERRIDE, raising=False)
+    try:
+        plain = ab.load_pretrained(head="classifier", num_labels=2)
+        assert plain.dtype_policy.name == "float32"
+        auto = ab.load_pretrained(head="classifier", num_labels=2, dtype="auto")
+        native = _native(describe_hardware())
+        assert auto.dtype_policy.name == native
+        assert keras.mixed_precision.global_policy().name == native
+        inputs = tiny_inputs(batch=2, seq=8, vocab=1000)
+        reference = plain(inputs, training=False).numpy()
+        logits = auto(inputs, training=False)
+        assert logits.dtype.name == "float32"
+        np.testing.assert_allclose(logits.numpy(), reference, atol=0.1)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")

@@ -12,6 +12,7 @@ from adapter_bert.model.checkpoints import build_model, load_weights, read_weigh
 from adapter_bert.model.config import BertConfig
 from adapter_bert.model.encoder import BertModel
 from adapter_bert.model.heads import BertClassifier, BertSpanModel
+from adapter_bert.precision import apply_dtype
 
 HEADS = ("classifier", "span")
 
@@ -41,7 +42,8 @@ def task_model(bert_config: BertConfig, head: Optional[str] = None,
 
 
 def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
-                    num_labels: int = 2, config_file: Optional[str] = None):
+                    num_labels: int = 2, config_file: Optional[str] = None,
+                    dtype: Optional[str] = None):
     """Builds a model from a pretrained checkpoint and loads its weights.
 
     Args:
@@ -52,6 +54,12 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
         head: None (bare `BertModel`), "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.
+        dtype: None (default) builds under Keras' global dtype policy, as any Keras
+            layer does; "auto" picks the policy the hardware runs natively, like the
+            runners' `--dtype=auto` (mixed_bfloat16 on TPUs, GPUs of compute capability
+            8.0+ and CPUs with avx512_bf16/amx_bf16, else float32), logs it, and sets
+            it as Keras' global policy (so layers added later match); "float32",
+            "mixed_bfloat16" or "mixed_float16" set that policy.
 
     Returns:
         The built model; its `load_report` attribute holds the `LoadReport` and
@@ -60,6 +68,7 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
     Raises:
         CheckpointError, ConfigError: files missing or inconsistent.
     """
+    apply_dtype(dtype, source="dtype")
     files = resolve_backbone(path, config_file)
     model = task_model(BertConfig.from_json_file(files.config_file), head, num_labels,
                        adapter_config)

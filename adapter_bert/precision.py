@@ -10,14 +10,22 @@ so `auto` never picks it; `--dtype=mixed_float16` still does.
 
 The decision reads a `Hardware` description, so it is tested with faked descriptions;
 `describe_hardware()` reads the real one (CPU flags from /proc/cpuinfo, GPUs' compute
-capabilities from TensorFlow, TPUs from the distribution strategy).
+capabilities from TensorFlow, TPUs from the distribution strategy). The environment
+variable `ADAPTER_BERT_DTYPE` (e.g. `float32`) fixes what `auto` means on a machine, so
+that a shared machine or a test suite computes the same everywhere.
 """
 
 import dataclasses
+import logging
+import os
 from typing import FrozenSet, Optional, Tuple
 
 # CPU flags (as /proc/cpuinfo spells them) that mean native bfloat16 matmuls.
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# The dtype policies a run can compute in ("auto" decides among the first and the last).
+POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+# Fixes what `auto` resolves to on this machine.
+ENV_OVERRIDE = "ADAPTER_BERT_DTYPE"
 # The first NVIDIA compute capability with bfloat16 tensor cores (Ampere).
 BF16_GPU_CAPABILITY = (8, 0)
 
@@ -89,4 +97,33 @@ def resolve_dtype(requested: str, hardware: Optional[Hardware] = None,
     any other value is the user's choice."""
     if requested != "auto":
         return requested, "--dtype"
+    fixed = os.environ.get(ENV_OVERRIDE)
+    if fixed:
+        if fixed not in POLICIES:
+            raise ValueError(f"{ENV_OVERRIDE}={fixed}: expected one of {', '.join(POLICIES)}")
+        return fixed, f"{ENV_OVERRIDE}={fixed}"
     return choose_dtype(hardware or describe_hardware(strategy))
+
+
+def set_dtype_policy(dtype: str) -> None:
+    """Sets Keras' global dtype policy ("float32", "mixed_float16", "mixed_bfloat16")."""
+    import tf_keras as keras
+    keras.mixed_precision.set_global_policy(dtype)
+
+
+def apply_dtype(requested: Optional[str], strategy=None, source: str = "--dtype") -> Optional[str]:
+    """Sets Keras' global dtype policy to `requested` (resolving "auto") and logs the choice;
+    None leaves the policy as it is. Returns the policy set (or None).
+
+    Raises:
+        ValueError: `requested` is not "auto", None or one of `POLICIES`.
+    """
+    if requested is None:
+        return None
+    if requested != "auto" and requested not in POLICIES:
+        raise ValueError(f"{source}={requested}: expected auto or one of {', '.join(POLICIES)}")
+    dtype, why = resolve_dtype(requested, strategy=strategy)
+    if requested == "auto":
+        logging.info("dtype: %s (%s=auto: %s)", dtype, source, why)
+    set_dtype_policy(dtype)
+    return dtype
