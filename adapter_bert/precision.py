@@ -1,18 +1,22 @@
 """`--dtype=auto`: the compute dtype the hardware runs natively, and why.
 
 bfloat16 halves the bytes every matmul moves, but only pays where the hardware multiplies
-bfloat16 natively: TPUs; NVIDIA GPUs of compute capability 8.0 and later (Ampere on);
-x86 CPUs with AVX512_BF16 (AMD Zen 4 and 5, Intel Cooper Lake) or AMX (Intel Sapphire
-Rapids and later). Elsewhere TensorFlow converts in software and bfloat16 is slower than
-float32 (measured on an AVX2-only EPYC), so `auto` keeps float32 there. float16 on older
-tensor-core GPUs needs loss scaling and has not been shown safe for adapter tuning here,
-so `auto` never picks it; `--dtype=mixed_float16` still does.
+bfloat16 fast: TPUs; NVIDIA GPUs of compute capability 8.0 and later (Ampere on); x86
+CPUs with AMX (Intel Sapphire Rapids and later) and AMD CPUs with AVX512_BF16 (Zen 4
+and 5). Measured on 2-core cloud machines (docs/performance.md): on an AMD EPYC with
+AVX512_BF16 adapter training ran 1.5x faster in bfloat16; on an Intel Xeon with
+AVX512_BF16 but no AMX it ran at 0.64x (TensorFlow's bfloat16 matmul reached 133
+GFLOP/s against float32's 230), and on an AVX2-only EPYC bfloat16 is converted in
+software and slower too. So `auto` picks bfloat16 for AMX, for AVX512_BF16 on AMD, and
+float32 elsewhere. float16 on older tensor-core GPUs needs loss scaling and has not been
+shown safe for adapter tuning here, so `auto` never picks it; `--dtype=mixed_float16`
+still does.
 
 The decision reads a `Hardware` description, so it is tested with faked descriptions;
-`describe_hardware()` reads the real one (CPU flags from /proc/cpuinfo, GPUs' compute
-capabilities from TensorFlow, TPUs from the distribution strategy). The environment
-variable `ADAPTER_BERT_DTYPE` (e.g. `float32`) fixes what `auto` means on a machine, so
-that a shared machine or a test suite computes the same everywhere.
+`describe_hardware()` reads the real one (CPU flags and vendor from /proc/cpuinfo, GPUs'
+compute capabilities from TensorFlow, TPUs from the distribution strategy). The
+environment variable `ADAPTER_BERT_DTYPE` (e.g. `float32`) fixes what `auto` means on a
+machine, so that a shared machine or a test suite computes the same everywhere.
 """
 
 import dataclasses
@@ -20,8 +24,8 @@ import logging
 import os
 from typing import FrozenSet, Optional, Tuple
 
-# CPU flags (as /proc/cpuinfo spells them) that mean native bfloat16 matmuls.
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# /proc/cpuinfo's vendor_id of AMD CPUs (whose AVX512_BF16 runs bfloat16 matmuls fast).
+AMD = "AuthenticAMD"
 # The dtype policies a run can compute in ("auto" decides among the first and the last).
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 # Fixes what `auto` resolves to on this machine.
@@ -35,6 +39,7 @@ class Hardware:
     """What the dtype decision needs to know about the machine a run computes on."""
 
     cpu_flags: FrozenSet[str] = frozenset()
+    cpu_vendor: str = ""  # /proc/cpuinfo's vendor_id: "AuthenticAMD", "GenuineIntel", ...
     gpu_capabilities: Tuple[Tuple[int, int], ...] = ()  # one (major, minor) per GPU
     tpu: bool = False
 
@@ -53,23 +58,38 @@ def choose_dtype(hardware: Hardware) -> Tuple[str, str]:
         if lowest >= BF16_GPU_CAPABILITY:
             return "mixed_bfloat16", f"GPU of {name}: bfloat16 tensor cores"
         return "float32", f"GPU of {name}: no bfloat16 tensor cores (8.0 and later have them)"
-    native = sorted(flag for flag in BF16_CPU_FLAGS if flag in hardware.cpu_flags)
-    if native:
-        return "mixed_bfloat16", f"CPU with {', '.join(native)}: bfloat16 matmuls are native"
+    flags = hardware.cpu_flags
+    if "amx_bf16" in flags:
+        return "mixed_bfloat16", "CPU with amx_bf16: bfloat16 matrix units"
+    if "avx512_bf16" in flags and hardware.cpu_vendor == AMD:
+        return "mixed_bfloat16", "AMD CPU with avx512_bf16: bfloat16 matmuls are native"
+    if "avx512_bf16" in flags:
+        return "float32", ("CPU with avx512_bf16 but no amx_bf16: bfloat16 measured slower "
+                           "than float32 on such a Xeon")
     return "float32", "CPU without avx512_bf16 or amx_bf16: bfloat16 would be emulated, slower"
 
 
-def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> FrozenSet[str]:
-    """The CPU's feature flags (Linux); empty where /proc/cpuinfo is not there."""
+def _cpuinfo_field(keys, cpuinfo_path: str) -> str:
+    """The first value of one of `keys` in /proc/cpuinfo; "" where there is none."""
     try:
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 key, sep, value = line.partition(":")
-                if sep and key.strip() in ("flags", "Features"):
-                    return frozenset(value.split())
+                if sep and key.strip() in keys:
+                    return value.strip()
     except OSError:
         pass
-    return frozenset()
+    return ""
+
+
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> FrozenSet[str]:
+    """The CPU's feature flags (Linux); empty where /proc/cpuinfo is not there."""
+    return frozenset(_cpuinfo_field(("flags", "Features"), cpuinfo_path).split())
+
+
+def cpu_vendor(cpuinfo_path: str = "/proc/cpuinfo") -> str:
+    """The CPU's vendor_id (Linux x86): "AuthenticAMD", "GenuineIntel"; "" elsewhere."""
+    return _cpuinfo_field(("vendor_id",), cpuinfo_path)
 
 
 def gpu_capabilities() -> Tuple[Tuple[int, int], ...]:
@@ -87,8 +107,8 @@ def gpu_capabilities() -> Tuple[Tuple[int, int], ...]:
 def describe_hardware(strategy=None) -> Hardware:
     """The machine this process computes on (a TPU when `strategy` is a TPUStrategy)."""
     tpu = bool(strategy is not None and "TPU" in type(strategy).__name__)
-    return Hardware(cpu_flags=cpu_flags(), gpu_capabilities=() if tpu else gpu_capabilities(),
-                    tpu=tpu)
+    return Hardware(cpu_flags=cpu_flags(), cpu_vendor=cpu_vendor(),
+                    gpu_capabilities=() if tpu else gpu_capabilities(), tpu=tpu)
 
 
 def resolve_dtype(requested: str, hardware: Optional[Hardware] = None,
