@@ -721,7 +721,8 @@ MODELS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
 
 # ----------------------------------------------------------------- functions
 def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
-                    num_labels: int = 2, config_file: Optional[str] = None):
+                    num_labels: int = 2, config_file: Optional[str] = None,
+                    dtype: Optional[str] = None):
     """A pretrained model with the adapter API (`ab.load_pretrained`).
 
     `factory.load_pretrained` with this module's classes: a `BertModel` (head None),
@@ -736,12 +737,15 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
         head: None, "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.
+        dtype: None (Keras' global policy), "auto" (the policy this hardware runs
+            natively, set as the global one and logged) or a policy name (see
+            `factory.load_pretrained`).
 
     Raises:
         CheckpointError, ConfigError: files missing or inconsistent.
     """
     return factory.load_pretrained(path, adapter_config, head, num_labels, config_file,
-                                   classes=MODELS)
+                                   classes=MODELS, dtype=dtype)
 
 
 def load_adapter(directory: str, backbone=None, name: Optional[str] = None):

@@ -16,6 +16,7 @@ from adapter_bert.model.config import BertConfig
 from adapter_bert.model.encoder import BertModel
 from adapter_bert.model.errors import CheckpointError
 from adapter_bert.model.heads import BertClassifier, BertSpanModel
+from adapter_bert.precision import apply_dtype
 
 HEADS = ("classifier", "span")
 
@@ -56,7 +57,7 @@ def task_model(bert_config: BertConfig, head: Optional[str] = None,
 
 def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
                     num_labels: int = 2, config_file: Optional[str] = None,
-                    classes: Optional[Mapping] = None):
+                    classes: Optional[Mapping] = None, dtype: Optional[str] = None):
     """Builds a model from a pretrained checkpoint and loads its weights.
 
     Args:
@@ -69,6 +70,13 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.
         classes: the class for each head (see `task_model`).
+        dtype: None (default) builds under Keras' global dtype policy, as any Keras
+            layer does; "auto" picks the policy the hardware runs natively, like the
+            runners' `--dtype=auto` (mixed_bfloat16 on TPUs, GPUs of compute capability
+            8.0+, CPUs with AMX and AMD CPUs with AVX512_BF16, else float32; see
+            adapter_bert/precision.py), logs it, and sets it as Keras' global policy (so
+            layers added later match); "float32", "mixed_bfloat16" or "mixed_float16"
+            set that policy.
 
     Returns:
         The built model; its `load_report` attribute holds the `LoadReport` and
@@ -84,6 +92,7 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
             f"{path} is an adapter directory, not a backbone: load it with "
             f"ab.load_adapter({str(path)!r}) (onto the embedded MiniLM; backbone=... names "
             f"another), or add it to a loaded model with model.load_adapter({str(path)!r})")
+    apply_dtype(dtype, source="dtype")
     files = resolve_backbone(path, config_file)
     model = task_model(BertConfig.from_json_file(files.config_file), head, num_labels,
                        adapter_config, classes)

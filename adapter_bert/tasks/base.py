@@ -32,9 +32,9 @@ from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output
 from adapter_bert.tasks.task_models import build_task_model_for_flags
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
-                                        set_dtype_policy, set_seed, steps_per_execution)
+                                        set_seed, steps_per_execution)
 from adapter_bert.training.optimizer import choose_optimizer, create_optimizer
-from adapter_bert.training.precision import resolve_dtype
+from adapter_bert.precision import apply_dtype
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
 # run writes into --output_dir.
@@ -222,10 +222,7 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
         # With the seed above: same flags, same machine -> bit-identical results.
         tf.config.experimental.enable_op_determinism()
         logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
-    dtype, why = resolve_dtype(flag_values.dtype, strategy=strategy)
-    if flag_values.dtype == "auto":
-        logging.info("dtype: %s (--dtype=auto: %s)", dtype, why)
-    set_dtype_policy(dtype)
+    apply_dtype(flag_values.dtype, strategy=strategy)
     return strategy, static_shapes_required(strategy), role
 
 

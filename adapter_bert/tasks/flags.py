@@ -136,10 +136,11 @@ def _define_port_flags():
     flags.DEFINE_enum("distribution_strategy", "auto", STRATEGIES,
                       "tf.distribute strategy; auto = TPU with --use_tpu, several GPUs "
                       "mirrored, else one device.")
-    flags.DEFINE_enum("dtype", "float32", DTYPES,
-                      "Compute dtype policy; variables stay float32. auto: mixed_bfloat16 "
-                      "where the hardware multiplies bfloat16 natively (TPU, GPU of compute "
-                      "capability 8.0+, CPU with avx512_bf16/amx_bf16), else float32.")
+    flags.DEFINE_enum("dtype", "auto", DTYPES,
+                      "Compute dtype policy; variables stay float32. auto (default): "
+                      "mixed_bfloat16 where the hardware multiplies bfloat16 natively (TPU, "
+                      "GPU of compute capability 8.0+, CPU with avx512_bf16/amx_bf16), else "
+                      "float32; the run logs which and why. float32: exactly as before.")
     flags.DEFINE_integer("seed", 42, "Random seed (initialisation, shuffling, dropout).")
     flags.DEFINE_string("load_adapter", None,
                         "Adapter directory (written by a training run) to evaluate or "

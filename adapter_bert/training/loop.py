@@ -63,11 +63,6 @@ def _random_generators(model):
     return generators
 
 
-def set_dtype_policy(dtype: str) -> None:
-    """Sets the global Keras dtype policy ("float32", "mixed_float16", "mixed_bfloat16")."""
-    keras.mixed_precision.set_global_policy(dtype)
-
-
 @dataclasses.dataclass
 class TrainSchedule:
     """Step counts of a run, computed as Google's scripts do."""
