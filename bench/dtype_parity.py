@@ -152,19 +152,9 @@ def main(argv=None):
                         help="tuning modes whose runs to run (the table covers all)")
     parser.add_argument("--tables_only", action="store_true")
     args = parser.parse_args(argv)
-    args.jobs = 1
     modes = args.modes.split(",")
-    os.makedirs(args.results_dir, exist_ok=True)
-    os.makedirs(args.work_dir, exist_ok=True)
-    failed = False
-    if not args.tables_only:
-        for run in specs():
-            if run["mode"] in modes:
-                failed |= not robust_defaults.run_pending([run], args)
-                write_table(args.results_dir)
-    write_table(args.results_dir)
-    return 1 if failed else 0
-
+    return robust_defaults.run_table_suite([run for run in specs() if run["mode"] in modes],
+                                           args, write_table)
 
 if __name__ == "__main__":
     sys.exit(main())

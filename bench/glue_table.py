@@ -171,18 +171,7 @@ def main(argv=None):
     parser.add_argument("--results_dir", default=os.path.join(RESULTS, "robust_defaults"))
     parser.add_argument("--tables_only", action="store_true")
     args = parser.parse_args(argv)
-    args.jobs = 1
-    os.makedirs(args.results_dir, exist_ok=True)
-    os.makedirs(args.work_dir, exist_ok=True)
-    failed = False
-    if not args.tables_only:
-        for run in specs():
-            # One run at a time, so that the table follows every finished run.
-            failed |= not robust_defaults.run_pending([run], args)
-            write_table(args.results_dir)
-    write_table(args.results_dir)
-    return 1 if failed else 0
-
+    return robust_defaults.run_table_suite(specs(), args, write_table)
 
 if __name__ == "__main__":
     sys.exit(main())

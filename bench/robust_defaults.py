@@ -539,6 +539,22 @@ def run_pending(specs, args):
     return all(ok)
 
 
+def run_table_suite(specs, args, write_table) -> int:
+    """The driver of a table built on these runs (bench.glue_table, bench.dtype_parity):
+    runs the missing `specs` one at a time, in order, rewriting the table after each
+    (`write_table(results_dir)`), unless `args.tables_only`. Returns the exit status."""
+    args.jobs = 1
+    os.makedirs(args.results_dir, exist_ok=True)
+    os.makedirs(args.work_dir, exist_ok=True)
+    failed = False
+    if not args.tables_only:
+        for spec in specs:
+            failed |= not run_pending([spec], args)
+            write_table(args.results_dir)
+    write_table(args.results_dir)
+    return 1 if failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="mrpc,squad,stability")
