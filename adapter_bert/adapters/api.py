@@ -361,15 +361,6 @@ class AdapterModelMixin:
                 self._active = active
                 self._reset_compiled_functions()
 
-    def save(self, filepath, *args, **kwargs):
-        """Keras' `save` (both formats), refused while an adapter is merged.
-
-        A model rebuilt from the file would add the merged update a second time (or, in a
-        SavedModel, fail to trace); checking before Keras starts leaves no partial file.
-        """
-        self._refuse_while_merged("saving the model with Keras")
-        return super().save(filepath, *args, **kwargs)
-
     def _merge_target(self, name: Optional[str]) -> Optional[str]:
         """The adapter `merge_adapter(name)` merges: a named one, or None (the single set)."""
         if name is not None:
