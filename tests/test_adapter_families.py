@@ -293,7 +293,7 @@ def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_conf
         np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)
     np.testing.assert_array_equal(model(inputs, training=False), before)
     assert backbone_fingerprint(model) == fingerprint
-    with pytest.raises(ValueError, match="is not merged"):
+    with pytest.raises(ValueError, match="no adapter of the model is merged"):
         ab.unmerge_adapter(model)
     with ab.adapter_merged(model):
         assert model.bert.merged_adapters() == [None]
@@ -642,3 +642,21 @@ def test_the_runner_trains_a_family_registered_by_a_launcher(backbone, mrpc_dir,
     assert any("/output/adapters/weights1" in name
                for name in json.loads((out / "adapter" / "adapter_config.json").read_text())[
                    "weights"])
+
+
+@pytest.mark.parametrize("target", ["merged.keras", "merged_savedmodel"])
+def test_keras_saving_while_merged_is_refused_before_writing(tiny_config, tmp_path, target):
+    """A SavedModel of a merged model would reload with LoRA applied over the merged
+    kernels, twice; a .keras file would be cut off half-way."""
+    model = lora_classifier(tiny_config, targets=("value", "intermediate"))
+    ab.merge_adapter(model)
+    with pytest.raises(ValueError, match=r"^the model's adapter is merged into the backbone's "
+                                         r"kernels: unmerge it \(unmerge_adapter\) before "
+                                         r"saving the model with Keras$"):
+        model.save(str(tmp_path / target))
+    assert not (tmp_path / target).exists()
+    ab.unmerge_adapter(model)
+    expected = model(tiny_inputs(), training=False)
+    model.save(str(tmp_path / target))
+    reloaded = keras.models.load_model(str(tmp_path / target))
+    np.testing.assert_array_equal(reloaded(tiny_inputs(), training=False), expected)

@@ -1,4 +1,5 @@
-"""docs/library.md runs as written: its python snippets, top to bottom, as one script.
+"""docs/library.md runs as written: its python snippets, top to bottom, as one script;
+so does README.md's library example, which prints the parameter line its prose states.
 
 A snippet's output is the `text` block right after it when the line between them ends
 with "prints". Two runs:
@@ -10,6 +11,7 @@ with "prints". Two runs:
 
 import contextlib
 import io
+import json
 import re
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from tests.conftest import BERT_VOCAB, REPO
 
 DOC = REPO / "docs" / "library.md"
+README = REPO / "README.md"
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 # The first section the real-weights run leaves out (each later one loads MiniLM again or
 # saves the whole model: minutes on two cores).
@@ -68,8 +71,12 @@ def test_every_snippet_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = run_snippets(snippets(DOC.read_text()),
                              compare=lambda expected: "params" not in expected)
-    assert namespace["model"].adapter_names == ["mrpc", "sst2"]
+    assert namespace["model"].adapter_names == ["mrpc", "sst2", "para"]
+    assert namespace["model"].bert.merged_adapters() == []
     assert (tmp_path / "adapters" / "mrpc" / "adapter_model.safetensors").is_file()
+    para = json.loads((tmp_path / "adapters" / "para" / "adapter_config.json").read_text())
+    assert para["adapter_config"]["lora_targets"] == ["query", "value", "intermediate"]
+    assert para["adapter_config"]["lora_dropout"] == 0.1
     assert namespace["history"].history["loss"][-1] > 0
 
 
@@ -111,3 +118,50 @@ def test_runner_and_two_line_paths_the_doc_describes(tmp_path, monkeypatch):
             "adapters/run is an adapter directory, not a backbone: load it with "
             "ab.load_adapter('adapters/run')")):
         ab.load_pretrained("adapters/run")
+
+
+def readme_example():
+    """(README's "Using the library" python block, the parameter line its prose states)."""
+    text = README.read_text()
+    section = text[text.index("## Using the library\n"):]
+    section = section[:section.index("\n## ", 1)]
+    code = _FENCE.search(section).group(2)
+    stated = re.search(r"`train_adapter` prints `(trainable params:[^`]*)`", section, re.S)
+    return code, " ".join(stated.group(1).split())
+
+
+def run_readme(tmp_path):
+    """Runs README's example in `tmp_path`; (its namespace, what it printed)."""
+    code, _ = readme_example()
+    namespace = {"__name__": "readme"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's code
+    return namespace, out.getvalue()
+
+
+def test_the_readme_example_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
+    import numpy as np
+
+    from adapter_bert.model import checkpoints
+    from tests.runner_utils import write_tiny_backbone
+    tiny = write_tiny_backbone(tmp_path / "tiny_backbone", BERT_VOCAB)
+    monkeypatch.setattr(checkpoints, "default_backbone_dir", lambda: str(tiny))
+    monkeypatch.chdir(tmp_path)
+    namespace, printed = run_readme(tmp_path)
+    assert printed.startswith("trainable params: ")
+    assert (tmp_path / "adapters" / "mrpc" / "adapter_model.safetensors").is_file()
+    model, same, features = namespace["model"], namespace["same"], namespace["features"]
+    assert same.adapter_names == ["mrpc"] and same.active_adapter == "mrpc"
+    np.testing.assert_array_equal(same(features, training=False),
+                                  model(features, training=False))
+
+
+@pytest.mark.realweights
+def test_the_readme_example_prints_what_its_prose_says_on_minilm(minilm_dir, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _, stated = readme_example()
+    _, printed = run_readme(tmp_path)
+    assert printed.splitlines()[0] == stated
+    assert stated.startswith("trainable params: 753,794 ||")

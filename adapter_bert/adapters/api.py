@@ -13,6 +13,9 @@ names are AdapterHub's:
     with disable_adapters(): ...      the backbone alone: every adapter bypassed
     save_adapter(directory, name)     an adapter directory (files.py)
     load_adapter(directory)           add the adapter a directory holds, head and labels
+    merge_adapter(name) / unmerge_adapter(name) / with adapter_merged(name): ...
+                                      fold a LoRA adapter into the frozen kernels for
+                                      inference, and restore them (merging.py)
 
 and, as functions, `load_adapter(directory, backbone=None)` (the task model a directory
 describes, in one call: `ab.load_adapter`), `save_adapter(model, directory)` and
@@ -48,7 +51,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters import files
+from adapter_bert.adapters import files, merging
 from adapter_bert.adapters.files import (AdapterFileError, backbone_fingerprint, check_backbone,
                                          check_fingerprint, read_adapter_config,
                                          read_adapter_weights, write_adapter_files)
@@ -268,8 +271,11 @@ class AdapterModelMixin:
             per component).
 
         Raises:
-            KeyError: no such adapter.
+            KeyError: no such adapter. ValueError: an adapter is merged into the kernels
+                (its update would get no gradient): `unmerge_adapter` first.
         """
+        self._require(name)
+        self._refuse_while_merged(f"training adapter {name!r}")
         self.set_active_adapters(name)
         self._freeze_except(name)
         report = parameter_report(self)
@@ -301,6 +307,79 @@ class AdapterModelMixin:
             self._adapters_off = was_off
             self._reset_compiled_functions()
 
+    # ------------------------------------------------------------- merging
+    def merge_adapter(self, name: Optional[str] = None) -> None:
+        """Folds a LoRA (projection) adapter into the frozen kernels, for inference.
+
+        The merged model computes the same outputs (to float32 rounding) at the cost of
+        the plain backbone (merging.py). A named adapter becomes the active one, since
+        the kernels every adapter shares now hold its update: until `unmerge_adapter`,
+        running another adapter (or none), training it, writing or reading adapter files
+        and saving the model with Keras are refused.
+
+        Args:
+            name: a named adapter; default: the active one, else the single set of a
+                model built with an `adapter_config` (the runners' model).
+
+        Raises:
+            KeyError: no such adapter. ValueError: nothing to merge (no active adapter,
+                or an output-block family such as Houlsby), or an adapter is merged
+                already.
+        """
+        name = self._merge_target(name)
+        merging.merge_adapter(self, name)
+        if name is not None and self._active != name:
+            self._active = name
+            self._reset_compiled_functions()
+
+    def unmerge_adapter(self, name: Optional[str] = None) -> None:
+        """Restores the kernels `merge_adapter` changed, exactly; the adapter runs
+        unmerged again (and can train, be saved, be switched off).
+
+        Args:
+            name: the merged adapter; default: whichever is merged.
+
+        Raises:
+            KeyError: no such adapter. ValueError: it (or, by default, any) is not merged.
+        """
+        if name is not None:
+            self._require(name)
+        merging.unmerge_adapter(self, name)
+
+    @contextlib.contextmanager
+    def adapter_merged(self, name: Optional[str] = None) -> Iterator[None]:
+        """`merge_adapter(name)` for the `with` body, `unmerge_adapter` on exit (even
+        after an error); the active adapter is restored too."""
+        active = self._active
+        name = self._merge_target(name)
+        self.merge_adapter(name)
+        try:
+            yield
+        finally:
+            merging.unmerge_adapter(self, name)
+            if self._active != active:
+                self._active = active
+                self._reset_compiled_functions()
+
+    def _merge_target(self, name: Optional[str]) -> Optional[str]:
+        """The adapter `merge_adapter(name)` merges: a named one, or None (the single set)."""
+        if name is not None:
+            self._require(name)
+            return name
+        if self._active is not None:
+            return self._active
+        if self._backbone_model().adapter_config is None:
+            raise ValueError(f"{type(self).__name__} has no active adapter to merge: pass "
+                             f"name=... (adapters: {self.adapter_names})")
+        return None
+
+    def _refuse_while_merged(self, action: str, error=ValueError) -> None:
+        merged = self._backbone_model().merged_adapters()
+        if merged:
+            shown = "the model's adapter" if merged[0] is None else f"adapter {merged[0]!r}"
+            raise error(f"{shown} is merged into the backbone's kernels: unmerge it "
+                        f"(unmerge_adapter) before {action}")
+
     # --------------------------------------------------------------- files
     def save_adapter(self, directory: str, name: Optional[str] = None,
                      task: Optional[str] = None,
@@ -323,8 +402,11 @@ class AdapterModelMixin:
             The path of the weights file.
 
         Raises:
-            KeyError: no such adapter. ValueError: nothing to save.
+            KeyError: no such adapter. ValueError: nothing to save. AdapterFileError: an
+                adapter is merged into the kernels (the file would record the merged
+                kernels' fingerprint): `unmerge_adapter` first.
         """
+        self._refuse_while_merged(f"saving to {directory}", AdapterFileError)
         known = self._adapter_labels
         if name is not None and name not in known and directory in known:
             directory, name = name, directory  # the older (name, directory) order
@@ -373,10 +455,14 @@ class AdapterModelMixin:
         Raises:
             AdapterFileError: malformed file, another backbone shape, not an adapter-mode
                 file, a head this model has no place for, or weights that do not match
-                the adapter it describes. A backbone of the same shape with other
-                weights only logs a warning (`files.check_fingerprint`).
+                the adapter it describes, or an adapter merged into the kernels. A
+                backbone of the same shape with other weights only logs a warning
+                (`files.check_fingerprint`).
         """
         bert = self._backbone_model()
+        # Checked first: the fingerprint check at the end would fail on merged kernels,
+        # with the adapter already added.
+        self._refuse_while_merged(f"loading {directory}", AdapterFileError)
         description = read_adapter_config(directory)
         check_backbone(description, bert.config, directory)
         _check_adapter_mode(description, directory)

@@ -4,9 +4,11 @@
 `scale * A @ B`) into the kernel of the Dense it updates, so the merged model computes the
 same function (to float32 rounding) with one matmul per projection and no adapter work.
 `unmerge_adapter(model)` restores the kernels exactly as they were. Named adapters
-(`adapter_name=`) merge the same way; since every named adapter shares the backbone's
-kernels, only one adapter is merged at a time, and while it is, running the model with
-any other adapter (or none) fails instead of giving wrong outputs.
+(`adapter_name=`; by default the model's active one) merge the same way; since every
+named adapter shares the backbone's kernels, only one adapter is merged at a time, and
+while it is, running the model with any other adapter (or none) fails instead of giving
+wrong outputs. The models of the adapter API have these as methods too
+(`model.merge_adapter()`, api.py).
 
 While merged, writing or reading adapter files is refused (the backbone fingerprint
 would describe the merged kernels) and so is Keras saving of the model (a model rebuilt
@@ -34,19 +36,30 @@ def _describe(adapter_name: Optional[str]) -> str:
     return "the model's adapter" if adapter_name is None else f"adapter {adapter_name!r}"
 
 
+def _adapter_in_use(model, adapter_name: Optional[str]) -> Optional[str]:
+    # None: what plain calls run, the active named adapter of a model with the adapter
+    # API (api.py), else the single set of `BertModel.add_adapters`.
+    if adapter_name is None:
+        return getattr(model, "active_adapter", None)
+    return adapter_name
+
+
 def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
     """Folds the projection (LoRA) updates of one adapter into the frozen kernels.
 
     Args:
         model: a built `BertModel`, task model or `MultiAdapterModel`.
-        adapter_name: a named adapter; None: the adapter of `BertModel.add_adapters`
-            (`load_pretrained(adapter_config=...)`, the runners' models).
+        adapter_name: a named adapter; None: the one plain calls run, the model's active
+            named adapter (adapter API models), else the adapter of
+            `BertModel.add_adapters` (`load_pretrained(adapter_config=...)`, the runners'
+            models).
 
     Raises:
         ValueError: the adapter has no projection updates (an output-block family such
             as Houlsby cannot be folded into a kernel), the model is not built, or an
             adapter is merged already.
     """
+    adapter_name = _adapter_in_use(model, adapter_name)
     bert = _backbone(model)
     if not bert.built:
         raise ValueError("build the model (and load its weights) before merging adapters")
@@ -69,10 +82,19 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
 def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
     """Restores the kernels `merge_adapter` changed; the adapter runs unmerged again.
 
+    Args:
+        model: the model `merge_adapter` was given.
+        adapter_name: the merged adapter; None: whichever is merged.
+
     Raises:
-        ValueError: that adapter is not merged.
+        ValueError: that adapter (None: any) is not merged.
     """
     bert = _backbone(model)
+    if adapter_name is None:
+        merged = bert.merged_adapters()
+        if not merged:
+            raise ValueError("no adapter of the model is merged (nothing to unmerge)")
+        adapter_name = merged[0]
     adapters = [(a, p) for a, p in bert.projection_adapters(adapter_name) if a.merged]
     if not adapters:
         raise ValueError(f"{_describe(adapter_name)} is not merged")
@@ -89,6 +111,7 @@ def adapter_merged(model, adapter_name: Optional[str] = None) -> Iterator[None]:
         with adapter_merged(classifier):
             logits = classifier.predict(features)   # LoRA folded into the kernels
     """
+    adapter_name = _adapter_in_use(model, adapter_name)
     merge_adapter(model, adapter_name)
     try:
         yield

@@ -134,7 +134,8 @@ def check_tf_keras(obj, kind: str, where: str) -> None:
 class FeatureInputs:
     """Mixin for the package's Keras models: checks the features before Keras sees them,
     so a wrong key fails with a one-line message (not wrapped in Keras' call context),
-    and refuses Keras 3 objects in `compile` and `fit` / `evaluate` / `predict`.
+    refuses Keras 3 objects in `compile` and `fit` / `evaluate` / `predict`, and refuses
+    `save` while an adapter is merged into the kernels (adapters/merging.py).
 
     `EXTRA_INPUTS`: keys a model takes beside the features.
     """
@@ -174,6 +175,18 @@ class FeatureInputs:
     def predict(self, *args, **kwargs):
         check_tf_keras(kwargs.get("callbacks") or [], "callbacks", "predict(callbacks=...)")
         return super().predict(*args, **kwargs)
+
+    def save(self, filepath, *args, **kwargs):
+        # A model rebuilt from the file gets its adapters unmerged over the merged
+        # kernels: a SavedModel would apply the update twice, a .keras file is refused by
+        # the adapter half-way. Checked before Keras writes anything.
+        bert = self if hasattr(self, "merged_adapters") else getattr(self, "bert", None)
+        merged = bert.merged_adapters() if hasattr(bert, "merged_adapters") else []
+        if merged:
+            shown = "the model's adapter" if merged[0] is None else f"adapter {merged[0]!r}"
+            raise ValueError(f"{shown} is merged into the backbone's kernels: unmerge it "
+                             f"(unmerge_adapter) before saving the model with Keras")
+        return super().save(filepath, *args, **kwargs)
 
     def build_with_dummy_inputs(self, seq_length: int = 2) -> None:
         """Creates every weight by running a tiny batch (weights must exist to load them)."""
