@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from adapter_bert import io_utils
 from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
+from adapter_bert.model.errors import describe_read_error
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,9 @@ def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
         return {n: reader.get_tensor(n) for n in sorted(names)}
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e})") from None
+    except IndexError as e:  # TensorFlow's reader says a data file is short this way
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint: "
+                              f"{describe_read_error(e)}") from None
 
 
 def hf_name_to_tf1(name: str) -> Optional[str]:
