@@ -265,7 +265,11 @@ class TrainingCheckpoints:
 
     def remove_partial_saves(self) -> List[str]:
         """Deletes the `ckpt-N_temp/` directories a save killed mid-way left behind."""
-        partial = io_utils.glob(os.path.join(self.write_directory, "ckpt-*_temp"))
+        if not io_utils.isdir(self.write_directory):
+            return []
+        # Listed rather than globbed: object stores and ram:// have no directory entries.
+        partial = [os.path.join(self.write_directory, name)
+                   for name in io_utils.listdir(self.write_directory) if _PARTIAL.match(name)]
         for path in partial:
             io_utils.remove_tree(path)
             logging.info("Removed %s, left by a checkpoint save that did not complete", path)
@@ -277,6 +281,8 @@ def _step_of(path: str) -> int:
 
 
 _INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+# What TensorFlow writes a checkpoint into before moving its files to `ckpt-N.*`.
+_PARTIAL = re.compile(r"^ckpt-\d+_temp$")
 
 
 def _checkpoint_files(directory: str) -> List[str]:
