@@ -65,7 +65,8 @@ def error_reason(error: BaseException) -> str:
     return message.rsplit("; ", 1)[-1] if "; " in message else (message or type(error).__name__)
 
 
-def _write_error(path: str, error: BaseException) -> "WriteError":
+def as_write_error(path: str, error: BaseException) -> "WriteError":
+    """`error` (an OSError or a TensorFlow error) as a `WriteError` naming `path`."""
     if isinstance(error, WriteError):
         return error
     return WriteError(path, error_reason(error), getattr(error, "errno", None))
@@ -278,7 +279,7 @@ def _atomic_local(path: str, write: Callable[[str], None]) -> None:
                                    dir=directory)
         os.close(fd)
     except OSError as e:
-        raise _write_error(path, e) from e
+        raise as_write_error(path, e) from e
     try:
         write(tmp)
         with open(tmp, "rb") as f:
@@ -290,7 +291,7 @@ def _atomic_local(path: str, write: Callable[[str], None]) -> None:
             os.remove(tmp)
         # The kernel's error names the temporary file, or nothing: name the target.
         if isinstance(e, OSError):
-            raise _write_error(path, e) from e
+            raise as_write_error(path, e) from e
         raise
 
 
@@ -306,7 +307,7 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     try:
         _atomic_remote(path, data)
     except tf.errors.OpError as e:
-        raise _write_error(path, e) from None
+        raise as_write_error(path, e) from None
 
 
 def _atomic_remote(path: str, data: bytes) -> None:

@@ -196,3 +196,30 @@ def test_a_full_file_system_under_the_checkpoints_keeps_the_last_checkpoint(
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "steps 3..6 of 6" in finished.stderr
     assert read_bytes(out, CLASSIFIER_OUTPUTS) == read_bytes(reference, CLASSIFIER_OUTPUTS)
+
+
+def test_a_serving_export_that_cannot_be_written_names_it_and_keeps_the_earlier_one(
+        tmp_path, monkeypatch):
+    """TensorFlow's SavedModel writer failing part-way (as on a full disk): one WriteError
+    naming --export_dir and the reason; the earlier export and no staging folder remain."""
+    import tensorflow as tf
+
+    from adapter_bert.io_utils import WriteError
+    from adapter_bert.serving.export import write_saved_model
+    export_dir = tmp_path / "export"
+    export_dir.mkdir()
+    (export_dir / "saved_model.pb").write_bytes(b"the earlier export")
+
+    def save_part_then_fail(module, directory, signatures=None):
+        Path(directory, "variables").mkdir()
+        Path(directory, "variables", "variables.data-00000-of-00001").write_bytes(b"part")
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{directory}/variables/variables_temp/part-00000-of-00001.data-00000-"
+                        f"of-00001.tempstate1; No space left on device")
+    monkeypatch.setattr(tf.saved_model, "save", save_part_then_fail)
+    with pytest.raises(WriteError) as error:
+        write_saved_model(str(export_dir), tf.Module(), {}, {})
+    assert str(error.value) == f"cannot write {export_dir}: No space left on device"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    assert sorted(p.name for p in export_dir.iterdir()) == ["saved_model.pb"]
+    assert (export_dir / "saved_model.pb").read_bytes() == b"the earlier export"
