@@ -3,7 +3,8 @@
 
 Checked against a one-process run at the same global batch: the same eval metrics, only
 the chief writes into --output_dir, the other worker leaves nothing in its temporary
-folder, and a cluster whose worker was killed resumes from the chief's last checkpoint.
+folder, a cluster whose worker was killed resumes from the chief's last checkpoint, and a
+SIGTERM to one worker stops both after the same step with a checkpoint there.
 Dropout is off in the tiny backbone so that the two layouts (one replica of 16 examples,
 two replicas of 8) compute the same function and their metrics can be compared closely.
 Every process runs under a timeout, so a hung collective fails the test instead of

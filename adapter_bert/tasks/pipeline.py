@@ -109,9 +109,11 @@ class InputPipeline:
                 flight, at the same batch on every worker).
         """
         callbacks = []
+        progress = None
         if label:
             batches = -(-len(features[input_keys[0]]) // batch_size)
-            callbacks.append(KerasProgress(label, batches))
+            progress = KerasProgress(label, batches)
+            callbacks.append(progress)
         # SIGTERM/SIGINT ends the pass after the batch in flight; nothing is written and the
         # next run does the pass again (`training.preemption`).
         phase = (label or "predict").replace("eval", "evaluating", 1).replace(
@@ -119,6 +121,12 @@ class InputPipeline:
         stop = preemption.keras_stop_callback(phase, model.distribute_strategy)
         if stop is not None:
             callbacks.append(stop)
-        with preemption.deferred(phase, f"stopped after {phase}, before writing its results"):
-            return predict_features(model, features, input_keys, batch_size, self.dynamic,
-                                    self.static_shapes, per_token_outputs, callbacks=callbacks)
+        try:
+            with preemption.deferred(phase, f"stopped after {phase}, before writing its results"):
+                return predict_features(model, features, input_keys, batch_size, self.dynamic,
+                                        self.static_shapes, per_token_outputs,
+                                        callbacks=callbacks)
+        except preemption.Preempted:
+            if progress is not None:
+                progress.on_predict_end()  # ends a terminal's progress line before the message
+            raise

@@ -1,8 +1,11 @@
 """Training and inference plumbing shared by the GLUE and SQuAD runners.
 
 - `fit_with_resume`: Keras `fit` for a fixed number of steps, saving a checkpoint every
-  `save_checkpoints_steps` and resuming from the latest one when run again, with
-  TensorBoard logs and a clear stop on a NaN loss.
+  `save_checkpoints_steps` and resuming from the latest one that reads when run again,
+  with TensorBoard logs, a clear stop on a NaN loss, and a checkpoint at the step in
+  flight when SIGTERM or SIGINT stops it (`preemption`).
+- `TrainingCheckpoints`: those checkpoints; an unreadable one is named in a warning and
+  the one before it restored, a save that fails is one `WriteError` naming it.
 - `KerasProgress`: training steps and prediction batches as an `adapter_bert.progress`
   display (a bar in a terminal, a line per tenth in a log file).
 

@@ -25,7 +25,9 @@ them at different moments, yet every worker must stop after the same step, or th
 would wait for it forever in the next step's all-reduce. So at each step (or batch) end
 the workers sum, with one tiny all-reduce, which signals each of them has received, and
 all of them stop at the first step where any has; the chief writes the checkpoint, as
-TensorFlow's `PreemptionCheckpointHandler` arranges with its coordination service.
+TensorFlow's `PreemptionCheckpointHandler` arranges with its coordination service. That
+service catches SIGTERM itself once the strategy starts it, so the runners call
+`reclaim_signals` after creating their strategy.
 """
 
 import contextlib
