@@ -184,20 +184,22 @@ def _several_workers(strategy) -> bool:
     return sum(len(spec.get(job, ())) for job in ("chief", "worker")) > 1
 
 
+# The traced all-reduce of each strategy: id -> (strategy, function).
 _REDUCERS = {}
 
 
 def _sum_over_workers(strategy, values):
     """The element-wise sum of `values` over every worker (one all-reduce)."""
     import tensorflow as tf
-    reducer = _REDUCERS.get(id(strategy))
-    if reducer is None:
+    strategy_and_reducer = _REDUCERS.get(id(strategy))
+    if strategy_and_reducer is None or strategy_and_reducer[0] is not strategy:
         @tf.function
         def reducer(local):
             per_replica = strategy.run(lambda: tf.identity(local))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-        _REDUCERS[id(strategy)] = reducer
-    return [int(v) for v in reducer(tf.constant(values, tf.int32)).numpy()]
+        strategy_and_reducer = _REDUCERS[id(strategy)] = (strategy, reducer)
+    summed = strategy_and_reducer[1](tf.constant(values, tf.int32))
+    return [int(v) for v in summed.numpy()]
 
 
 def keras_stop_callback(phase: str, strategy=None):
