@@ -5,9 +5,9 @@ that `import adapter_bert` stays cheap (TensorFlow is imported only when needed)
 
 Examples:
     >>> import adapter_bert as ab
-    >>> model = ab.load_pretrained(adapter_config=ab.AdapterConfig(size=64))  # doctest: +SKIP
-    >>> ab.apply_tuning(model, "adapter")                                     # doctest: +SKIP
-    >>> print(ab.parameter_report(model))                                      # doctest: +SKIP
+    >>> model = ab.load_pretrained(head="classifier", num_labels=2)   # doctest: +SKIP
+    >>> model.add_adapter("mrpc", ab.AdapterConfig(size=64))           # doctest: +SKIP
+    >>> report = model.train_adapter("mrpc")                           # doctest: +SKIP
 """
 
 import importlib
@@ -35,6 +35,16 @@ _EXPORTS = {
     "BertConfig": "adapter_bert.model.config",
     "AdapterConfig": "adapter_bert.model.config",
     "ConfigError": "adapter_bert.model.config",
+    "AdapterFamily": "adapter_bert.model.families",
+    "AdapterOption": "adapter_bert.model.families",
+    "register_adapter_family": "adapter_bert.model.config",
+    "unregister_adapter_family": "adapter_bert.model.config",
+    "adapter_families": "adapter_bert.model.config",
+    "AdapterLayer": "adapter_bert.adapters.layers",
+    "ProjectionAdapter": "adapter_bert.adapters.layers",
+    "merge_adapter": "adapter_bert.adapters.merging",
+    "unmerge_adapter": "adapter_bert.adapters.merging",
+    "adapter_merged": "adapter_bert.adapters.merging",
     "HoulsbyAdapter": "adapter_bert.adapters.layers",
     "PfeifferAdapter": "adapter_bert.adapters.layers",
     "ParallelAdapter": "adapter_bert.adapters.layers",
@@ -42,13 +52,15 @@ _EXPORTS = {
     "AdapterFusion": "adapter_bert.adapters.fusion",
     "MultiAdapterModel": "adapter_bert.adapters.multitask",
     "backbone_fingerprint": "adapter_bert.adapters.files",
-    "BertModel": "adapter_bert.model.encoder",
-    "BertClassifier": "adapter_bert.model.heads",
-    "BertSpanModel": "adapter_bert.model.heads",
+    "BertModel": "adapter_bert.adapters.api",
+    "BertClassifier": "adapter_bert.adapters.api",
+    "BertSpanModel": "adapter_bert.adapters.api",
     "ClassifierHead": "adapter_bert.model.heads",
     "SpanHead": "adapter_bert.model.heads",
     "tf1_variables": "adapter_bert.model.naming",
-    "load_pretrained": "adapter_bert.model.factory",
+    "load_pretrained": "adapter_bert.adapters.api",
+    "load_adapter": "adapter_bert.adapters.api",
+    "save_adapter": "adapter_bert.adapters.api",
     "load_weights": "adapter_bert.model.checkpoints",
     "default_backbone_dir": "adapter_bert.model.checkpoints",
     "save_tf1_checkpoint": "adapter_bert.model.checkpoints",

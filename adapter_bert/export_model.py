@@ -40,6 +40,10 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary, if not beside the backb
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per row after WordPiece, special "
                                             "tokens included; longer inputs are truncated.")
+flags.DEFINE_enum("dtype", "auto", ("auto", "float32", "mixed_bfloat16"),
+                  "Compute dtype of the exported graph. auto (default): mixed_bfloat16 "
+                  "where this machine multiplies bfloat16 natively, else float32 (as the "
+                  "runners); pass float32 to export for machines without bfloat16 units.")
 FLAGS = flags.FLAGS
 
 
@@ -52,6 +56,7 @@ def main(argv=None) -> int:
         from adapter_bert.tasks.flags import FlagError
         from adapter_bert.serving.export import require_serving_extra
         from adapter_bert.serving.multi_adapter import export_multi_adapter
+        from adapter_bert.precision import apply_dtype
         if not FLAGS.adapters:
             raise FlagError("--adapters is required (adapter directories, comma-separated)")
         if not FLAGS.export_dir:
@@ -59,6 +64,7 @@ def main(argv=None) -> int:
         if FLAGS.max_seq_length < 3:
             raise FlagError(f"--max_seq_length must be at least 3, got {FLAGS.max_seq_length}")
         require_serving_extra()
+        apply_dtype(FLAGS.dtype)
         path = export_multi_adapter(FLAGS.adapters, FLAGS.export_dir, FLAGS.init_checkpoint,
                                     FLAGS.bert_config_file, FLAGS.vocab_file,
                                     FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.names)

@@ -17,8 +17,13 @@ Atomic writes: a reader never sees half a JSON, TSV or weights file.
 A write that fails (no space left, no permission, quota exceeded) raises `WriteError`,
 an `OSError` whose message names the target path and the reason; the previous content
 of the target stays as it was and the temporary file is removed.
+
+A URL whose store cannot be reached or refuses the request (no network, no credentials,
+no permission) raises `StorageError`, an `OSError` whose message is one line naming the
+path and the store's reason; "not found" stays a plain answer (False, FileNotFoundError).
 """
 
+import errno
 import hashlib
 import io
 import os
@@ -32,6 +37,21 @@ _TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 # Filesystems whose rename is a copy + delete: written in one go instead.
 OBJECT_STORES = frozenset({"gs", "s3"})
+
+
+class StorageError(OSError):
+    """The store of a URL path (`gs://`, `s3://`, ...) did not answer or refused: no
+    network, no credentials, no permission. `str()` is one line: the path, the store's
+    reason and what to check."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(errno.EIO, reason, path)
+        self.path, self.reason = path, reason
+
+    def __str__(self) -> str:
+        login = " (gcloud auth application-default login)" if scheme(self.path) == "gs" else ""
+        return (f"{self.path}: cannot access it ({self.reason}); check the network and the "
+                f"credentials{login}")
 
 
 class WriteError(OSError):
@@ -65,9 +85,10 @@ def error_reason(error: BaseException) -> str:
     return message.rsplit("; ", 1)[-1] if "; " in message else (message or type(error).__name__)
 
 
-def as_write_error(path: str, error: BaseException) -> "WriteError":
-    """`error` (an OSError or a TensorFlow error) as a `WriteError` naming `path`."""
-    if isinstance(error, WriteError):
+def as_write_error(path: str, error: BaseException) -> OSError:
+    """`error` (an OSError or a TensorFlow error) as a `WriteError` naming `path` (a
+    `StorageError`, which says what to check, stays as it is)."""
+    if isinstance(error, (WriteError, StorageError)):
         return error
     return WriteError(path, error_reason(error), getattr(error, "errno", None))
 
@@ -75,6 +96,19 @@ def as_write_error(path: str, error: BaseException) -> "WriteError":
 def _gfile():
     import tensorflow as tf
     return tf.io.gfile
+
+
+def _ask(path: str, query: Callable[[], object]):
+    """`query()`, a `tf.io.gfile` call about the URL `path`; the store's failures other than
+    "not found" become a `StorageError` (TensorFlow's own message spans several lines)."""
+    import tensorflow as tf
+    try:
+        return query()
+    except tf.errors.NotFoundError:
+        raise
+    except tf.errors.OpError as e:
+        reason = (e.message or type(e).__name__).strip().splitlines()[0]
+        raise StorageError(path, reason) from None
 
 
 def scheme(path: str) -> str:
@@ -97,14 +131,16 @@ def exists(path: str) -> bool:
     """Whether a file or directory exists at `path`."""
     if is_local(path):
         return os.path.exists(path)
-    return _gfile().exists(path) and _listed(path)
+    return _ask(path, lambda: _gfile().exists(path)) and _listed(path)
 
 
 def isdir(path: str) -> bool:
     """Whether `path` is a directory."""
     if is_local(path):
         return os.path.isdir(path)
-    return _gfile().isdir(path) and _listed(path)
+    # gfile.isdir answers False for any failure: asking whether it exists first tells an
+    # unreachable store from a missing directory.
+    return exists(path) and _gfile().isdir(path)
 
 
 def _listed(path: str) -> bool:
@@ -123,7 +159,7 @@ def isfile(path: str) -> bool:
     """Whether `path` is an existing file (not a directory)."""
     if is_local(path):
         return os.path.isfile(path)
-    return _gfile().exists(path) and not _gfile().isdir(path)
+    return _ask(path, lambda: _gfile().exists(path)) and not _gfile().isdir(path)
 
 
 def dirname(path: str) -> str:
@@ -136,12 +172,12 @@ def makedirs(path: str) -> None:
     if is_local(path):
         os.makedirs(path, exist_ok=True)
     else:
-        _gfile().makedirs(path)
+        _ask(path, lambda: _gfile().makedirs(path))
 
 
 def listdir(path: str) -> List[str]:
     """Names in the directory `path` (sorted)."""
-    names = os.listdir(path) if is_local(path) else _gfile().listdir(path)
+    names = os.listdir(path) if is_local(path) else _ask(path, lambda: _gfile().listdir(path))
     return sorted(name.rstrip("/") for name in names)
 
 
@@ -206,13 +242,9 @@ def read_bytes(path: str) -> bytes:
         raise IsADirectoryError(21, "Is a directory", path)
     try:
         with _gfile().GFile(path, "rb") as f:
-            return f.read()
+            return _ask(path, f.read)
     except tf.errors.NotFoundError:
         raise FileNotFoundError(2, "No such file or directory", path) from None
-    except tf.errors.PermissionDeniedError:
-        raise PermissionError(13, "Permission denied", path) from None
-    except tf.errors.OpError as e:
-        raise OSError(5, e.message, path) from None
 
 
 def read_text(path: str, encoding: str = "utf-8") -> str:

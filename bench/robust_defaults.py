@@ -64,6 +64,8 @@ SUITES = ("mrpc", "squad", "stability", "squad_padding", "squad_full")
 MODES = ("adapter", "full")
 # The GLUE tasks runs can use: spec "task" -> their folder in glue_data (and --task_name).
 GLUE_FOLDERS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
+# A run's dtype in its id; float32 runs (the specs without a "dtype") carry no tag.
+DTYPE_TAGS = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 # Item targets for the MRPC adapter cells (mean accuracy, mean F1, lowest seed accuracy).
 MRPC_TARGET = (80.0, 86.0, 78.0)
 
@@ -76,6 +78,8 @@ def run_id(spec) -> str:
         parts.append(f"{spec['questions']}q")
     if spec.get("padding"):
         parts.append("fixedpad")
+    if spec.get("dtype", "float32") != "float32":
+        parts.append(DTYPE_TAGS[spec["dtype"]])
     parts.append(f"seed{spec['seed']}")
     return "_".join(parts)
 
@@ -177,8 +181,11 @@ def squad_files(spec, work_dir):
 def command_for(spec, output_dir, work_dir):
     """The run's command line after `python` (a list: `-m adapter_bert.run_classifier ...`):
     the user's command plus seed and output folder."""
+    # The dtype is always explicit, so a record means the same on every machine
+    # (the runners' default, --dtype=auto, depends on the hardware).
     common = [f"--output_dir={output_dir}", f"--learning_rate={spec['lr']}",
-              f"--num_train_epochs={spec['epochs']:g}", f"--seed={spec['seed']}"]
+              f"--num_train_epochs={spec['epochs']:g}", f"--seed={spec['seed']}",
+              f"--dtype={spec.get('dtype', 'float32')}"]
     if spec["mode"] != "adapter":
         common.append(f"--tuning_mode={spec['mode']}")
     if spec.get("backbone") == "tf1":

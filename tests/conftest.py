@@ -35,6 +35,10 @@ import os
 # Quiet TensorFlow's C++ start-up logs and make transformers' TF classes use tf-keras.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# --dtype=auto (the runners' default) means float32 in the suite, on every machine, so
+# that results do not depend on the CPU that runs it; tests/test_precision.py removes it
+# to check the real choice.
+os.environ.setdefault("ADAPTER_BERT_DTYPE", "float32")
 
 from pathlib import Path  # noqa: E402
 

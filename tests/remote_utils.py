@@ -15,6 +15,15 @@ if __name__ == "__main__":  # run as a script: import the package from this chec
 
 from tests.runner_utils import run_in_process  # noqa: E402
 
+# An environment in which gs:// cannot be reached, as on a machine without network: every
+# HTTP request TensorFlow's GCS filesystem makes (the metadata-server and token requests
+# too) goes through a proxy whose name never resolves (`.invalid` is reserved for that),
+# so each fails at once and none leaves the machine. (A closed local port would do the
+# same, but TensorFlow retries a refused connection for minutes.)
+UNREACHABLE_GS_ENV = {name: "http://proxy.invalid:3128"
+                      for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+UNREACHABLE_GS_ENV.update(NO_PROXY="", no_proxy="")
+
 
 def copy_to_remote(local: Path, remote: str) -> None:
     """Copies a local file or directory tree to `remote`."""

@@ -101,8 +101,9 @@ def test_format_1_files_still_load(tiny_config, tmp_path, caplog):
     description = json.loads(path.read_text())
     description["format_version"] = 1
     del description["backbone_fingerprint"]
-    for key in ("adapter_type", "lora_alpha", "parallel_scaling"):
-        del description["adapter_config"][key]
+    # Format 1 knew only these fields of the adapter config (Houlsby adapters).
+    description["adapter_config"] = {key: description["adapter_config"][key] for key in
+                                     ("size", "activation", "init_scale", "positions", "leave_out")}
     path.write_text(json.dumps(description))
     assert adapter_config_of(str(tmp_path / "v1")).adapter_type == "houlsby"
     fresh = classifier(tiny_config, source=trained)

@@ -277,7 +277,7 @@ def test_fusion_refuses_lora_and_mismatched_slots(tiny_config):
     model.add_adapter("h", AdapterConfig(size=M))
     model.add_adapter("p", AdapterConfig(size=M, adapter_type="pfeiffer"))
     model.add_adapter("l", AdapterConfig(size=M, adapter_type="lora"))
-    with pytest.raises(ValueError, match="LoRA adapter"):
+    with pytest.raises(ValueError, match="is a lora adapter, which updates projections"):
         model.add_adapter_fusion("f", ["h", "l"])
     with pytest.raises(ValueError, match="different slots"):
         model.add_adapter_fusion("f", ["h", "p"])
@@ -326,3 +326,29 @@ def test_run_squad_selects_the_family(backbone, squad_dir, tmp_path):
     span_head = 2 * h + 2
     assert results["trainable_params"] == str(closed_form(h, layers, "lora", 8)
                                               + (1 + 2 * layers) * 2 * h + span_head)
+
+
+@pytest.mark.parametrize("adapter_type", ["houlsby", "pfeiffer", "parallel"])
+def test_mixed_bfloat16_keeps_a_new_adapters_small_output_in_the_skip_sum(adapter_type):
+    # A new adapter adds well under 1% of its input: a bfloat16 sum would round most of it
+    # away, so the skip sum is float32 (adapters/layers.py skip_sum).
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        cls = {"houlsby": HoulsbyAdapter, "pfeiffer": PfeifferAdapter,
+               "parallel": ParallelAdapter}[adapter_type]
+        adapter = cls(size=8, init_scale=1e-2)
+        x = tf.cast(tf.random.stateless_normal([4, 6, 32], [1, 2]), tf.bfloat16)
+        norm = keras.layers.LayerNormalization()
+        adapter(x, x, norm)
+        if adapter_type == "parallel":  # starts exactly at zero: give it a small output
+            adapter.weights2.assign(tf.random.stateless_normal(adapter.weights2.shape, [3, 4]) * 1e-3)
+        out = adapter(x, x, norm)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert out.dtype == tf.float32
+    delta = out.numpy() - tf.cast(x, tf.float32).numpy()
+    assert np.abs(delta).max() > 0
+    rounded = tf.cast(tf.cast(out, tf.bfloat16), tf.float32).numpy() - tf.cast(x, tf.float32).numpy()
+    # bfloat16 rounding of the sum would lose a large share of what the adapter adds.
+    lost = np.linalg.norm(rounded - delta) / np.linalg.norm(delta)
+    assert lost > 0.05

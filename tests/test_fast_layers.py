@@ -260,3 +260,19 @@ def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
     # Embeddings + 2 per layer + head; embeddings + 2 per layer.
     assert len(dropouts) == 1 + 3 * 2 + 1 and len(norms) == 1 + 2 * 2
     assert all(type(l) is Dropout for l in dropouts) and all(type(l) is LayerNorm for l in norms)
+
+
+def test_layer_norm_under_mixed_bfloat16_reads_a_float32_input_unrounded():
+    # An adapter's float32 sum reaches the normalisation as it is: the bfloat16 output
+    # is float32's result rounded once, not the result for a rounded input.
+    x = tf.random.stateless_normal([2, 5, 48], [9, 10])
+    exact = LayerNorm(epsilon=1e-12)(x)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        layer = LayerNorm(epsilon=1e-12)
+        out, from_rounded = layer(x), layer(tf.cast(x, tf.bfloat16))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert out.dtype == tf.bfloat16
+    np.testing.assert_array_equal(out.numpy(), tf.cast(exact, tf.bfloat16).numpy())
+    assert np.mean(out.numpy() != from_rounded.numpy()) > 0.05

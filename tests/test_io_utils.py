@@ -100,3 +100,27 @@ def test_tokenizer_from_a_remote_vocab_equals_the_local_one():
         assert far(*texts, return_offsets_mapping=True) == local(*texts, return_offsets_mapping=True)
         assert (far.cls_token_id, far.sep_token_id, far.pad_token_id, far.unk_token_id) == \
             (local.cls_token_id, local.sep_token_id, local.pad_token_id, local.unk_token_id)
+
+
+def test_an_unreachable_store_is_one_line_naming_the_path(monkeypatch):
+    """gs:// without network: a StorageError (an OSError) naming the path and the reason,
+    never TensorFlow's multi-line error, and never a plain "not found"."""
+    from tests.remote_utils import UNREACHABLE_GS_ENV
+    for name, value in UNREACHABLE_GS_ENV.items():
+        monkeypatch.setenv(name, value)
+    path = "gs://adapter-bert-offline-test/glue/MRPC/train.tsv"
+    for query in (io_utils.exists, io_utils.isdir, io_utils.isfile, io_utils.read_bytes,
+                  io_utils.makedirs):
+        with pytest.raises(io_utils.StorageError) as error:
+            query(path)
+        message = str(error.value)
+        assert "\n" not in message and error.value.path == path, query
+        assert message.startswith(f"{path}: cannot access it ("), message
+        assert message.endswith("; check the network and the credentials (gcloud auth "
+                                "application-default login)"), message
+    # A store that answers "not found" still says so plainly.
+    missing = f"ram://{uuid.uuid4().hex}/missing"
+    assert not io_utils.exists(missing) and not io_utils.isdir(missing)
+    assert not io_utils.isfile(missing)
+    with pytest.raises(FileNotFoundError):
+        io_utils.read_bytes(missing)

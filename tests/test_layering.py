@@ -2,7 +2,7 @@
 
 Subpackages are ordered from the bottom up (docs/design.md explains the order):
 
-    io_utils, install_check, cli, console, progress < model < adapters < data, metrics
+    io_utils, install_check, cli, console, progress, precision < model < adapters < data, metrics
     < training < serving < tasks < the runners (run_classifier, run_squad, ablate_adapters,
     export_model), __main__
 
@@ -20,15 +20,19 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 
 # Rank of each subpackage (or top-level module); equal ranks may not import each other.
 LAYERS = {"io_utils": 0, "install_check": 0, "cli": 0, "console": 0, "progress": 0,
+          "precision": 0,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
           "tasks": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "__main__": 7}
 
-# The one edge that runs against the order, on purpose: the encoder builds its blocks'
-# adapter layers (adapters/layers.py, which itself needs only model.activations) at the
-# two places Houlsby et al. insert them. Everything that manages adapters (named,
-# fusion, multi-task, files, ResAdapter) sits above the model.
-ALLOWED_UPWARD = {("adapter_bert.model.encoder", "adapter_bert.adapters.layers")}
+# The edges that run against the order, on purpose: the encoder builds its blocks'
+# adapter layers (adapters/layers.py, which itself needs only model.activations,
+# model.families and model.fast_layers) where the families' registrations put them, and
+# model.config loads the built-in families declared beside those layers, on first use,
+# to validate an AdapterConfig. Everything that manages adapters (named, fusion,
+# multi-task, files, merging, ResAdapter) sits above the model.
+ALLOWED_UPWARD = {("adapter_bert.model.encoder", "adapter_bert.adapters.layers"),
+                  ("adapter_bert.model.config", "adapter_bert.adapters.layers")}
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -219,10 +219,22 @@ def test_killed_run_resumes_from_its_last_checkpoint(backbone, mrpc_dir, tmp_pat
     assert (tmp_path / "out" / f"checkpoints/ckpt-{total}.index").exists()
 
 
+def test_default_dtype_is_this_machines_native_one_and_logged(backbone, mrpc_dir, tmp_path):
+    # The suite pins --dtype=auto to float32 (tests/conftest.py); an empty value lifts it.
+    from adapter_bert.precision import choose_dtype, describe_hardware
+    argv = ["--task_name=MRPC", "--do_train", f"--data_dir={mrpc_dir}",
+            "--num_train_epochs=0.01", *common_flags(backbone, tmp_path / "out")]
+    done = run_subprocess("-m adapter_bert.run_classifier", argv,
+                          env={"ADAPTER_BERT_DTYPE": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected, why = choose_dtype(describe_hardware())
+    assert f"dtype: {expected} (--dtype=auto: {why})" in done.stderr
+
+
 def test_mixed_float16_trains_with_dynamic_loss_scaling():
     # A subprocess: the dtype policy is process-global. Keras wraps the optimizer only if
     # the model itself took the policy, which is what this checks.
-    probe = ("from adapter_bert.training.loop import set_dtype_policy\n"
+    probe = ("from adapter_bert.precision import set_dtype_policy\n"
              "set_dtype_policy('mixed_float16')\n"
              "import tf_keras as keras\n"
              "from adapter_bert.model.config import BertConfig\n"

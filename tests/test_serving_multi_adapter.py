@@ -130,3 +130,20 @@ def test_export_model_command(backbone, adapters, tmp_path):
     assert done.returncode == 1 and not (tmp_path / "dup").exists()
     assert done.stderr.strip().splitlines()[-1].startswith("export_model.py: error: ")
     assert "give each one its own name" in done.stderr
+
+
+def test_export_model_dtype_bfloat16_answers_as_float32(backbone, adapters, multi_export, tmp_path):
+    out = tmp_path / "bf16"
+    done = run_subprocess("-m adapter_bert.export_model", [
+        f"--adapters={adapters['mrpc']},{adapters['mnli']},{adapters['stsb']}",
+        f"--export_dir={out}", f"--init_checkpoint={backbone / 'bert_model.ckpt'}",
+        f"--max_seq_length={MAX_LEN}", "--dtype=mixed_bfloat16"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [list(TASKS)[i % len(TASKS)] for i in range(len(TEXTS_A))]
+    feed = dict(task=tf.constant(rows), text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+    bf16 = tf.saved_model.load(str(out)).signatures["serving_default"](**feed)
+    fp32 = tf.saved_model.load(str(multi_export)).signatures["serving_default"](**feed)
+    assert bf16["probabilities"].dtype == tf.float32
+    difference = np.abs(bf16["probabilities"].numpy() - fp32["probabilities"].numpy()).max()
+    assert 0 < difference < 0.05  # computed in bfloat16 (not float32), and close to it
+    np.testing.assert_allclose(bf16["score"].numpy(), fp32["score"].numpy(), atol=0.05)

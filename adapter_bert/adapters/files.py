@@ -62,6 +62,14 @@ def _backbone(model):
     return model if hasattr(model, "encoder") else model.bert
 
 
+def _refuse_merged(model) -> None:
+    # Merged LoRA updates live in the backbone's kernels: its fingerprint would not be the
+    # backbone's, and weights loaded into merged adapters would not reach the kernels.
+    if _backbone(model).merged_adapters():
+        raise AdapterFileError("an adapter is merged into the backbone's kernels: unmerge it "
+                               "(adapter_bert.unmerge_adapter) before saving or loading adapters")
+
+
 def backbone_fingerprint(model) -> str:
     """A short, stable hash of the frozen backbone weights of `model`.
 
@@ -76,7 +84,11 @@ def backbone_fingerprint(model) -> str:
 
     Returns:
         "sha256:" followed by 16 hex digits.
+
+    Raises:
+        AdapterFileError: an adapter is merged into the kernels (see adapters/merging.py).
     """
+    _refuse_merged(model)
     digest = hashlib.sha256()
     variables = tf1_variables(_backbone(model))
     for name in sorted(n for n in variables if _FINGERPRINTED.match(n)):
@@ -103,7 +115,9 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
     description = dict(description, format_version=FORMAT_VERSION, weights=sorted(weights))
     io_utils.makedirs(directory)
     weights_path = os.path.join(directory, WEIGHTS_NAME)
-    data = save({k: np.ascontiguousarray(v) for k, v in weights.items()})
+    # np.asarray(order="C"), not np.ascontiguousarray, which turns a scalar weight (a
+    # family's gate, say) into shape [1].
+    data = save({k: np.asarray(v, order="C") for k, v in weights.items()})
     atomic_write_bytes(weights_path, data)
     # Each file is replaced atomically, but not both at once: the config names the
     # digest of its weights, so a pair mixed by a run killed between the two writes is
@@ -249,11 +263,13 @@ def load_adapter(model, directory: str) -> dict:
         The file's description (task, labels, ...).
 
     Raises:
-        AdapterFileError: file missing or malformed, another backbone shape, or a
-            weight the model lacks or has with another shape. Another backbone of the
-            same shape (a fingerprint mismatch) only logs a warning.
+        AdapterFileError: file missing or malformed, another backbone shape, a
+            weight the model lacks or has with another shape, or an adapter merged into
+            the model's kernels. Another backbone of the same shape (a fingerprint
+            mismatch) only logs a warning.
     """
     description = read_adapter_config(directory)
+    _refuse_merged(model)
     check_backbone(description, _backbone(model).config, directory)
     weights = read_adapter_weights(directory)
     weights_path = os.path.join(directory, WEIGHTS_NAME)

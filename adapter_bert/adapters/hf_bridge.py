@@ -91,7 +91,8 @@ class DropoutThenAdapter(keras.layers.Layer):
     def call(self, inputs, training=None):
         hidden = self.dropout(inputs, training=training)
         if self.enabled:
-            hidden = self.adapter(hidden)
+            # transformers' block adds its residual in its own dtype.
+            hidden = tf.cast(self.adapter(hidden), inputs.dtype)
         return hidden
 
     def get_config(self):

@@ -11,26 +11,64 @@ where their skip goes:
     Pfeiffer  h + B(layer_norm(h + r))              (Pfeiffer et al., 2021; AdapterHub)
     Parallel  h + s * B(r)                          (He et al., 2022)
 
-with `B(x) = up(act(down(x)))`. LoRA (Hu et al., 2022) adds low-rank updates to the
-query and value projections of self-attention instead.
+with `B(x) = up(act(down(x)))`. LoRA (Hu et al., 2022) is a `ProjectionAdapter`
+instead: it adds low-rank updates to frozen dense projections (query and value by
+default), and can be merged into their kernels.
 
 Weight names and shapes follow google-research/adapter-bert: `weights1 [d, m]`,
 `biases1 [1, m]`, `weights2 [m, d]`, `biases2 [1, d]`, under the scope `adapters`;
-LoRA's are `query_lora_A [d, r]`, `query_lora_B [r, d]` (and `value_...`) under the
-`adapters` scope of `attention/self`.
+LoRA's are `<projection>_lora_A [in, r]`, `<projection>_lora_B [r, out]` under the
+`adapters` scope of the block holding the projection: `attention/self/adapters/query_lora_A`,
+`attention/output/adapters/dense_lora_A`, `intermediate/adapters/dense_lora_A`,
+`output/adapters/dense_lora_A`.
+
+`BUILT_IN_FAMILIES` at the end registers the four families (model/config.py reads it):
+each declares its layer class, its slot, its options and its parameter count, as a
+user's own family does (docs/adapters.md, "Adding an adapter family").
 """
 
 import math
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.activations import canonical_activation, get_activation
-from adapter_bert.model.config import ADAPTER_INIT_SCALE
+from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, PROJECTIONS,
+                                         AdapterFamily, AdapterOption)
+from adapter_bert.model.fast_layers import Dropout
+
+
+def skip_sum(inputs, delta):
+    """`inputs + delta`, in float32 when the layer computes in a 16-bit type.
+
+    A new adapter's output is about 0.6% of its input: below bfloat16's resolution
+    (8 bits of mantissa, 0.4% relative), so a bfloat16 sum drops about a fifth of it and
+    trained adapters lose up to 7% of their smallest contributions (measured on MiniLM:
+    `python -m bench.adapter_precision`). Summing in float32 keeps the adapter's output
+    as computed; the block's LayerNorm (float32 inside) reads the float32 sum.
+    """
+    if inputs.dtype == tf.float32 and delta.dtype == tf.float32:
+        return inputs + delta
+    return tf.cast(inputs, tf.float32) + tf.cast(delta, tf.float32)
 
 
 class AdapterLayer(keras.layers.Layer):
-    """Base class of every adapter layer: tuning and reports recognise adapters by it."""
+    """Base class of every adapter layer: tuning and reports recognise adapters by it.
+
+    Output-block adapters subclass it directly and are called as
+    `layer(hidden, residual, layer_norm)` (see the module docstring).
+    """
+
+    @classmethod
+    def from_adapter_config(cls, adapter_config):
+        """A fresh layer for one slot of `adapter_config`'s adapters.
+
+        By default `cls(size=, activation=, init_scale=, **adapter_config.options)`: the
+        common fields and the family's options as constructor keywords.
+        """
+        return cls(size=adapter_config.size, activation=adapter_config.activation,
+                   init_scale=adapter_config.init_scale, **adapter_config.options)
 
 
 def _fan_in_uniform(width: int) -> keras.initializers.Initializer:
@@ -109,8 +147,9 @@ class HoulsbyAdapter(_Bottleneck):
     """
 
     def call(self, inputs, residual=None, layer_norm=None):
-        """Returns `inputs + B(inputs)`; `residual` and `layer_norm` are not used."""
-        return inputs + self.bottleneck(inputs)
+        """Returns `inputs + B(inputs)` (float32 under mixed precision, see `skip_sum`);
+        `residual` and `layer_norm` are not used."""
+        return skip_sum(inputs, self.bottleneck(inputs))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -144,7 +183,7 @@ class PfeifferAdapter(_Bottleneck):
             raise ValueError("PfeifferAdapter needs the sub-layer input (residual) and the "
                              "block's LayerNorm")
         normed = layer_norm(inputs + tf.cast(residual, inputs.dtype))
-        return inputs + self.bottleneck(tf.cast(normed, inputs.dtype))
+        return skip_sum(inputs, self.bottleneck(tf.cast(normed, inputs.dtype)))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -174,6 +213,12 @@ class ParallelAdapter(_Bottleneck):
         super().__init__(size, activation, init_scale, name=name, **kwargs)
         self.scaling = float(scaling)
 
+    @classmethod
+    def from_adapter_config(cls, adapter_config):
+        """The config's option `parallel_scaling` is the layer's `scaling`."""
+        return cls(adapter_config.size, adapter_config.activation, adapter_config.init_scale,
+                   scaling=adapter_config.parallel_scaling)
+
     def _initializer(self, projection, width):
         return _fan_in_uniform(width) if projection == "down" else keras.initializers.Zeros()
 
@@ -185,7 +230,7 @@ class ParallelAdapter(_Bottleneck):
         """
         if residual is None:
             raise ValueError("ParallelAdapter needs the sub-layer input (residual)")
-        return inputs + self.scaling * self.bottleneck(tf.cast(residual, inputs.dtype))
+        return skip_sum(inputs, self.scaling * self.bottleneck(tf.cast(residual, inputs.dtype)))
 
     def get_config(self):
         config = super().get_config()
@@ -193,19 +238,139 @@ class ParallelAdapter(_Bottleneck):
         return config
 
 
-@keras.utils.register_keras_serializable(package="adapter_bert")
-class LoraAdapter(AdapterLayer):
-    """LoRA on the query and value projections of one self-attention layer.
+class _KernelBackup:
+    """Kernels as they were before a merge: a plain object, so Keras does not track them."""
 
-    For each target t in ("query", "value") it owns `t_lora_A [d, r]` (PyTorch's default
-    uniform initialisation, as the reference) and `t_lora_B [r, d]` (zeros), and returns
-    `{t: scale * (x @ A) @ B}`, which self-attention adds to its frozen projection
-    `x @ W + b`. With B at zero the model starts exactly as the backbone.
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+
+class ProjectionAdapter(AdapterLayer):
+    """Base of the "projections" families: updates added to frozen dense projections.
+
+    One layer serves the projections of one block, which all read the same input:
+    self-attention's `query`, `key`, `value`, or the `dense` of the attention output
+    block, of the intermediate block or of the feed-forward output block. Called on that
+    input it returns `{target: update}`, `target` being the projection's layer name in
+    the block; the block adds each update to that projection's output.
+
+    Subclasses define `update(inputs, target, training)` (the update, [B, T, out]),
+    `delta(target)` (the kernel change [in, out] with `inputs @ delta == update` at
+    inference, for merging) and `from_adapter_config(config, projections)`.
+
+    `merge` folds the deltas into the frozen kernels and `unmerge` restores them; while
+    merged, `call` returns no update, so the block computes the same function with one
+    matmul per projection.
+
+    Args:
+        targets: the projections' layer names in the block.
+        output_widths: {target: output width}; None: each as wide as the input.
+        merged: the kernels already hold the deltas (a model saved while merged).
+    """
+
+    def __init__(self, targets: Sequence[str] = ("query", "value"),
+                 output_widths: Optional[Dict[str, int]] = None, merged: bool = False,
+                 name="adapters", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.targets = tuple(targets)
+        self.output_widths = ({str(k): int(v) for k, v in output_widths.items()}
+                              if output_widths else None)
+        self.merged = bool(merged)
+        self._backup = None
+
+    @classmethod
+    def from_adapter_config(cls, adapter_config, projections):
+        raise NotImplementedError(f"{cls.__name__} must define from_adapter_config(config, "
+                                  f"projections)")
+
+    def output_width(self, target: str, input_width: int) -> int:
+        """Width of projection `target`'s output."""
+        return self.output_widths[target] if self.output_widths else input_width
+
+    def update(self, inputs, target: str, training=None):
+        """The update of projection `target` for `inputs`."""
+        raise NotImplementedError
+
+    def delta(self, target: str) -> tf.Tensor:
+        """The change of projection `target`'s kernel that equals its update."""
+        raise NotImplementedError
+
+    def call(self, inputs, training=None):
+        """Returns {target: update [B, T, out]}, or {} while merged."""
+        if self.merged:
+            return {}
+        return {target: self.update(inputs, target, training) for target in self.targets}
+
+    def merge(self, projections: Dict[str, keras.layers.Dense]) -> None:
+        """Adds `delta(target)` to the kernel of each target's Dense layer.
+
+        Args:
+            projections: {target: the block's Dense layer of that name}.
+
+        Raises:
+            ValueError: already merged.
+        """
+        if self.merged:
+            raise ValueError(f"{self.name} is merged already")
+        backup = {}
+        for target in self.targets:
+            kernel = projections[target].kernel
+            backup[target] = kernel.numpy()
+            kernel.assign_add(tf.cast(self.delta(target), kernel.dtype))
+        self._backup = _KernelBackup(backup)
+        self.merged = True
+
+    def unmerge(self, projections: Dict[str, keras.layers.Dense]) -> None:
+        """Restores the kernels `merge` changed (subtracts the deltas if the layer was
+        rebuilt merged, with no copy of the kernels from before).
+
+        Raises:
+            ValueError: not merged.
+        """
+        if not self.merged:
+            raise ValueError(f"{self.name} is not merged")
+        for target in self.targets:
+            kernel = projections[target].kernel
+            if self._backup is not None:
+                kernel.assign(self._backup.kernels[target])
+            else:
+                kernel.assign_sub(tf.cast(self.delta(target), kernel.dtype))
+        self._backup = None
+        self.merged = False
+
+    def save_own_variables(self, store):
+        # The kernels Keras saves beside this layer hold its deltas while merged; a model
+        # rebuilt from the file would add them a second time.
+        if self.merged:
+            raise ValueError("a LoRA (projection) adapter is merged into the backbone's "
+                             "kernels: unmerge it (adapter_bert.unmerge_adapter) before "
+                             "saving the model with Keras")
+        super().save_own_variables(store)
+
+    def get_config(self):
+        config = super().get_config()
+        widths = dict(self.output_widths) if self.output_widths else None
+        config.update(targets=list(self.targets), output_widths=widths, merged=self.merged)
+        return config
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class LoraAdapter(ProjectionAdapter):
+    """LoRA on the projections of one block (Hu et al., 2022).
+
+    For each target t it owns `t_lora_A [in, r]` (PyTorch's default uniform
+    initialisation, as the reference) and `t_lora_B [r, out]` (zeros), and returns
+    `{t: scale * (dropout(x) @ A) @ B}`, which the block adds to its frozen projection
+    `x @ W + b`. With B at zero the model starts exactly as the backbone. As in PEFT,
+    the dropout acts on the update's input only, independently per target.
 
     Args:
         rank: r.
         scale: `alpha / r`.
-        targets: projections that get an update.
+        targets: the projections' layer names in the block.
+        dropout: dropout rate on the update's input (0: none).
+        output_widths: {target: output width}; None: square projections.
+        merged: see `ProjectionAdapter`.
 
     Examples:
         >>> lora = LoraAdapter(rank=2)
@@ -213,11 +378,21 @@ class LoraAdapter(AdapterLayer):
         ['query', 'value']
     """
 
-    def __init__(self, rank=8, scale=1.0, targets=("query", "value"), name="adapters", **kwargs):
-        super().__init__(name=name, **kwargs)
+    def __init__(self, rank=8, scale=1.0, targets=("query", "value"), dropout=0.0,
+                 output_widths=None, merged=False, name="adapters", **kwargs):
+        super().__init__(targets, output_widths, merged, name=name, **kwargs)
         self.rank = int(rank)
         self.scale = float(scale)
-        self.targets = tuple(targets)
+        self.dropout_rate = float(dropout)
+        # Only with a rate: a Dropout layer that is never called stays unbuilt, which
+        # SavedModel reports.
+        self._dropout = Dropout(self.dropout_rate) if self.dropout_rate > 0 else None
+
+    @classmethod
+    def from_adapter_config(cls, adapter_config, projections):
+        """The layer for one block: `projections` maps its targets to their output widths."""
+        return cls(adapter_config.size, adapter_config.lora_scale, tuple(projections),
+                   adapter_config.lora_dropout, dict(projections))
 
     def build(self, input_shape):
         width = int(input_shape[-1])
@@ -225,55 +400,83 @@ class LoraAdapter(AdapterLayer):
         for target in self.targets:
             self.lora_a[target] = self.add_weight(f"{target}_lora_A", [width, self.rank],
                                                   initializer=_fan_in_uniform(width))
-            self.lora_b[target] = self.add_weight(f"{target}_lora_B", [self.rank, width],
-                                                  initializer="zeros")
+            self.lora_b[target] = self.add_weight(
+                f"{target}_lora_B", [self.rank, self.output_width(target, width)],
+                initializer="zeros")
         super().build(input_shape)
 
-    def call(self, inputs):
-        """Returns {target: the low-rank update of that projection}, each [B, T, d]."""
+    def update(self, inputs, target, training=None):
         dtype = self.compute_dtype
-        updates = {}
-        for target in self.targets:
-            low = tf.tensordot(inputs, tf.cast(self.lora_a[target], dtype), 1)
-            updates[target] = self.scale * tf.tensordot(low, tf.cast(self.lora_b[target], dtype), 1)
-        return updates
+        if self._dropout is not None:
+            inputs = self._dropout(inputs, training=training)
+        low = tf.tensordot(inputs, tf.cast(self.lora_a[target], dtype), 1)
+        return self.scale * tf.tensordot(low, tf.cast(self.lora_b[target], dtype), 1)
+
+    def delta(self, target):
+        return self.scale * tf.matmul(self.lora_a[target], self.lora_b[target])
 
     def get_config(self):
         config = super().get_config()
-        config.update(rank=self.rank, scale=self.scale, targets=list(self.targets))
+        config.update(rank=self.rank, scale=self.scale, dropout=self.dropout_rate)
         return config
 
     @staticmethod
     def param_count(width: int, rank: int, targets: int = 2) -> int:
-        """Number of weights of one layer's LoRA: `targets * 2 * width * rank`."""
+        """Weights of one layer's LoRA on square projections: `targets * 2 * width * rank`."""
         return targets * 2 * width * rank
 
 
-BOTTLENECK_CLASSES = {"houlsby": HoulsbyAdapter, "pfeiffer": PfeifferAdapter,
-                      "parallel": ParallelAdapter}
+# --------------------------------------------------------------- built-in families
+def _bottleneck_params(config, in_width: int, out_width: int) -> int:
+    return _Bottleneck.param_count(in_width, config.size)
 
 
-def output_adapter(adapter_config) -> _Bottleneck:
-    """A fresh bottleneck adapter of the config's family, for one output-block slot.
-
-    Raises:
-        ValueError: the family (LoRA) has no output-block adapters.
-    """
-    kind = adapter_config.adapter_type
-    if kind not in BOTTLENECK_CLASSES:
-        raise ValueError(f"adapter_type {kind!r} has no output-block adapters")
-    kwargs = {"scaling": adapter_config.parallel_scaling} if kind == "parallel" else {}
-    return BOTTLENECK_CLASSES[kind](adapter_config.size, adapter_config.activation,
-                                    adapter_config.init_scale, **kwargs)
+def _lora_params(config, in_width: int, out_width: int) -> int:
+    return config.size * (in_width + out_width)
 
 
-def attention_adapter(adapter_config) -> LoraAdapter:
-    """A fresh LoRA layer for one self-attention layer.
+def _lora_alpha(value):
+    if value is None:
+        return None
+    if not float(value) > 0:
+        raise ValueError(f"lora_alpha must be > 0, got {value}")
+    return float(value)
 
-    Raises:
-        ValueError: the config is not of type "lora".
-    """
-    if adapter_config.adapter_type != "lora":
-        raise ValueError(f"adapter_type {adapter_config.adapter_type!r} has no "
-                         f"self-attention adapters")
-    return LoraAdapter(adapter_config.size, adapter_config.lora_scale)
+
+def _lora_targets(value):
+    names = [t.strip() for t in value.split(",")] if isinstance(value, str) else list(value)
+    bad = [t for t in names if t not in PROJECTIONS]
+    if not names or bad or len(set(names)) != len(names):
+        raise ValueError(f"lora_targets must name projections of {PROJECTIONS}, each once, "
+                         f"got {value!r}")
+    return tuple(t for t in PROJECTIONS if t in names)
+
+
+def _lora_dropout(value):
+    if not 0 <= float(value) < 1:
+        raise ValueError(f"lora_dropout must be in [0, 1), got {value}")
+    return float(value)
+
+
+BUILT_IN_FAMILIES = (
+    AdapterFamily(
+        "houlsby", HoulsbyAdapter, _bottleneck_params, positions=ADAPTER_POSITIONS,
+        default_positions="both",
+        description="bottlenecks after the attention and the feed-forward output projections"),
+    AdapterFamily(
+        "pfeiffer", PfeifferAdapter, _bottleneck_params, positions=("ffn",),
+        default_positions="ffn",
+        description="one bottleneck per layer at the feed-forward output (AdapterHub's placement)"),
+    AdapterFamily(
+        "parallel", ParallelAdapter, _bottleneck_params, positions=ADAPTER_POSITIONS,
+        default_positions="ffn", options={"parallel_scaling": AdapterOption(4.0, float)},
+        description="a scaled bottleneck beside the feed-forward sub-layer"),
+    AdapterFamily(
+        "lora", LoraAdapter, _lora_params, slot="projections", positions=("attention",),
+        default_positions="attention",
+        options={"lora_alpha": AdapterOption(None, _lora_alpha),
+                 "lora_targets": AdapterOption(("query", "value"), _lora_targets),
+                 "lora_dropout": AdapterOption(0.0, _lora_dropout)},
+        projections=lambda config: config.lora_targets,
+        description="low-rank updates of the projections --lora_targets (rank --adapter_size)"),
+)

@@ -20,11 +20,10 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.layers import attention_adapter, output_adapter
-from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.config import AdapterConfig, adapter_families, adapter_family
 from adapter_bert.model.fast_layers import LayerNorm
 from adapter_bert.adapters.fusion import AdapterFusion
-from adapter_bert.model.encoder import BertModel, BertSelfAttention, TaskBranch, adapter_slots
+from adapter_bert.model.encoder import BertModel, TaskBranch, holders, new_adapters
 from adapter_bert.model.naming import direct_weights, walk_layers
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -80,9 +79,7 @@ def _branch_holders(bert: BertModel):
     """Every layer of the backbone that can hold task branches."""
     yield bert.embeddings
     for layer in bert.encoder.transformer_layers:
-        yield layer.attention.self_attention
-        yield layer.attention_output_block
-        yield layer.ffn_output_block
+        yield from holders(layer)
     yield bert.pooler
 
 
@@ -132,17 +129,15 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
     fused = _check_fusable(bert, fuse) if fuse is not None else []
     branches = {holder: TaskBranch(name) for holder in _branch_holders(bert)}
     for holder, branch in branches.items():
-        if holder is bert.pooler or isinstance(holder, BertSelfAttention):
-            continue
+        if getattr(holder, "layer_norm", None) is None:
+            continue  # the pooler, self-attention and the intermediate block have none
         branch.layer_norm = _layer_norm_copy(bert, holder.layer_norm)
     if train_pooler:
         branches[bert.pooler].dense = _pooler_copy(bert)
     for index, layer in enumerate(bert.encoder.transformer_layers):
         if adapter_config is not None:
-            for slot in adapter_slots(layer, adapter_config, index):
-                adapter = (attention_adapter(adapter_config) if isinstance(slot, BertSelfAttention)
-                           else output_adapter(adapter_config))
-                adapter.build(_width_shape(bert))
+            for slot, adapter in new_adapters(layer, adapter_config, index):
+                adapter.build(slot.adapter_input_shape(adapter))
                 branches[slot].adapter = adapter
         for block in (layer.attention_output_block, layer.ffn_output_block):
             if fused and block.modification(fused[0]).adapter is not None:
@@ -155,8 +150,7 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
     info.fused = list(fused)
     info.train_pooler = bool(train_pooler)
     for holder, branch in branches.items():
-        if (holder is bert.pooler and branch.dense is None) or (
-                isinstance(holder, BertSelfAttention) and branch.adapter is None):
+        if not holder.BRANCH_PER_TASK and branch.adapter is None and branch.dense is None:
             continue  # these holders fall back to the shared layer
         holder.add_task_branch(branch)
 
@@ -172,9 +166,11 @@ def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
         config = named_adapter_info(bert, fused_name).adapter_config
         if config is None:
             raise ValueError(f"{fused_name!r} is a fusion, not an adapter; fuse adapters only")
-        if config.adapter_type == "lora":
-            raise ValueError(f"{fused_name!r} is a LoRA adapter; fusion attends over bottleneck "
-                             f"adapters (houlsby, pfeiffer, parallel)")
+        if adapter_family(config.adapter_type).slot != "output":
+            fusable = [f.name for f in adapter_families() if f.slot == "output"]
+            raise ValueError(f"{fused_name!r} is a {config.adapter_type} adapter, which updates "
+                             f"projections; fusion attends over output-block adapters "
+                             f"({', '.join(fusable)})")
         layouts.append([[block.modification(fused_name).adapter is not None
                          for block in (layer.attention_output_block, layer.ffn_output_block)]
                         for layer in bert.encoder.transformer_layers])
@@ -196,6 +192,9 @@ def delete_named_adapter(bert: BertModel, name: str) -> None:
              if name in named_adapter_info(bert, other).fused]
     if users:
         raise ValueError(f"adapter {name!r} is fused by {users}; delete those first")
+    if name in bert.merged_adapters():
+        raise ValueError(f"adapter {name!r} is merged into the backbone's kernels: unmerge it "
+                         f"(adapter_bert.unmerge_adapter) before deleting it")
     for holder in _branch_holders(bert):
         holder.remove_task_branch(name)
 

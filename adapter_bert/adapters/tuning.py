@@ -20,6 +20,9 @@ all-zero bias, or a pooler the checkpoint lacked, as in all-MiniLM-L6-v2), and l
 line saying so; True / False force it. The original freezes it, which suits BERT
 checkpoints pretrained with next-sentence prediction.
 
+A model holding named adapters (the adapter API of adapters/api.py) trains one of them
+at a time, with `train_adapter` (`train_only` here): `apply_tuning` refuses it.
+
 Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
 container hides its children's weights, so containers always stay trainable. The
 decision depends only on each layer's role and TF1 scope, never on build order.
@@ -124,8 +127,9 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
             original's choice). The flag's strings "auto", "true", "false" work too.
 
     Raises:
-        ValueError: unknown mode, bad `top_k` or `train_pooler`, or "adapter" on a model
-            without adapters.
+        ValueError: unknown mode, bad `top_k` or `train_pooler`, "adapter" on a model
+            without adapters, or a model holding named adapters (those train one at a
+            time, with `train_adapter`).
     """
     if mode not in TUNING_MODES:
         raise ValueError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
@@ -137,6 +141,11 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
         top_k = int(top_k)
     elif top_k is not None:
         raise ValueError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
+    named = _named_adapters(model)
+    if named:
+        raise ValueError(f"{type(model).__name__} holds named adapters {named}: train one with "
+                         f"model.train_adapter(name), which freezes the others (apply_tuning "
+                         f"would set every named adapter's weights alike)")
     leaves = list(_leaf_layers(model))
     if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
         raise ValueError("tuning mode 'adapter' needs a model with adapters "
@@ -157,6 +166,32 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
         else:
             layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers,
                                       train_pooler)
+
+
+def _named_adapters(model) -> list:
+    """Names of the named adapters in the model's backbone (see adapters/named.py)."""
+    bert = model if hasattr(model, "encoder") else getattr(model, "bert", None)
+    return list(getattr(bert, "named_adapters", None) or [])
+
+
+def train_only(model, layers) -> None:
+    """Makes exactly the weights of `layers` (and of the layers inside them) trainable.
+
+    What `train_adapter` of the adapter API does: every other weight of `model`, the
+    backbone's and the other adapters' and heads', is frozen. As in `apply_tuning`, only
+    layers that own weights are frozen; containers stay trainable.
+
+    Args:
+        model: a model of this package.
+        layers: the layers whose weights train (an empty list freezes everything).
+    """
+    own = {id(sub) for layer in layers
+           for sub in layer._flatten_layers(include_self=True)}  # noqa: SLF001
+    for _, layer in walk_layers(model):
+        if _is_leaf(layer):
+            layer.trainable = id(layer) in own
+        else:
+            layer._trainable = True  # noqa: SLF001 - the setter would recurse into children
 
 
 def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool = True) -> bool:

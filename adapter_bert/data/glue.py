@@ -9,7 +9,13 @@ Differences from the original, all on purpose:
 
 * Files are read strictly. A missing file, an empty file, a row with too few
   columns, an unknown label or bytes that are not UTF-8 raise `GlueDataError`
-  with the file and the 1-based line number (the header is line 1).
+  with the file and the 1-based line number (the header is line 1). So does a
+  first line that is the header of another task's files (a `data_dir` of
+  another task), where the original would read the wrong columns or stop on a
+  label.
+* Valid but unusual files read as their plain form: a UTF-8 byte-order mark,
+  Windows line ends (`\r\n`), no newline after the last row, blank lines at the
+  end.
 * Test examples have `label=None` (the original put the first label there);
   `convert_examples_to_features` turns `None` into label id 0.
 * `guid` is `"<split>-<index>"`, using the file's own index/id column where it
@@ -24,7 +30,7 @@ import csv
 import dataclasses
 import math
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # Re-exported so that callers only need this module.
 from adapter_bert import io_utils
@@ -73,6 +79,9 @@ class _Layout:
     index: Optional[int] = None  # Column with the example's id, if any.
     header: bool = True
     language: Optional[int] = None  # Column naming the row's language (XNLI), if any.
+    # The header's column names in the files download_glue_data.py writes (None: no
+    # header, or not known): only used to recognise another task's files.
+    columns: Optional[Tuple[str, ...]] = None
 
 
 def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
@@ -110,9 +119,9 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
     if text.startswith("\ufeff"):  # MRPC train/dev start with a UTF-8 BOM.
         text = text[1:]
     lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # The newline at the end of the last line.
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    while lines and not lines[-1].strip():
+        lines.pop()  # The newline at the end of the last line, blank lines after it.
     return list(csv.reader(lines, delimiter="\t", quotechar=None))
 
 
@@ -171,6 +180,7 @@ class DataProcessor:
         layout = self.layouts[split]
         path = os.path.join(data_dir, layout.filename)
         rows = _read_tsv_lines(path, self.task)
+        self._check_not_another_task(rows[0], layout, path)
         first = 1 if layout.header else 0
         if len(rows) <= first:
             raise GlueDataError(
@@ -184,6 +194,21 @@ class DataProcessor:
                 rows[i], layout, path, line_no=i + 1,
                 guid_default=str(i - first), set_type=set_type))
         return examples
+
+    def _check_not_another_task(self, row: List[str], layout: _Layout, path: str) -> None:
+        """Raises GlueDataError when the first line is the header of another task's files
+        and not this split's: its columns would be read as this task's."""
+        header = tuple(row)
+        if header == layout.columns:
+            return
+        others = sorted(tasks_with_header(header) - {self.task})
+        if not others:
+            return
+        expected = f"({', '.join(layout.columns)})" if layout.columns else "(no header)"
+        raise GlueDataError(
+            f"{self.task} {path} line 1: the header ({', '.join(header)}) is that of "
+            f"{' or '.join(others)} files, not {self.task}'s {expected}: is --data_dir "
+            f"another task's folder?")
 
     def _in_language(self, row, layout) -> bool:
         """Whether a row belongs to the processor's language (always, without a column)."""
@@ -229,6 +254,26 @@ BINARY_LABELS = ("0", "1")
 _NLI3 = ("contradiction", "entailment", "neutral")
 _NLI2 = ("entailment", "not_entailment")
 
+# Header columns of the files download_glue_data.py writes (`_Layout.columns`).
+_MRPC = ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
+_STSB = ("index", "genre", "filename", "year", "old_index", "source1", "source2",
+         "sentence1", "sentence2")
+_MNLI = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+         "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1",
+         "sentence2")
+
+
+def _indexed_pair_layouts(text_a: str, text_b: str) -> Dict[str, _Layout]:
+    """QNLI, RTE and WNLI: `index <text_a> <text_b> label`; test without label."""
+    columns = ("index", text_a, text_b)
+    return {
+        "train": _Layout("train.tsv", 4, text_a=1, text_b=2, label=3, index=0,
+                         columns=columns + ("label",)),
+        "dev": _Layout("dev.tsv", 4, text_a=1, text_b=2, label=3, index=0,
+                       columns=columns + ("label",)),
+        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0, columns=columns),
+    }
+
 
 class ColaProcessor(DataProcessor):
     """CoLA: `source label original_label sentence`, train/dev headerless."""
@@ -238,7 +283,7 @@ class ColaProcessor(DataProcessor):
     layouts = {
         "train": _Layout("train.tsv", 4, text_a=3, label=1, header=False),
         "dev": _Layout("dev.tsv", 4, text_a=3, label=1, header=False),
-        "test": _Layout("test.tsv", 2, text_a=1, index=0),
+        "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence")),
     }
 
 
@@ -248,9 +293,9 @@ class Sst2Processor(DataProcessor):
     task = "SST-2"
     labels = BINARY_LABELS
     layouts = {
-        "train": _Layout("train.tsv", 2, text_a=0, label=1),
-        "dev": _Layout("dev.tsv", 2, text_a=0, label=1),
-        "test": _Layout("test.tsv", 2, text_a=1, index=0),
+        "train": _Layout("train.tsv", 2, text_a=0, label=1, columns=("sentence", "label")),
+        "dev": _Layout("dev.tsv", 2, text_a=0, label=1, columns=("sentence", "label")),
+        "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence")),
     }
 
 
@@ -260,9 +305,10 @@ class MrpcProcessor(DataProcessor):
     task = "MRPC"
     labels = BINARY_LABELS
     layouts = {
-        "train": _Layout("train.tsv", 5, text_a=3, text_b=4, label=0),
-        "dev": _Layout("dev.tsv", 5, text_a=3, text_b=4, label=0),
-        "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0),
+        "train": _Layout("train.tsv", 5, text_a=3, text_b=4, label=0, columns=_MRPC),
+        "dev": _Layout("dev.tsv", 5, text_a=3, text_b=4, label=0, columns=_MRPC),
+        "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0,
+                        columns=("index",) + _MRPC[1:]),
     }
 
 
@@ -273,9 +319,11 @@ class StsbProcessor(DataProcessor):
     labels = ()
     is_regression = True
     layouts = {
-        "train": _Layout("train.tsv", 10, text_a=7, text_b=8, label=9, index=0),
-        "dev": _Layout("dev.tsv", 10, text_a=7, text_b=8, label=9, index=0),
-        "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0),
+        "train": _Layout("train.tsv", 10, text_a=7, text_b=8, label=9, index=0,
+                         columns=_STSB + ("score",)),
+        "dev": _Layout("dev.tsv", 10, text_a=7, text_b=8, label=9, index=0,
+                       columns=_STSB + ("score",)),
+        "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0, columns=_STSB),
     }
 
 
@@ -284,10 +332,14 @@ class QqpProcessor(DataProcessor):
 
     task = "QQP"
     labels = BINARY_LABELS
+    _columns = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
     layouts = {
-        "train": _Layout("train.tsv", 6, text_a=3, text_b=4, label=5, index=0),
-        "dev": _Layout("dev.tsv", 6, text_a=3, text_b=4, label=5, index=0),
-        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0),
+        "train": _Layout("train.tsv", 6, text_a=3, text_b=4, label=5, index=0,
+                         columns=_columns),
+        "dev": _Layout("dev.tsv", 6, text_a=3, text_b=4, label=5, index=0,
+                       columns=_columns),
+        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0,
+                        columns=("id", "question1", "question2")),
     }
 
 
@@ -302,11 +354,13 @@ class MnliProcessor(DataProcessor):
 
     task = "MNLI"
     labels = _NLI3
-    _dev = dict(text_a=8, text_b=9, label=-1, index=0)
-    _test = dict(text_a=8, text_b=9, index=0)
+    _dev = dict(text_a=8, text_b=9, label=-1, index=0,
+                columns=_MNLI + ("label1", "label2", "label3", "label4", "label5",
+                                 "gold_label"))
+    _test = dict(text_a=8, text_b=9, index=0, columns=_MNLI)
     layouts = {
         "train": _Layout("train.tsv", 12, text_a=8, text_b=9, label=-1,
-                         index=0),
+                         index=0, columns=_MNLI + ("label1", "gold_label")),
         "dev": _Layout("dev_matched.tsv", 16, **_dev),
         "test": _Layout("test_matched.tsv", 10, **_test),
         "dev_matched": _Layout("dev_matched.tsv", 16, **_dev),
@@ -329,17 +383,14 @@ class QnliProcessor(DataProcessor):
 
     task = "QNLI"
     labels = _NLI2
-    layouts = {
-        "train": _Layout("train.tsv", 4, text_a=1, text_b=2, label=3, index=0),
-        "dev": _Layout("dev.tsv", 4, text_a=1, text_b=2, label=3, index=0),
-        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0),
-    }
+    layouts = _indexed_pair_layouts("question", "sentence")
 
 
 class RteProcessor(QnliProcessor):
     """RTE: `index sentence1 sentence2 label`; test without label."""
 
     task = "RTE"
+    layouts = _indexed_pair_layouts("sentence1", "sentence2")
 
 
 class WnliProcessor(QnliProcessor):
@@ -347,6 +398,7 @@ class WnliProcessor(QnliProcessor):
 
     task = "WNLI"
     labels = BINARY_LABELS
+    layouts = _indexed_pair_layouts("sentence1", "sentence2")
 
 
 class AxProcessor(DataProcessor):
@@ -359,7 +411,8 @@ class AxProcessor(DataProcessor):
     task = "AX"
     labels = _NLI3
     layouts = {
-        "test": _Layout("diagnostic.tsv", 3, text_a=1, text_b=2, index=0),
+        "test": _Layout("diagnostic.tsv", 3, text_a=1, text_b=2, index=0,
+                        columns=("index", "sentence1", "sentence2")),
     }
 
 
@@ -406,6 +459,24 @@ PROCESSORS = {
     "ax": AxProcessor,
     "xnli": XnliProcessor,
 }
+
+def tasks_with_header(columns: Sequence[str]) -> FrozenSet[str]:
+    """The tasks (e.g. {"RTE", "WNLI"}) one of whose files starts with the header
+    `columns`, as download_glue_data.py writes them; empty for a line no task's file
+    starts with."""
+    return _HEADER_TASKS.get(tuple(columns), frozenset())
+
+
+def _header_tasks() -> Dict[Tuple[str, ...], FrozenSet[str]]:
+    found: Dict[Tuple[str, ...], set] = {}
+    for processor in PROCESSORS.values():
+        for layout in processor.layouts.values():  # XNLI's are per language: none here
+            if layout.columns:
+                found.setdefault(layout.columns, set()).add(processor.task)
+    return {columns: frozenset(tasks) for columns, tasks in found.items()}
+
+
+_HEADER_TASKS = _header_tasks()
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b", "sst_2": "sst-2"}
 

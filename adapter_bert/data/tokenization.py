@@ -20,6 +20,8 @@ MAX_INPUT_CHARS_PER_WORD = 200
 # BERT's special tokens, in the order transformers adds them: one the vocabulary lacks
 # gets the next free id.
 SPECIAL_TOKENS = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
+# The special tokens fine-tuning uses ([MASK] is for pre-training only).
+USED_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]")
 
 
 class TokenizerError(ValueError):
@@ -184,7 +186,16 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
 
 
 def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -> None:
-    """Raises TokenizerError if the vocabulary is larger than the embedding table."""
+    """Raises TokenizerError if the vocabulary is not one the checkpoint can have been
+    trained with: a BERT special token the runners use is missing from it (the tokenizer
+    would add it past the embedding table), or its size is not the config's vocab_size."""
+    in_file = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False)
+    missing = [token for token in USED_SPECIAL_TOKENS if token not in in_file]
+    if missing:
+        raise TokenizerError(
+            f"{vocab_file} has no {', '.join(missing)} token: not the WordPiece vocabulary of "
+            f"a BERT checkpoint (a vocab.txt of another kind of model?); pass the vocab.txt "
+            f"of --init_checkpoint")
     size = len(tokenizer.get_vocab())
     if size != config.vocab_size:
         raise TokenizerError(

@@ -21,7 +21,6 @@ import tensorflow as tf
 
 from adapter_bert import io_utils
 from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
-from adapter_bert.model.errors import describe_read_error
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -202,11 +201,15 @@ def read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
                   else tf.compat.v1.train.NewCheckpointReader(prefix))
         names = reader.get_variable_to_shape_map()
         return {n: reader.get_tensor(n) for n in sorted(names)}
+    except IndexError as e:  # TensorFlow's reader, on a data file shorter than the index says
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e}): its data file is "
+                              f"cut short (an interrupted download or copy?); fetch it "
+                              f"again") from None
     except (tf.errors.OpError, ValueError) as e:
-        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e})") from None
-    except IndexError as e:  # TensorFlow's reader says a data file is short this way
-        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint: "
-                              f"{describe_read_error(e)}") from None
+        # TensorFlow says "not an sstable (bad magic number)" of a damaged .index file.
+        hint = ": its .index file is damaged or cut short; fetch it again" \
+            if "sstable" in str(e) else ""
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint ({e}){hint}") from None
 
 
 def hf_name_to_tf1(name: str) -> Optional[str]:

@@ -1,15 +1,20 @@
-"""Model configurations: `BertConfig` (Google and Hugging Face formats) and `AdapterConfig`.
+"""Model configurations: `BertConfig` (Google and Hugging Face formats), `AdapterConfig`,
+and the registry of adapter families that `AdapterConfig` is validated against.
 
-Both are plain dataclasses so they serialise to JSON, compare by value and can be
-written into adapter files to describe the backbone an adapter fits.
+Both configs are plain dataclasses so they serialise to JSON, compare by value and can
+be written into adapter files to describe the backbone an adapter fits.
 """
 
 import dataclasses
 import json
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
 from adapter_bert.model.activations import canonical_activation
+# Re-exported: the runners' flags and older code read these constants here.
+from adapter_bert.model.families import (  # noqa: F401
+    ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, COMMON_FIELDS, GOOGLE_ADAPTER_INIT_SCALE,
+    AdapterFamily, AdapterOption, parse_option)
 
 # Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
 _GOOGLE_REQUIRED = (
@@ -154,42 +159,125 @@ class BertConfig:
         return _construct(cls, kwargs, path)
 
 
-ADAPTER_POSITIONS = ("both", "attention", "ffn")
-
-# Stddev of the initial Houlsby/Pfeiffer projection weights. google-research/adapter-bert
-# uses 1e-3; the default is 1e-2, still near the identity (the paper finds accuracy flat
-# for stddevs up to 1e-2), because Adam moves every weight by about the learning rate per
-# step whatever its size: at adapter rates (1e-3 and up) weights of size 1e-3 are
-# replaced by gradient noise in the first steps, weights of size 1e-2 are only nudged
-# (docs/stability.md has the measurements). --adapter_init_scale=1e-3 restores Google's.
-ADAPTER_INIT_SCALE = 1e-2
-GOOGLE_ADAPTER_INIT_SCALE = 1e-3
-
-# Adapter families this package builds into the encoder (see adapters/layers.py).
-ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora")
-
-# Where each family goes when `positions` is not given, and where it may go.
-_DEFAULT_POSITIONS = {"houlsby": "both", "pfeiffer": "ffn", "parallel": "ffn",
-                      "lora": "attention"}
-_ALLOWED_POSITIONS = {"houlsby": ADAPTER_POSITIONS, "pfeiffer": ("ffn",),
-                      "parallel": ADAPTER_POSITIONS, "lora": ("attention",)}
+# ------------------------------------------------------------------ adapter families
+# The registry every adapter family is read from (see model/families.py): config
+# validation here, the encoder's and the named adapters' slots, the runners'
+# --adapter_type choices and the adapter files. Name -> family, in registration order.
+_FAMILIES: Dict[str, AdapterFamily] = {}
+_BUILT_IN: Tuple[str, ...] = ()
 
 
-@dataclasses.dataclass
+def _registry() -> Dict[str, AdapterFamily]:
+    """The registered families, the built-in ones first (registered on first use)."""
+    global _BUILT_IN
+    if not _BUILT_IN:
+        # The built-in families are declared beside their layers (adapters/layers.py);
+        # loading them on first use keeps `import adapter_bert.model.config` free of
+        # TensorFlow. That module imports nothing of this one, so this makes no cycle.
+        from adapter_bert.adapters.layers import BUILT_IN_FAMILIES
+        for family in BUILT_IN_FAMILIES:
+            _FAMILIES[family.name] = family
+        _BUILT_IN = tuple(family.name for family in BUILT_IN_FAMILIES)
+    return _FAMILIES
+
+
+def register_adapter_family(family: AdapterFamily, replace: bool = False) -> AdapterFamily:
+    """Adds an adapter family: `AdapterConfig(adapter_type=family.name)` then builds it.
+
+    Register before building configs or loading adapter files of the family (in every
+    process that reads them; Keras loading needs the layer class registered too, see
+    `keras.utils.register_keras_serializable`).
+
+    Args:
+        family: the `AdapterFamily` declaration.
+        replace: replace a family registered earlier under the same name (not a built-in
+            one), e.g. when a notebook cell runs again.
+
+    Returns:
+        `family`.
+
+    Raises:
+        ValueError: the name is taken (or reserved), or an option name is another
+            family's.
+    """
+    if not isinstance(family, AdapterFamily):
+        raise ValueError(f"register_adapter_family takes an AdapterFamily, got {family!r}")
+    registry = _registry()
+    if family.name in _BUILT_IN or family.name == "resadapter":
+        raise ValueError(f"adapter family name {family.name!r} is built in")
+    if family.name in registry and not replace:
+        raise ValueError(f"an adapter family named {family.name!r} is already registered "
+                         f"(replace=True replaces it)")
+    taken = sorted(key for key in family.options if hasattr(AdapterConfig, key))
+    if taken:
+        raise ValueError(f"adapter family {family.name!r}: option name(s) {taken} are "
+                         f"AdapterConfig attributes")
+    for other in registry.values():
+        shared = sorted(set(other.options) & set(family.options))
+        if other.name != family.name and shared:
+            raise ValueError(f"adapter family {family.name!r}: option(s) {shared} belong to "
+                             f"family {other.name!r}; prefix options with the family's name")
+    registry[family.name] = family
+    return family
+
+
+def unregister_adapter_family(name: str) -> None:
+    """Removes a family added by `register_adapter_family`.
+
+    Raises:
+        ValueError: a built-in family.
+        KeyError: no family of that name.
+    """
+    registry = _registry()
+    if name in _BUILT_IN:
+        raise ValueError(f"adapter family {name!r} is built in and stays registered")
+    if name not in registry:
+        raise KeyError(f"no adapter family named {name!r}")
+    del registry[name]
+
+
+def adapter_families() -> Tuple[AdapterFamily, ...]:
+    """Every registered family, the built-in ones first (houlsby, pfeiffer, parallel, lora)."""
+    return tuple(_registry().values())
+
+
+def adapter_family(name: str) -> AdapterFamily:
+    """The family registered as `name`.
+
+    Raises:
+        ConfigError: no such family; the message lists the registered ones.
+    """
+    registry = _registry()
+    if name not in registry:
+        raise ConfigError(f"adapter_type must be one of {tuple(registry)}, got {name!r}")
+    return registry[name]
+
+
+@dataclasses.dataclass(init=False)
 class AdapterConfig:
-    """Adapters of one family: where they go and how they start.
+    """Adapters of one family: which family, where they go, how they start.
 
-    Families (`adapter_type`):
+    The common fields below apply to every family; a family's own options (declared in
+    its registration, see `register_adapter_family`) are keyword arguments too and read
+    as attributes (`config.lora_alpha`); `options` holds them all. Options of another
+    family are refused, except at that family's default (what older adapter files
+    store).
+
+    Built-in families (`adapter_type`):
     - "houlsby" (Houlsby et al., 2019): a bottleneck with its own skip after the
       attention and feed-forward output projections, before `LayerNorm(x + residual)`.
     - "pfeiffer" (Pfeiffer et al., 2021; AdapterHub's `PfeifferConfig`/`SeqBnConfig`):
       one bottleneck per layer at the feed-forward output, reading the post-LayerNorm
       state: `LN(h + up(act(down(LN(h + r)))) + r)`, the same LayerNorm twice.
     - "parallel" (He et al., 2022): a bottleneck beside the sub-layer, reading its input
-      and added scaled by `parallel_scaling`: `LN(h + s * up(act(down(r))) + r)`; the up
-      projection starts at zero, so the model starts exactly as the backbone.
-    - "lora" (Hu et al., 2022): low-rank updates `scale * x A B` of the query and value
-      projections, rank `size`, `scale = lora_alpha / size`; B starts at zero.
+      and added scaled by the option `parallel_scaling` (default 4):
+      `LN(h + s * up(act(down(r))) + r)`; the up projection starts at zero, so the model
+      starts exactly as the backbone.
+    - "lora" (Hu et al., 2022): low-rank updates `scale * dropout(x) A B` of frozen dense
+      projections, rank `size`, `scale = lora_alpha / size`; B starts at zero. Options:
+      `lora_alpha` (None: the rank, scale 1), `lora_targets` (names of
+      `families.PROJECTIONS`; default query and value), `lora_dropout` (on the update's
+      input, default 0). `positions` stays "attention" whatever the targets.
 
     Attributes:
         size: bottleneck width m (the paper's adapter size), or the LoRA rank r.
@@ -205,18 +293,20 @@ class AdapterConfig:
             paper), "attention" or "ffn" only. None picks the family's place: "both"
             for houlsby, "ffn" for pfeiffer and parallel, "attention" for lora.
         leave_out: indices of transformer layers that get no adapters.
-        adapter_type: one of `ADAPTER_TYPES`.
-        lora_alpha: LoRA scaling numerator; None means the rank (scale 1).
-        parallel_scaling: the fixed scale s of parallel adapters (He et al. use 4).
+        adapter_type: a registered family (`adapter_families()`).
+        options: the family's options, each given or at its default.
 
     Raises:
-        ConfigError: a value out of range or a position the family does not support.
+        ConfigError: an unknown family or field, a value out of range, or a position
+            the family does not support.
 
     Examples:
         >>> AdapterConfig(size=8, leave_out=[0]).layer_positions(1)
         ('attention', 'ffn')
         >>> AdapterConfig(size=8, adapter_type="pfeiffer").layer_positions(0)
         ('ffn',)
+        >>> AdapterConfig(size=8, adapter_type="lora", lora_alpha=16).lora_targets
+        ('query', 'value')
     """
 
     size: int = 64
@@ -225,46 +315,82 @@ class AdapterConfig:
     positions: Optional[str] = None
     leave_out: Tuple[int, ...] = ()
     adapter_type: str = "houlsby"
-    lora_alpha: Optional[float] = None
-    parallel_scaling: float = 4.0
+    options: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def __post_init__(self):
-        if self.adapter_type not in ADAPTER_TYPES:
-            raise ConfigError(f"adapter_type must be one of {ADAPTER_TYPES}, "
-                              f"got {self.adapter_type!r}")
+    def __init__(self, size: int = 64, activation: str = "gelu",
+                 init_scale: float = ADAPTER_INIT_SCALE, positions: Optional[str] = None,
+                 leave_out: Sequence[int] = (), adapter_type: str = "houlsby",
+                 options: Optional[Dict[str, Any]] = None, **more_options):
+        self.size = size
+        self.activation = activation
+        self.init_scale = init_scale
+        self.positions = positions
+        self.leave_out = leave_out
+        self.adapter_type = adapter_type
+        self.options = {}
+        self._validate(dict(options or {}, **more_options))
+
+    def _validate(self, given: Dict[str, Any]) -> None:
+        family = adapter_family(self.adapter_type)
         if int(self.size) <= 0:
             raise ConfigError(f"adapter size must be a positive integer, got {self.size}")
+        self.size = int(self.size)
         if not float(self.init_scale) >= 0:
             raise ConfigError(f"adapter init_scale must be >= 0, got {self.init_scale}")
         if self.positions is None:
-            self.positions = _DEFAULT_POSITIONS[self.adapter_type]
+            self.positions = family.default_positions
         if self.positions not in ADAPTER_POSITIONS:
             raise ConfigError(f"adapter positions must be one of {ADAPTER_POSITIONS}, "
                               f"got {self.positions!r}")
-        if self.positions not in _ALLOWED_POSITIONS[self.adapter_type]:
+        if self.positions not in family.positions:
             raise ConfigError(f"{self.adapter_type} adapters go at positions "
-                              f"{_ALLOWED_POSITIONS[self.adapter_type]}, got {self.positions!r}")
-        if self.lora_alpha is not None:
-            if self.adapter_type != "lora":
-                raise ConfigError(f"lora_alpha applies to adapter_type 'lora', "
-                                  f"not {self.adapter_type!r}")
-            if not float(self.lora_alpha) > 0:
-                raise ConfigError(f"lora_alpha must be > 0, got {self.lora_alpha}")
-            self.lora_alpha = float(self.lora_alpha)
-        self.parallel_scaling = float(self.parallel_scaling)
+                              f"{family.positions}, got {self.positions!r}")
+        self._check_foreign_options(family, given)
+        for key, option in family.options.items():
+            try:
+                self.options[key] = parse_option(key, option, given.get(key, option.default))
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         canonical_activation(self.activation)  # validates the name
         self.leave_out = tuple(sorted(int(i) for i in self.leave_out))
 
+    def _check_foreign_options(self, family: AdapterFamily, given: Dict[str, Any]) -> None:
+        owners = {key: other for other in adapter_families() for key in other.options}
+        unknown = sorted(key for key in given if key not in family.options and key not in owners)
+        if unknown:
+            raise ConfigError(
+                f"unknown adapter config field(s): {unknown}; adapter_type "
+                f"{self.adapter_type!r} has {', '.join(COMMON_FIELDS + tuple(family.options))}")
+        for key, value in given.items():
+            owner = owners.get(key)
+            if key not in family.options and value != owner.options[key].default:
+                raise ConfigError(f"{key} applies to adapter_type {owner.name!r}, not "
+                                  f"{self.adapter_type!r}")
+
+    def __getattr__(self, name):
+        # Only reached for names that are not attributes: the family's options.
+        options = self.__dict__.get("options")
+        if options is not None and name in options:
+            return options[name]
+        raise AttributeError(f"AdapterConfig of adapter_type "
+                             f"{self.__dict__.get('adapter_type')!r} has no field {name!r}")
+
+    @property
+    def family(self) -> AdapterFamily:
+        """The registered `AdapterFamily` of `adapter_type`."""
+        return adapter_family(self.adapter_type)
+
     @property
     def lora_scale(self) -> float:
-        """LoRA's `alpha / r` (1 when `lora_alpha` is None)."""
+        """LoRA's `alpha / r` (1 when `lora_alpha` is None); LoRA configs only."""
         alpha = self.size if self.lora_alpha is None else self.lora_alpha
         return float(alpha) / int(self.size)
 
     def layer_positions(self, layer_index: int) -> Tuple[str, ...]:
         """The adapter slots ("attention", "ffn") filled in transformer layer `layer_index`.
 
-        For LoRA, "attention" means the query/value projections of self-attention.
+        For a "projections" family (LoRA) any position means the layer's projections
+        named by the family (`lora_targets`).
         """
         if layer_index in self.leave_out:
             return ()
@@ -278,10 +404,31 @@ class AdapterConfig:
             raise ConfigError(f"adapter leave_out names layers {bad}, but the backbone has "
                               f"layers 0..{bert_config.num_hidden_layers - 1}")
 
+    def param_count(self, bert_config: BertConfig) -> int:
+        """Adapter weights these adapters add to a backbone of `bert_config`'s shape.
+
+        Sums the family's `param_count` over the slots (or projections) filled.
+        """
+        family = self.family
+        h, i = bert_config.hidden_size, bert_config.intermediate_size
+        widths = {"query": (h, h), "key": (h, h), "value": (h, h), "attention_output": (h, h),
+                  "intermediate": (h, i), "output": (i, h)}
+        total = 0
+        for index in range(bert_config.num_hidden_layers):
+            positions = self.layer_positions(index)
+            if family.slot == "output":
+                total += len(positions) * family.param_count(self, h, h)
+            elif positions:
+                total += sum(family.param_count(self, *widths[name])
+                             for name in family.projections(self))
+        return total
+
     def to_dict(self) -> dict:
-        """Returns the fields as a JSON-ready dict."""
-        values = dataclasses.asdict(self)
+        """Returns the common fields and the family's options as a JSON-ready dict."""
+        values = {name: getattr(self, name) for name in COMMON_FIELDS}
         values["leave_out"] = list(self.leave_out)
+        values.update({key: list(value) if isinstance(value, tuple) else value
+                       for key, value in self.options.items()})
         return values
 
     @classmethod
@@ -289,11 +436,9 @@ class AdapterConfig:
         """Builds a config from `to_dict()` output; unknown keys are an error.
 
         Dicts written before adapter types existed (no `adapter_type`) describe Houlsby
-        adapters and load as such.
+        adapters and load as such; options of other families at their defaults (which
+        older files stored for every family) are dropped.
         """
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ConfigError(f"unknown adapter config field(s): {unknown}")
         return cls(**values)
 
 

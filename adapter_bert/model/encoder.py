@@ -14,11 +14,14 @@ section below): a block stores its single `adapter` slot, its `adapter_enabled` 
 its named `task_branches`, and its `call` asks `modification(adapter_name)` what to run.
 The paths, all through that one method:
 
-- the single slot (`BertModel.add_adapters`): Houlsby, Pfeiffer and parallel adapters in
-  the two output blocks, LoRA in self-attention (adapters/layers.py, `adapter_slots`);
+- the single slot (`BertModel.add_adapters`): a family's layers where its registration
+  puts them (`new_adapters`): "output" families (Houlsby, Pfeiffer, parallel) in the two
+  output blocks, "projections" families (LoRA) in the blocks holding the projections
+  they update (self-attention, the output blocks, the intermediate block);
 - `adapter_enabled` (tasks/ablation.py) bypasses the single slot, weights kept;
-- named adapters (adapters/named.py, adapters/multitask.py): a `TaskBranch` per task and
-  holder, under the TF1 scope `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
+- named adapters (adapters/named.py, managed by the adapter API of adapters/api.py and
+  adapters/multitask.py): a `TaskBranch` per task and holder, under the TF1 scope
+  `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
 - AdapterFusion (adapters/fusion.py): a task branch whose `fusion` attends over other
   tasks' adapters of the same block.
 
@@ -36,9 +39,9 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.activations import get_activation
-from adapter_bert.adapters.layers import attention_adapter, output_adapter
+from adapter_bert.adapters.layers import ProjectionAdapter
 from adapter_bert.model.attention_kernel import attention_context
-from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
 from adapter_bert.model.fast_layers import Dropout, LayerNorm
 from adapter_bert.model.inputs import FeatureInputs, model_features
 
@@ -121,8 +124,8 @@ class BlockModification(NamedTuple):
 class ModifiableBlock(_ConfiguredLayer):
     """Base of the backbone layers adapters modify: the one extension point of a block.
 
-    Storage, set up by `_init_modifications`: `adapter`, the single slot (filled in
-    self-attention and the output blocks, see `adapter_slots`; written by `set_adapter`);
+    Storage, set up by `_init_modifications`: `adapter`, the single slot (filled where
+    a family's registration puts it, see `new_adapters`; written by `set_adapter`);
     `adapter_enabled`, its on/off switch (a plain attribute, set by ablations);
     `task_branches`, one `TaskBranch` per named adapter (written by `add_task_branch` and
     `remove_task_branch`). A block's `call` reads them through `modification` alone.
@@ -133,6 +136,18 @@ class ModifiableBlock(_ConfiguredLayer):
     """
 
     BRANCH_PER_TASK = False
+
+    @property
+    def projection_input_width(self) -> int:
+        """Width of the input of this block's dense projections (a projection adapter's)."""
+        return self.config.hidden_size
+
+    def adapter_input_shape(self, adapter: keras.layers.Layer) -> tf.TensorShape:
+        """The input shape `adapter` is built for in this block: the projections' input
+        for a `ProjectionAdapter`, the hidden state otherwise."""
+        width = (self.projection_input_width if isinstance(adapter, ProjectionAdapter)
+                 else self.config.hidden_size)
+        return tf.TensorShape([None, None, width])
 
     def _init_modifications(self) -> None:
         # Called last in `__init__`: attribute order is the order Keras walks the
@@ -145,7 +160,7 @@ class ModifiableBlock(_ConfiguredLayer):
         """Fills (or, with None, empties) the single slot; builds it if this layer is built."""
         self.adapter = adapter
         if adapter is not None and self.built and not adapter.built:
-            adapter.build(tf.TensorShape([None, None, self.config.hidden_size]))
+            adapter.build(self.adapter_input_shape(adapter))
 
     def add_task_branch(self, branch: TaskBranch) -> None:
         """Adds the named adapter `branch.name`'s parts for this block."""
@@ -167,6 +182,9 @@ class ModifiableBlock(_ConfiguredLayer):
         own_layer_norm = getattr(self, "layer_norm", None)
         own_dense = getattr(self, "dense", None)
         if adapter_name is None:
+            if not self.adapter_enabled and getattr(self.adapter, "merged", False):
+                raise ValueError(f"the adapter of {self.name} is merged into its kernels and "
+                                 f"cannot be switched off: unmerge it first")
             return BlockModification(own_layer_norm,
                                      self.adapter if self.adapter_enabled else None, own_dense)
         branch = self.task_branches.get(adapter_name)
@@ -179,6 +197,18 @@ class ModifiableBlock(_ConfiguredLayer):
             own_layer_norm if branch.layer_norm is None else branch.layer_norm,
             branch.adapter, own_dense if branch.dense is None else branch.dense,
             branch.fusion, tuple(self.modification(name).adapter for name in branch.fused))
+
+
+def add_projection_updates(adapter, inputs, projections):
+    """`projections` ({Dense name: its output}) plus the updates `adapter(inputs)` returns.
+
+    The adapter is a `ProjectionAdapter` (or stands for one); Keras passes it the block's
+    `training` (its dropout).
+    """
+    updated = dict(projections)
+    for target, update in adapter(inputs).items():
+        updated[target] = updated[target] + tf.cast(update, updated[target].dtype)
+    return updated
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -253,8 +283,9 @@ class BertEmbeddings(ModifiableBlock):
 class BertSelfAttention(ModifiableBlock):
     """Multi-head scaled dot-product self-attention (the query/key/value projections).
 
-    `adapter` is the LoRA slot (None without LoRA): its low-rank updates are added to
-    the frozen query and value projections. A named LoRA adapter has a branch here.
+    `adapter` is the slot of projection adapters (None without): a LoRA layer's
+    low-rank updates are added to the frozen query, key and value projections it
+    targets. A named LoRA adapter has a branch here.
     """
 
     def __init__(self, config, name="self", **kwargs):
@@ -287,13 +318,13 @@ class BertSelfAttention(ModifiableBlock):
 
     def call(self, hidden, attention_adder, training=None, adapter_name=None):
         """Args: hidden [B, T, H]; attention_adder [B, 1, 1, T] float32 (0 or -10000)."""
-        query, key, value = self.query(hidden), self.key(hidden), self.value(hidden)
-        lora = self.modification(adapter_name).adapter
-        if lora is not None:
-            updates = lora(hidden)
-            query = query + tf.cast(updates["query"], query.dtype)
-            value = value + tf.cast(updates["value"], value.dtype)
-        query, key, value = (self._split_heads(t) for t in (query, key, value))
+        projected = {"query": self.query(hidden), "key": self.key(hidden),
+                     "value": self.value(hidden)}
+        adapter = self.modification(adapter_name).adapter
+        if adapter is not None:  # only projection adapters fill this slot
+            projected = add_projection_updates(adapter, hidden, projected)
+        query, key, value = (self._split_heads(projected[name])
+                             for name in ("query", "key", "value"))
         batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
         keep, keep_scale = self.dropout.keep_mask(
             [batch, self.config.num_attention_heads, length, length], training=training)
@@ -310,33 +341,50 @@ class BertResidualOutput(ModifiableBlock):
     """Output block of a sub-layer: Dense -> Dropout -> [Adapter] -> LayerNorm(x + residual).
 
     Used twice per transformer layer: after self-attention (scope `attention/output`)
-    and after the feed-forward network (scope `output`). `adapter` is the adapter
+    and after the feed-forward network (scope `output`, whose input is
+    `intermediate_size` wide: `input_width`). `adapter` is the adapter
     slot; it is empty (None) for a plain BERT. An adapter is called as
     `adapter(hidden, residual, layer_norm)` (see adapters/layers.py), so Houlsby, Pfeiffer and
-    parallel adapters share the slot. A named adapter runs its own LayerNorm copy and
+    parallel adapters share the slot; a `ProjectionAdapter` (LoRA on `dense`) in it adds its
+    update to the projection instead. A named adapter runs its own LayerNorm copy and
     adapter (or fusion) here.
     """
 
     BRANCH_PER_TASK = True
 
-    def __init__(self, config, name="output", **kwargs):
+    def __init__(self, config, name="output", input_width=None, **kwargs):
         super().__init__(config, name=name, **kwargs)
+        self.input_width = int(input_width or self.config.hidden_size)
         self.dense = keras.layers.Dense(
             self.config.hidden_size, kernel_initializer=_initializer(self.config), name="dense")
         self.dropout = Dropout(self.config.hidden_dropout_prob)
         self.layer_norm = _layer_norm(self.config)
         self._init_modifications()
 
+    @property
+    def projection_input_width(self) -> int:
+        return self.input_width
+
     def call(self, hidden, residual, training=None, adapter_name=None):
-        hidden = self.dropout(self.dense(hidden), training=training)
-        residual = tf.cast(residual, hidden.dtype)
         mod = self.modification(adapter_name)
+        projected = self.dense(hidden)
+        if isinstance(mod.adapter, ProjectionAdapter):
+            projected = add_projection_updates(mod.adapter, hidden, {"dense": projected})["dense"]
+        hidden = self.dropout(projected, training=training)
+        residual = tf.cast(residual, hidden.dtype)
         if mod.fusion is not None:
             hidden = mod.fusion(hidden, [adapter(hidden, residual, mod.layer_norm)
                                          for adapter in mod.fused])
-        elif mod.adapter is not None:
+        elif mod.adapter is not None and not isinstance(mod.adapter, ProjectionAdapter):
             hidden = mod.adapter(hidden, residual, mod.layer_norm)
-        return mod.layer_norm(hidden + residual)
+        # An adapter returns float32 under mixed precision (adapters/layers.py skip_sum):
+        # the residual joins it there, and the LayerNorm reads that sum unrounded.
+        return mod.layer_norm(hidden + tf.cast(residual, hidden.dtype))
+
+    def get_config(self):
+        config = super().get_config()
+        config["input_width"] = self.input_width
+        return config
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -355,8 +403,12 @@ class BertAttention(_ConfiguredLayer):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertIntermediate(_ConfiguredLayer):
-    """First feed-forward projection with the hidden activation (scope `intermediate`)."""
+class BertIntermediate(ModifiableBlock):
+    """First feed-forward projection with the hidden activation (scope `intermediate`).
+
+    `adapter` is the slot of a projection adapter on `dense` (LoRA's "intermediate"
+    target); a named LoRA adapter with that target has a branch here.
+    """
 
     def __init__(self, config, name="intermediate", **kwargs):
         super().__init__(config, name=name, **kwargs)
@@ -364,9 +416,14 @@ class BertIntermediate(_ConfiguredLayer):
             self.config.intermediate_size, kernel_initializer=_initializer(self.config),
             name="dense")
         self._act = get_activation(self.config.hidden_act)
+        self._init_modifications()
 
-    def call(self, hidden):
-        return self._act(self.dense(hidden))
+    def call(self, hidden, training=None, adapter_name=None):
+        projected = self.dense(hidden)
+        adapter = self.modification(adapter_name).adapter
+        if adapter is not None:  # only projection adapters fill this slot
+            projected = add_projection_updates(adapter, hidden, {"dense": projected})["dense"]
+        return self._act(projected)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -381,7 +438,8 @@ class BertTransformerLayer(_ConfiguredLayer):
         super().__init__(config, name=name, **kwargs)
         self.attention = BertAttention(self.config, name="attention")
         self.intermediate = BertIntermediate(self.config, name="intermediate")
-        self.output_block = BertResidualOutput(self.config, name="output")
+        self.output_block = BertResidualOutput(self.config, name="output",
+                                               input_width=self.config.intermediate_size)
 
     @property
     def attention_output_block(self) -> BertResidualOutput:
@@ -394,8 +452,10 @@ class BertTransformerLayer(_ConfiguredLayer):
     def call(self, hidden, attention_adder, training=None, adapter_name=None):
         attention_output = self.attention(hidden, attention_adder, training=training,
                                           adapter_name=adapter_name)
-        return self.output_block(self.intermediate(attention_output), attention_output,
-                                 training=training, adapter_name=adapter_name)
+        intermediate = self.intermediate(attention_output, training=training,
+                                         adapter_name=adapter_name)
+        return self.output_block(intermediate, attention_output, training=training,
+                                 adapter_name=adapter_name)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -434,16 +494,46 @@ class BertPooler(ModifiableBlock):
         return self.modification(adapter_name).dense(sequence_output[:, 0])
 
 
-def adapter_slots(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
-    """The layers of transformer layer `index` that get an adapter of this config.
+def projection_blocks(layer: BertTransformerLayer):
+    """{name in `families.PROJECTIONS`: (the block holding it, its Dense's name there)}."""
+    attention = layer.attention.self_attention
+    return {"query": (attention, "query"), "key": (attention, "key"),
+            "value": (attention, "value"),
+            "attention_output": (layer.attention_output_block, "dense"),
+            "intermediate": (layer.intermediate, "dense"),
+            "output": (layer.ffn_output_block, "dense")}
 
-    LoRA: the self-attention; the bottleneck families: the selected output blocks.
+
+def holders(layer: BertTransformerLayer):
+    """The blocks of a transformer layer that can hold adapters, in call order."""
+    return [layer.attention.self_attention, layer.attention_output_block, layer.intermediate,
+            layer.ffn_output_block]
+
+
+def new_adapters(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
+    """Fresh adapter layers for transformer layer `index`: [(block, layer)], in call order.
+
+    Where they go is the family's registration: an "output" family gets one layer in
+    each output block its `positions` select; a "projections" family one layer in each
+    block holding projections it updates (`AdapterFamily.projections`), built with
+    {the projections' Dense names in the block: their output widths}. The layers are
+    not built.
     """
+    family = adapter_family(adapter_config.adapter_type)
     positions = adapter_config.layer_positions(index)
-    if adapter_config.adapter_type == "lora":
-        return [layer.attention.self_attention] if positions else []
-    return [layer.attention_output_block if position == "attention" else layer.ffn_output_block
-            for position in positions]
+    if family.slot == "output":
+        return [(layer.attention_output_block if position == "attention"
+                 else layer.ffn_output_block, family.layer.from_adapter_config(adapter_config))
+                for position in positions]
+    if not positions:
+        return []
+    targets = set(family.projections(adapter_config))
+    by_block = {}
+    for name, (block, dense) in projection_blocks(layer).items():
+        if name in targets:
+            by_block.setdefault(id(block), (block, {}))[1][dense] = getattr(block, dense).units
+    return [(block, family.layer.from_adapter_config(adapter_config, projections))
+            for block, projections in by_block.values()]
 
 
 def attention_adder_from_mask(input_mask) -> tf.Tensor:
@@ -497,34 +587,67 @@ class BertModel(FeatureInputs, keras.Model):
     def add_adapters(self, adapter_config) -> None:
         """Puts a fresh adapter in every slot the `AdapterConfig` selects.
 
-        Houlsby, Pfeiffer and parallel adapters go into output blocks, LoRA into
-        self-attention. Works before or after the model is built; existing adapters
-        are replaced.
+        Where they go is the family's registration (`new_adapters`): Houlsby, Pfeiffer
+        and parallel adapters into output blocks, LoRA beside the projections it
+        targets. Works before or after the model is built; existing adapters are
+        replaced.
 
         Args:
             adapter_config: an `AdapterConfig` or its dict.
 
         Raises:
             ConfigError: `leave_out` names layers the backbone lacks.
+            ValueError: the present adapter is merged into the kernels.
         """
         if isinstance(adapter_config, dict):
             adapter_config = AdapterConfig.from_dict(adapter_config)
         adapter_config.validate_for(self.config)
         self.remove_adapters()
         for index, layer in enumerate(self.encoder.transformer_layers):
-            for slot in adapter_slots(layer, adapter_config, index):
-                slot.set_adapter(attention_adapter(adapter_config)
-                                 if isinstance(slot, BertSelfAttention)
-                                 else output_adapter(adapter_config))
+            for block, adapter in new_adapters(layer, adapter_config, index):
+                block.set_adapter(adapter)
         self.adapter_config = adapter_config
 
     def remove_adapters(self) -> None:
-        """Empties every adapter slot: the model becomes a plain BERT again."""
-        for block in self.output_blocks():
-            block.set_adapter(None)
+        """Empties every adapter slot: the model becomes a plain BERT again.
+
+        Raises:
+            ValueError: the adapter is merged into the kernels (`unmerge_adapter` first).
+        """
+        if None in self.merged_adapters():
+            raise ValueError("the model's adapter is merged into its kernels: unmerge it "
+                             "(adapter_bert.unmerge_adapter) before replacing or removing it")
         for layer in self.encoder.transformer_layers:
-            layer.attention.self_attention.set_adapter(None)
+            for block in holders(layer):
+                block.set_adapter(None)
         self.adapter_config = None
+
+    def projection_adapters(self, adapter_name: Optional[str] = None):
+        """[(ProjectionAdapter, {target: its Dense})] of the single slot (None) or of the
+        named adapter `adapter_name`, in every block."""
+        found = []
+        for layer in self.encoder.transformer_layers:
+            for block in holders(layer):
+                if adapter_name is None:
+                    adapter = block.adapter
+                else:
+                    branch = block.task_branches.get(adapter_name)
+                    adapter = branch.adapter if branch is not None else None
+                if isinstance(adapter, ProjectionAdapter):
+                    found.append((adapter, {t: getattr(block, t) for t in adapter.targets}))
+        return found
+
+    def merged_adapters(self):
+        """Adapters whose updates are merged into the kernels: None for the single slot,
+        else the named adapter's name (at most one, since they share the kernels)."""
+        merged = []
+        for layer in self.encoder.transformer_layers:
+            for block in holders(layer):
+                named = [(name, branch.adapter) for name, branch in block.task_branches.items()]
+                for name, adapter in [(None, block.adapter)] + named:
+                    if getattr(adapter, "merged", False) and name not in merged:
+                        merged.append(name)
+        return merged
 
     @property
     def named_adapters(self):
@@ -532,12 +655,23 @@ class BertModel(FeatureInputs, keras.Model):
         return list(self.embeddings.task_branches)
 
     def output_blocks(self):
-        """All adapter-bearing blocks, in order: (layer 0 attention, layer 0 ffn, ...)."""
+        """The output blocks (where "output" families go), in order: (layer 0 attention,
+        layer 0 ffn, ...)."""
         for layer in self.encoder.transformer_layers:
             yield layer.attention_output_block
             yield layer.ffn_output_block
 
     def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
+        # None and "" both run the backbone's own layers here; `adapter_bert.BertModel`
+        # (adapters/api.py) reads None as "its active adapter" and "" as "none".
+        adapter_name = adapter_name or None
+        merged = self.merged_adapters()
+        if merged and merged != [adapter_name]:
+            shown = "the model's own adapter" if merged[0] is None else f"adapter {merged[0]!r}"
+            running = ("the model without it" if adapter_name is None
+                       else f"adapter {adapter_name!r}")
+            raise ValueError(f"{shown} is merged into the backbone's kernels; unmerge it "
+                             f"(adapter_bert.unmerge_adapter) before running {running}")
         inputs = model_features(inputs, type(self).__name__)
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")

@@ -221,7 +221,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
     Same weights (`gamma`, `beta`), arguments and config; normalising over other axes
     falls back to the Keras computation. Under mixed precision it normalises in float32,
-    as Keras does, and returns the input's dtype.
+    as Keras does, reads a float32 input without rounding it and returns the compute
+    dtype.
 
     Examples:
         >>> layer = LayerNorm(epsilon=1e-12)
@@ -229,13 +230,18 @@ class LayerNorm(keras.layers.LayerNormalization):
         [-1.0, 1.0]
     """
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A float32 input (an adapter's sum under mixed precision) is normalised as it
+        # is, not rounded to the compute dtype first; the output is in the compute dtype.
+        self._autocast = False
+
     def call(self, inputs):
         if isinstance(inputs, tf.RaggedTensor) or self.axis != [inputs.shape.rank - 1]:
-            return super().call(inputs)
-        inputs = tf.cast(inputs, self.compute_dtype)
+            return super().call(tf.cast(inputs, self.compute_dtype))
         outputs = normalize(tf.cast(inputs, tf.float32), tf.constant(self.epsilon, tf.float32))
         if self.scale:
             outputs = outputs * tf.cast(self.gamma, tf.float32)
         if self.center:
             outputs = outputs + tf.cast(self.beta, tf.float32)
-        return tf.cast(outputs, inputs.dtype)
+        return tf.cast(outputs, self.compute_dtype)

@@ -44,17 +44,20 @@ def _backbone(model):
 
 
 def adapter_blocks_by_layer(model) -> List[list]:
-    """Per transformer layer, the output blocks of that layer that hold an adapter.
+    """Per transformer layer, the blocks of that layer that hold an adapter.
 
     Args:
         model: a `BertModel` or a task model with a `.bert` backbone.
 
     Returns:
         A list with one entry per transformer layer (possibly empty where the layer has no
-        adapter, e.g. `leave_out`); each entry lists `BertResidualOutput` blocks.
+        adapter, e.g. `leave_out`); each entry lists the blocks in call order: the output
+        blocks of bottleneck families, and for LoRA the blocks of its target projections
+        (self-attention, the output blocks, the intermediate block).
     """
     layers = _backbone(model).encoder.transformer_layers
-    return [[block for block in (layer.attention_output_block, layer.ffn_output_block)
+    return [[block for block in (layer.attention.self_attention, layer.attention_output_block,
+                                 layer.intermediate, layer.ffn_output_block)
              if block.adapter is not None] for layer in layers]
 
 

@@ -6,6 +6,7 @@ and says only what is its own: how its flags are checked, how its data is read, 
 head its model has, and what it trains, evaluates and writes.
 """
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -16,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
+from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.adapters.tuning import parameter_components
 from adapter_bert.console import configure_logging
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
@@ -31,9 +33,9 @@ from adapter_bert.tasks.task_models import build_task_model_for_flags
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
-                                        set_dtype_policy, set_seed, steps_per_execution)
+                                        set_seed, steps_per_execution)
 from adapter_bert.training.optimizer import choose_optimizer, create_optimizer
-from adapter_bert.training.precision import resolve_dtype
+from adapter_bert.precision import apply_dtype
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
 # run writes into --output_dir.
@@ -222,11 +224,16 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
         # With the seed above: same flags, same machine -> bit-identical results.
         tf.config.experimental.enable_op_determinism()
         logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
-    dtype, why = resolve_dtype(flag_values.dtype, strategy=strategy)
-    if flag_values.dtype == "auto":
-        logging.info("dtype: %s (--dtype=auto: %s)", dtype, why)
-    set_dtype_policy(dtype)
+    apply_dtype(flag_values.dtype, strategy=strategy)
     return strategy, static_shapes_required(strategy), role
+
+
+def merged_for_export(model, flag_values):
+    """A context for the `--export_dir` export: LoRA folded into the kernels with
+    `--merge_lora` (and restored after), the model as it is otherwise."""
+    if getattr(flag_values, "merge_lora", False):
+        return adapter_merged(model)
+    return contextlib.nullcontext()
 
 
 def write_results(path: str, results: Dict[str, object]) -> None:

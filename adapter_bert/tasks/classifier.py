@@ -12,6 +12,7 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
+from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
@@ -58,6 +59,18 @@ class ClassifierRun(base.TaskRun):
         self.labels = self.processor.get_labels()
         self.is_regression = self.processor.is_regression
         self.num_labels = 1 if self.is_regression else len(self.labels)
+        self._check_room_for_text(flag_values.max_seq_length)
+
+    def _check_room_for_text(self, max_seq_length: int) -> None:
+        """--max_seq_length must hold [CLS] and a [SEP] per text (what
+        `convert_examples_to_features` needs), checked before anything is loaded."""
+        pairs = any(layout.text_b is not None for layout in self.processor.layouts.values())
+        least = 3 if pairs else 2
+        if max_seq_length < least:
+            what = "sentence pairs need [CLS] and two [SEP]" if pairs \
+                else "sentences need [CLS] and [SEP]"
+            raise FlagError(f"--max_seq_length={max_seq_length} leaves no room for text: "
+                            f"{self.processor.task}'s {what}, so at least {least}")
 
     def read_data(self) -> None:
         # Every split the run needs is read now, so a bad dev or test file fails before
@@ -127,12 +140,18 @@ class ClassifierRun(base.TaskRun):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     def load_checked_adapter(self, path: str) -> Dict:
-        description = super().load_checked_adapter(path)
-        if description.get("labels") and list(description["labels"]) != list(self.labels) \
-                and self.task != "ax":
-            raise FlagError(f"--load_adapter={path} was trained on labels "
-                            f"{description['labels']}, but {self.task} has {self.labels}")
-        return description
+        # The label sets are compared before loading: a head for another number of labels
+        # would otherwise fail on a weight's shape, without saying why.
+        description = read_adapter_config(path)
+        labels = description.get("labels")
+        if labels and list(labels) != list(self.labels) and self.task != "ax":
+            task = description.get("task") or "another task"
+            raise FlagError(f"--load_adapter={path} was trained for {task} with "
+                            f"{len(labels)} labels ({', '.join(map(str, labels))}), but "
+                            f"{self.processor.task} has {len(self.labels)} "
+                            f"({', '.join(self.labels)}): pass an adapter trained on "
+                            f"{self.processor.task}")
+        return super().load_checked_adapter(path)
 
     # ----------------------------------------------------------- inference
     def logits(self, features, count: int, batch_size: int, label: Optional[str] = None) -> np.ndarray:
@@ -232,5 +251,7 @@ def _run_steps(run: ClassifierRun, flag_values) -> int:
     # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
     if getattr(flag_values, "export_dir", None) and run.role.is_chief:
         from adapter_bert.serving.export import export_classifier_run
-        print(f"exported: {export_classifier_run(run, flag_values.export_dir)}", flush=True)
+        with base.merged_for_export(run.model, flag_values):
+            path = export_classifier_run(run, flag_values.export_dir)
+        print(f"exported: {path}", flush=True)
     return 0

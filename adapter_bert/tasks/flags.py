@@ -13,14 +13,17 @@ from adapter_bert import io_utils
 from adapter_bert.model.activations import ACTIVATION_NAMES
 from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.model.config import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
-                                       GOOGLE_ADAPTER_INIT_SCALE)
+                                       GOOGLE_ADAPTER_INIT_SCALE, adapter_families)
+from adapter_bert.model.families import PROJECTIONS, parse_option
 from adapter_bert.training.distribute import STRATEGIES
+from adapter_bert.adapters.files import adapter_config_of
 from adapter_bert.adapters.tuning import TUNING_MODES
 
 FLAGS = flags.FLAGS
 
 DTYPES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
-ADAPTER_TYPES = ("houlsby", "pfeiffer", "parallel", "lora", "resadapter")
+# --adapter_type's values beside the registered adapter families (model/config.py).
+SIDE_NETWORK_TYPES = ("resadapter",)
 RESADAPTER_VARIANTS = ("pipeline", "resnet", "resnext")
 RESADAPTER_CELLS = ("feedforward", "attention")
 RESADAPTER_POOLINGS = ("cls", "mean")
@@ -133,19 +136,22 @@ def _define_port_flags():
     flags.DEFINE_enum("distribution_strategy", "auto", STRATEGIES,
                       "tf.distribute strategy; auto = TPU with --use_tpu, several GPUs "
                       "mirrored, else one device.")
-    flags.DEFINE_enum("dtype", "float32", DTYPES,
-                      "Compute dtype policy; variables stay float32. auto: mixed_bfloat16 "
-                      "where the hardware multiplies bfloat16 natively (TPU, GPU of compute "
-                      "capability 8.0+, CPU with avx512_bf16/amx_bf16), else float32.")
+    flags.DEFINE_enum("dtype", "auto", DTYPES,
+                      "Compute dtype policy; variables stay float32. auto (default): "
+                      "mixed_bfloat16 where the hardware multiplies bfloat16 natively (TPU, "
+                      "GPU of compute capability 8.0+, CPU with avx512_bf16/amx_bf16), else "
+                      "float32; the run logs which and why. float32: exactly as before.")
     flags.DEFINE_integer("seed", 42, "Random seed (initialisation, shuffling, dropout).")
     flags.DEFINE_string("load_adapter", None,
                         "Adapter directory (written by a training run) to evaluate or "
                         "predict with, on the frozen backbone.")
-    flags.DEFINE_enum("adapter_type", "houlsby", ADAPTER_TYPES,
-                      "Adapter family with --tuning_mode=adapter: Houlsby bottlenecks (two per "
-                      "layer), Pfeiffer (feed-forward only), parallel adapters, LoRA on "
-                      "query/value (rank --adapter_size), or ResAdapter cells beside the frozen "
-                      "encoder (see --resadapter_variant).")
+    families = adapter_families()
+    flags.DEFINE_enum("adapter_type", "houlsby",
+                      tuple(f.name for f in families) + SIDE_NETWORK_TYPES,
+                      "Adapter family with --tuning_mode=adapter: "
+                      + "; ".join(f"{f.name}: {f.description}" for f in families)
+                      + "; resadapter: ResAdapter cells beside the frozen encoder (see "
+                      "--resadapter_variant).")
     flags.DEFINE_enum("resadapter_variant", "pipeline", RESADAPTER_VARIANTS,
                       "ResAdapter wiring: a plain pipeline of cells, ResNet (residual path "
                       "around every stage of 3 cells) or ResNeXt (groups of layers, each its "
@@ -160,6 +166,12 @@ def _define_port_flags():
     flags.DEFINE_float("lora_alpha", None,
                        "LoRA scaling numerator (scale = alpha / rank); default: the rank, "
                        "i.e. scale 1.")
+    flags.DEFINE_list("lora_targets", ["query", "value"],
+                      "Projections LoRA updates, comma-separated, of: " + ", ".join(PROJECTIONS)
+                      + " (attention_output: the attention output dense; intermediate and "
+                      "output: the feed-forward up and down projections).")
+    flags.DEFINE_float("lora_dropout", 0.0,
+                       "Dropout rate on the input of LoRA's updates (as PEFT's lora_dropout).")
     flags.DEFINE_bool("adam_bias_correction", None,
                       "Bias-correct Adam's moment estimates as Keras/PyTorch AdamW do. Google's "
                       "optimizer does not: its updates are then up to ~6x larger than "
@@ -251,13 +263,14 @@ def validate_classifier(values) -> str:
     if values.data_source == "tsv" and reads_data:
         if not values.data_dir:
             raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
-        if not io_utils.isdir(values.data_dir):
+        if not _path_is("data_dir", values.data_dir, io_utils.isdir):
             raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
                             f"{how_to_get_data(task, values.data_dir)}")
     if task == "ax" and (values.do_train or values.do_eval):
         raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
                         "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")
     validate_resadapter_flags(values)
+    validate_family_flags(values)
     return task
 
 
@@ -285,6 +298,10 @@ def _define_export_flag():
                             "Write the trained model as a SavedModel here (after training, "
                             "or of --load_adapter, or of the latest checkpoint in "
                             "--output_dir); needs the [serving] extra (tensorflow-text).")
+        flags.DEFINE_bool("merge_lora", False,
+                          "With --export_dir: fold the LoRA updates into the exported "
+                          "model's frozen kernels (same outputs, no LoRA work when serving); "
+                          "the adapter files and checkpoints stay unmerged.")
 
 
 def was_set(values, name: str) -> bool:
@@ -299,6 +316,15 @@ def check_positive(name: str, value, allow_zero: bool = False) -> None:
     """Raises FlagError unless the flag's value is > 0 (or >= 0)."""
     if value is None or (value < 0 if allow_zero else value <= 0):
         raise FlagError(f"--{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _path_is(name: str, path: str, query) -> bool:
+    """`query(path)` (`io_utils.exists`, `isdir`, `isfile`), a store that cannot be reached
+    (`gs://` without network or credentials) named by its flag."""
+    try:
+        return query(path)
+    except io_utils.StorageError as e:
+        raise FlagError(f"--{name}={e}") from None
 
 
 def check_writable_dir(name: str, path: str) -> None:
@@ -342,7 +368,8 @@ def validate_common(values) -> None:
         raise FlagError(f"At least one of {names} must be True.")
     if not values.output_dir:
         raise FlagError("--output_dir is required")
-    if io_utils.exists(values.output_dir) and not io_utils.isdir(values.output_dir):
+    if _path_is("output_dir", values.output_dir, io_utils.exists) \
+            and not io_utils.isdir(values.output_dir):
         raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
     check_writable_dir("output_dir", values.output_dir)
     if getattr(values, "overwrite_output_dir", False) and not values.do_train:
@@ -366,14 +393,53 @@ def validate_common(values) -> None:
         raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):
         path = getattr(values, name)
-        if path and not io_utils.isfile(path):
+        if path and not _path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
+    checkpoint = getattr(values, "init_checkpoint", None)
+    if checkpoint and not io_utils.is_local(checkpoint):
+        # Only whether its store answers: what is (or is not) there, the backbone's
+        # resolution says.
+        _path_is("init_checkpoint", checkpoint, io_utils.exists)
     if values.tuning_mode == "top_k" and values.top_k_layers is None:
         raise FlagError("--tuning_mode=top_k needs --top_k_layers")
     if values.tuning_mode != "top_k" and values.top_k_layers is not None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
-    if values.load_adapter and not io_utils.isdir(values.load_adapter):
+    if values.load_adapter and not _path_is("load_adapter", values.load_adapter, io_utils.isdir):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
+
+
+def validate_family_flags(flag_values) -> None:
+    """Rejects an adapter family's option flags (`--lora_alpha`, ...) given for another
+    family, and --merge_lora without --export_dir or with a family that cannot merge.
+
+    An option flag is a flag named as a registered family's option (model/config.py).
+
+    Raises:
+        FlagError: naming the flags and the family they belong to.
+    """
+    kind = adapter_type(flag_values)
+    for family in adapter_families():
+        given = [name for name in family.options if was_set(flag_values, name)]
+        if given and family.name != kind:
+            raise FlagError(f"{', '.join('--' + name for name in given)} only apply with "
+                            f"--adapter_type={family.name} (got --adapter_type={kind})")
+        for name in given:
+            try:
+                parse_option(name, family.options[name], getattr(flag_values, name))
+            except ValueError as e:
+                raise FlagError(f"--{name}: {e}") from None
+    if getattr(flag_values, "merge_lora", False):
+        if not getattr(flag_values, "export_dir", None):
+            raise FlagError("--merge_lora merges LoRA into the exported model: it needs "
+                            "--export_dir")
+        source = f"--adapter_type={kind}"
+        if flag_values.load_adapter:
+            stored = adapter_config_of(flag_values.load_adapter)
+            kind = stored.adapter_type if stored is not None else "none"
+            source = f"--load_adapter={flag_values.load_adapter} (adapter type {kind})"
+        if not any(f.name == kind and f.slot == "projections" for f in adapter_families()):
+            raise FlagError(f"--merge_lora folds LoRA updates into the kernels; {source} "
+                            f"has none to fold")
 
 
 # Flags that place Houlsby adapters inside BERT; a ResAdapter has no use for them.
@@ -485,7 +551,7 @@ def validate_squad(values) -> None:
         path = getattr(values, name)
         if getattr(values, action) and not path:
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
-        if getattr(values, action) and not io_utils.isfile(path):
+        if getattr(values, action) and not _path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
         check_positive(name, getattr(values, name))
@@ -495,6 +561,7 @@ def validate_squad(values) -> None:
         raise FlagError(f"The max_seq_length ({values.max_seq_length}) must be greater than "
                         f"max_query_length ({values.max_query_length}) + 3")
     validate_resadapter_flags(values)
+    validate_family_flags(values)
     if was_set(values, "resadapter_pooling"):
         raise FlagError("--resadapter_pooling chooses a classification head's input; the "
                         "span head scores every token")

@@ -45,7 +45,8 @@ COMPARED_FLAGS = (
     # which weights train, and the adapters
     "tuning_mode", "top_k_layers", "train_pooler", "adapter_type", "adapter_size",
     "adapter_init_scale", "adapter_activation", "adapter_positions", "adapter_leave_out",
-    "lora_alpha", "resadapter_variant", "resadapter_cell", "resadapter_pooling",
+    "lora_alpha", "lora_targets", "lora_dropout", "resadapter_variant", "resadapter_cell",
+    "resadapter_pooling",
 )
 # Flags naming local files or folders: recorded as absolute paths, so that a rerun from
 # another working directory compares equal.

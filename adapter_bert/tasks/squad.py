@@ -190,6 +190,9 @@ class SquadRun(base.TaskRun):
         examples = read_squad_examples(path, is_training, self.version_2)
         if not examples:
             flag = "train_file" if is_training else "predict_file"
+            if not examples.num_answer_mismatches:
+                raise FlagError(f"--{flag}={path}: the file holds no questions (every "
+                                f"data[].paragraphs[].qas is empty)")
             raise FlagError(f"--{flag}={path}: no usable questions")
         return examples
 
@@ -344,5 +347,7 @@ def _run_steps(run: SquadRun, flag_values) -> int:
     # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
     if getattr(flag_values, "export_dir", None) and run.role.is_chief:
         from adapter_bert.serving.squad import export_squad_run
-        print(f"exported: {export_squad_run(run, flag_values.export_dir)}", flush=True)
+        with base.merged_for_export(run.model, flag_values):
+            path = export_squad_run(run, flag_values.export_dir)
+        print(f"exported: {path}", flush=True)
     return 0

@@ -20,7 +20,7 @@ from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterCo
 from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
                                           resolve_train_pooler)
 from adapter_bert.model.checkpoints import build_model, load_weights, read_weights
-from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.config import AdapterConfig, adapter_family
 from adapter_bert.model.factory import HEADS, task_model
 from adapter_bert.tasks.flags import FlagError, adapter_type, was_set
 
@@ -115,9 +115,11 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
     """The adapters the run's model gets: from --load_adapter's file, or from the flags.
 
     Only `--tuning_mode=adapter` inserts adapters; the baselines run on plain BERT.
-    `--adapter_type` picks the family (houlsby, pfeiffer, parallel, lora; a ResAdapter
-    is a side network, not adapters inside the backbone: None). `--adapter_positions`
-    applies when given explicitly; otherwise each family goes to its own place.
+    `--adapter_type` picks a registered family (houlsby, pfeiffer, parallel, lora, ...;
+    a ResAdapter is a side network, not adapters inside the backbone: None), and the
+    flags named as that family's options (`--lora_alpha`, `--lora_targets`, ...) give
+    them. `--adapter_positions` applies when given explicitly; otherwise each family
+    goes to its own place.
     """
     if flag_values.load_adapter:
         return adapter_config_of(flag_values.load_adapter)
@@ -127,11 +129,12 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
     positions = flag_values.adapter_positions
     if adapter_type != "houlsby" and not was_set(flag_values, "adapter_positions"):
         positions = None
+    options = {name: getattr(flag_values, name) for name in adapter_family(adapter_type).options
+               if hasattr(flag_values, name)}
     return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
                          init_scale=flag_values.adapter_init_scale, positions=positions,
                          leave_out=[int(i) for i in flag_values.adapter_leave_out],
-                         adapter_type=adapter_type,
-                         lora_alpha=getattr(flag_values, "lora_alpha", None))
+                         adapter_type=adapter_type, **options)
 
 
 def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],

@@ -72,11 +72,6 @@ def _random_generators(model):
     return generators
 
 
-def set_dtype_policy(dtype: str) -> None:
-    """Sets the global Keras dtype policy ("float32", "mixed_float16", "mixed_bfloat16")."""
-    keras.mixed_precision.set_global_policy(dtype)
-
-
 @dataclasses.dataclass
 class TrainSchedule:
     """Step counts of a run, computed as Google's scripts do."""
@@ -123,6 +118,7 @@ class TrainingCheckpoints:
         trainable = {id(v) for v in trained_weights(model)}
         # tf.train.Checkpoint keys may not contain "/", so TF1 names are escaped.
         tracked = {name.replace("/", "."): v for name, v in names.items() if id(v) in trainable}
+        self.trained = list(tracked.values())
         if optimizer is not None:
             tracked["optimizer"] = optimizer
             for index, generator in enumerate(_random_generators(model)):
@@ -315,6 +311,13 @@ def _read_state(path: str) -> Optional[List[str]]:
              else os.path.join(directory, name) for name in names]
     return [p for p in paths if re.search(r"-\d+$", p)]
 
+    def weights_are_finite(self) -> bool:
+        """Whether every saved weight is finite. A diverging step can leave NaN or Inf in
+        the weights while its own loss, computed before the update, was finite: such
+        weights must never become a checkpoint (or adapter files, or results)."""
+        return all(bool(tf.reduce_all(tf.math.is_finite(v)))
+                   for v in self.trained if v.dtype.is_floating)
+
 
 class _StepCheckpointCallback(keras.callbacks.Callback):
     """Saves a checkpoint each time the global step crosses a multiple of `every`."""
@@ -323,6 +326,7 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
         super().__init__()
         self.checkpoints, self.optimizer, self.every = checkpoints, optimizer, every
         self.boundary = 0
+        self.diverged = False  # the weights became NaN or Inf (training was stopped)
 
     def on_train_begin(self, logs=None):
         self.boundary = int(self.optimizer.iterations.numpy()) // self.every
@@ -332,6 +336,10 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
             return  # never checkpoint weights that produced a NaN loss
         step = int(self.optimizer.iterations.numpy())
         if step // self.every > self.boundary:
+            if not self.checkpoints.weights_are_finite():
+                self.diverged = True
+                self.model.stop_training = True
+                return
             self.checkpoints.save(step)
             self.boundary = step // self.every
 
@@ -339,13 +347,15 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
 class _StopOnSignal(keras.callbacks.Callback):
     """After the step in which SIGTERM or SIGINT arrived (on any worker, see
     `preemption`): saves a checkpoint at that step, unless one was just saved, and
-    stops training. `stopped` then holds (signal, received here, step, checkpoint)."""
+    stops training. `stopped` then holds (signal, received here, step, checkpoint);
+    `diverged` says the weights were not finite, so nothing was saved."""
 
     def __init__(self, checkpoints: TrainingCheckpoints, optimizer, num_train_steps: int):
         super().__init__()
         self.checkpoints, self.optimizer = checkpoints, optimizer
         self.num_train_steps = num_train_steps
         self.stopped = None
+        self.diverged = False
 
     def on_train_batch_end(self, batch, logs=None):
         signum, here = preemption.stop_requested(self.model.distribute_strategy)
@@ -353,7 +363,11 @@ class _StopOnSignal(keras.callbacks.Callback):
             return
         step = int(self.optimizer.iterations.numpy())
         path = None
-        if not (logs and not np.isfinite(logs.get("loss", 0.0))):
+        if logs and not np.isfinite(logs.get("loss", 0.0)):
+            pass  # TerminateOnNaN stops the run; never checkpoint such weights
+        elif not self.checkpoints.weights_are_finite():
+            self.diverged = True
+        else:
             if self.checkpoints.latest_step() != step:
                 self.checkpoints.save(step)  # every worker; the chief's copy is the one kept
             path = os.path.join(self.checkpoints.directory, f"ckpt-{step}")
@@ -450,7 +464,8 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
         The last logged metrics (e.g. {"loss": ...}) and "global_step".
 
     Raises:
-        TrainingError: the loss became NaN (the last good checkpoint is kept).
+        TrainingError: the loss or the weights became NaN (or infinite); no checkpoint
+            holds such weights, and the last good one is kept.
         preemption.Preempted: a signal stopped training (a checkpoint was saved).
         CheckpointError: checkpoints are listed but none of them reads.
         io_utils.WriteError: a checkpoint could not be written.
@@ -473,9 +488,10 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
         return {"global_step": done}
     logging.info("***** Running training: steps %d..%d of %d *****", done + 1, num_train_steps,
                  num_train_steps)
+    step_checkpoints = _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps)
     stop = _StopOnSignal(checkpoints, optimizer, num_train_steps)
     callbacks = [
-        _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps),
+        step_checkpoints,
         stop,
         keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=10),
         keras.callbacks.TerminateOnNaN(),
@@ -488,17 +504,21 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
                         callbacks=callbacks, verbose=verbose)
     logs = {k: float(v[-1]) for k, v in history.history.items()}
     step = int(optimizer.iterations.numpy())
-    finite = np.isfinite(logs.get("loss", 0.0))
-    if finite and stop.stopped:
+    what = None
+    if step_checkpoints.diverged or stop.diverged or (
+            step == num_train_steps and not checkpoints.weights_are_finite()):
+        what = f"the trained weights became NaN or infinite at step {step}"
+    elif not np.isfinite(logs.get("loss", 0.0)) or (step < num_train_steps and not stop.stopped):
+        what = f"the training loss became NaN near step {step}"
+    if what:
+        latest = checkpoints.manager.latest_checkpoint
+        raise TrainingError(f"{what}; stopped. Last good checkpoint: {latest or 'none'}. "
+                            f"Lower --learning_rate or check the data.")
+    if stop.stopped:
         signum, here, step, path = stop.stopped
         where = "" if here else " (received by another worker)"
         raise preemption.Preempted(signum, f"stopped at training step {step} of "
                                            f"{num_train_steps}{where}; checkpoint {path} saved")
-    if not finite or step < num_train_steps:
-        latest = checkpoints.manager.latest_checkpoint
-        raise TrainingError(f"the training loss became NaN near step {step}; stopped. Last good "
-                            f"checkpoint: {latest or 'none'}. Lower --learning_rate or check "
-                            f"the data.")
     if checkpoints.latest_step() != step:  # the last periodic save may have been this step
         checkpoints.save(step)
     logs["global_step"] = step

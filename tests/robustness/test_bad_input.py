@@ -1,14 +1,17 @@
-"""Bad input (issue 8), end to end through the entry points.
+"""Bad input, end to end through the entry points.
 
-Each row of the README's catalogue ("Bad input, interruptions and determinism") is a test
-here: the run exits non-zero with exactly one line `<script>: error: ...` naming the file,
-line or flag, prints no Python traceback, and leaves what was already in --output_dir as
-it was. run_classifier.py runs in process (fast); run_squad.py as a subprocess (absl flags
-are defined once per process, and the classifier's are defined here). The fixtures are in
-tests/robustness/conftest.py.
+Each row of the catalogue in docs/robustness.md ("Bad input") names its test here: a case
+of `glue_case` (`classifier[case]`) or `squad_case` (`squad[case]`), or a test function.
+The run exits with 1 and exactly one line `<script>: error: ...` naming the file, line or
+flag, prints no Python traceback, and leaves what was already in --output_dir as it was.
+run_classifier.py runs in process (fast); run_squad.py as a subprocess (absl flags are
+defined once per process, and the classifier's are defined here). The fixtures are in
+tests/robustness/conftest.py; test_docs_catalogue.py keeps the docs' rows and these cases
+in step.
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -53,6 +56,28 @@ def _foreign_adapter(target: Path, vocab: Path) -> Path:
     build_model(model)
     save_adapter(model, str(target), "mrpc", ["0", "1"])
     return target
+
+
+def _adapter_for_labels(target: Path, backbone: Path, task: str, labels) -> Path:
+    """An adapter directory for the run's backbone shape, trained for another label set."""
+    from adapter_bert.adapters.files import save_adapter
+    from adapter_bert.model.checkpoints import build_model
+    from adapter_bert.model.config import AdapterConfig, BertConfig
+    from adapter_bert.model.heads import BertClassifier
+    config = BertConfig.from_json_file(str(backbone / "bert_config.json"))
+    model = BertClassifier(config, len(labels), AdapterConfig(size=8))
+    build_model(model)
+    save_adapter(model, str(target), task, list(labels))
+    return target
+
+
+def _truncated_copy(backbone: Path, target: Path, pattern: str) -> Path:
+    """A copy of the backbone whose file matching `pattern` lost its second half."""
+    shutil.copytree(backbone, target)
+    cut = next(target.glob(pattern))
+    data = cut.read_bytes()
+    cut.write_bytes(data[:len(data) // 2])
+    return target / "bert_model.ckpt"
 
 
 def glue_case(case, backbone, vocab, data: Path, tmp: Path):
@@ -129,6 +154,70 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
         adapter = _foreign_adapter(tmp / "adapter32", vocab)
         return {"load_adapter": adapter}, (r"adapter32 was trained on another backbone shape "
                                            r"\(hidden_size: file 32 vs model 16")
+    if case == "adapter_other_labels":
+        adapter = _adapter_for_labels(tmp / "mnli_adapter", backbone, "mnli",
+                                      ["contradiction", "entailment", "neutral"])
+        return {"load_adapter": adapter}, (
+            r"--load_adapter=.*mnli_adapter was trained for mnli with 3 labels \(contradiction, "
+            r"entailment, neutral\), but MRPC has 2 \(0, 1\): pass an adapter trained on MRPC$")
+    if case == "adapter_files_mixed":
+        # A write interrupted between the two files: the weights of another save beside
+        # this one's adapter_config.json.
+        adapter = _adapter_for_labels(tmp / "mixed", backbone, "mrpc", ["0", "1"])
+        other = _adapter_for_labels(tmp / "other", backbone, "mrpc", ["0", "1"])
+        (adapter / "adapter_model.safetensors").write_bytes(
+            (other / "adapter_model.safetensors").read_bytes())
+        return {"load_adapter": adapter}, (
+            r"mixed/adapter_model\.safetensors is not the weights file adapter_config\.json "
+            r"was written with")
+    if case == "load_adapter_missing":
+        return ({"load_adapter": tmp / "no_adapter"},
+                r"--load_adapter=.*no_adapter: directory not found$")
+    if case == "another_tasks_files":
+        from tests import fixtures
+        fixtures.write_nli_pairs(data, "RTE", rows={"train": 96, "dev": 40, "test": 8})
+        return {}, (r"MRPC .*MRPC/dev\.tsv line 1: the header \(index, sentence1, sentence2, "
+                    r"label\) is that of RTE or WNLI files, not MRPC's \(Quality, #1 ID, #2 ID, "
+                    r"#1 String, #2 String\): is --data_dir another task's folder\?$")
+    if case == "truncated_checkpoint_data":
+        cut = _truncated_copy(backbone, tmp / "cut_data", "bert_model.ckpt.data-*")
+        return {"init_checkpoint": cut}, (
+            r"cut_data/bert_model\.ckpt: cannot read TF1 checkpoint \(Read less bytes than "
+            r"requested\): its data file is cut short \(an interrupted download or copy\?\); "
+            r"fetch it again$")
+    if case == "truncated_checkpoint_index":
+        cut = _truncated_copy(backbone, tmp / "cut_index", "bert_model.ckpt.index")
+        return {"init_checkpoint": cut}, (
+            r"cut_index/bert_model\.ckpt: cannot read TF1 checkpoint \(.+\): its \.index file "
+            r"is damaged or cut short; fetch it again$")
+    if case == "vocab_of_another_kind":
+        lines = vocab.read_text(encoding="utf-8").splitlines()
+        lines[lines.index("[CLS]")] = "<s>"  # as large as the config says, but no [CLS]
+        other = write_lines(tmp / "other_vocab.txt", lines)
+        return {"vocab_file": other}, (
+            r"other_vocab\.txt has no \[CLS\] token: not the WordPiece vocabulary of a BERT "
+            r"checkpoint .*; pass the vocab\.txt of --init_checkpoint$")
+    if case == "vocab_missing":
+        return ({"vocab_file": tmp / "no_vocab.txt"},
+                r"--vocab_file=.*no_vocab\.txt: file not found$")
+    if case == "max_seq_length_no_room":
+        return {"max_seq_length": 2}, (
+            r"--max_seq_length=2 leaves no room for text: MRPC's sentence pairs need \[CLS\] "
+            r"and two \[SEP\], so at least 3$")
+    if case == "task_name_missing":
+        return {"task_name": None}, (r"--task_name is required \(one of CoLA, SST-2, MRPC, "
+                                     r"STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX, XNLI\)$")
+    if case == "data_dir_missing_flag":
+        return {"data_dir": None}, r"--data_dir is required: pass --data_dir=<glue_data>/MRPC"
+    if case == "no_action":
+        return {"do_eval": "false"}, (r"At least one of `do_train`, `do_eval` or `do_predict` "
+                                      r"must be True\.$")
+    if case == "train_batch_size_zero":
+        return {"train_batch_size": 0}, r"--train_batch_size must be > 0, got 0$"
+    if case == "negative_epochs":
+        return {"num_train_epochs": -1}, r"--num_train_epochs must be > 0, got -1\.0$"
+    if case == "warmup_out_of_range":
+        return {"warmup_proportion": 1.5}, r"--warmup_proportion must be in \[0, 1\], got 1\.5$"
     raise AssertionError(case)
 
 
@@ -136,7 +225,13 @@ GLUE_CASES = ["missing_file", "unreadable_file", "too_few_columns", "unknown_lab
               "empty_file", "header_only", "non_utf8_tsv", "unknown_task", "missing_data_dir",
               "missing_checkpoint", "missing_config", "malformed_config", "non_utf8_config",
               "config_checkpoint_mismatch", "vocab_size_mismatch", "non_utf8_vocab",
-              "lower_case_vs_cased", "max_seq_length", "foreign_adapter"]
+              "lower_case_vs_cased", "max_seq_length", "foreign_adapter",
+              "adapter_other_labels", "adapter_files_mixed", "load_adapter_missing",
+              "another_tasks_files",
+              "truncated_checkpoint_data", "truncated_checkpoint_index",
+              "vocab_of_another_kind", "vocab_missing", "max_seq_length_no_room",
+              "task_name_missing", "data_dir_missing_flag", "no_action",
+              "train_batch_size_zero", "negative_epochs", "warmup_out_of_range"]
 
 
 @pytest.mark.parametrize("case", GLUE_CASES)
@@ -279,11 +374,36 @@ def squad_case(case, squad_slice, tmp: Path):
             rf"squad_v2_without_flag\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\] \(question id "
             rf"'{qas[1]['id']}'\) is a SQuAD 2\.0 unanswerable question \(is_impossible: true\): "
             r"pass --version_2_with_negative to train on SQuAD 2\.0$")
+    if case == "squad_v2_predict_without_flag":
+        qas[1]["answers"] = []  # unanswerable, as in a SQuAD 2.0 dev file
+        path.write_text(json.dumps(data))
+        total = sum(len(p["qas"]) for p in data["data"][0]["paragraphs"])
+        return {flag: path}, (rf"--predict_file=.*squad_v2_predict_without_flag\.json: 1 of "
+                              rf"{total} questions have no answer; for SQuAD 2\.0 pass "
+                              r"--version_2_with_negative$")
+    if case == "no_questions":
+        for paragraph in data["data"][0]["paragraphs"]:
+            paragraph["qas"] = []
+        path.write_text(json.dumps(data))
+        return {flag: path}, (r"--predict_file=.*no_questions\.json: the file holds no "
+                              r"questions \(every data\[\]\.paragraphs\[\]\.qas is empty\)$")
+    if case == "train_file_missing_flag":
+        return {"train_file": None}, (r"If `do_train` is True, then `train_file` must be "
+                                      r"specified\.$")
+    if case == "max_query_length_too_long":
+        path.write_text(json.dumps(data))
+        return {flag: path, "max_query_length": 61}, (
+            r"The max_seq_length \(64\) must be greater than max_query_length \(61\) \+ 3$")
+    if case == "doc_stride_zero":
+        path.write_text(json.dumps(data))
+        return {flag: path, "doc_stride": 0}, r"--doc_stride must be > 0, got 0$"
     raise AssertionError(case)
 
 
 SQUAD_CASES = ["missing_file", "malformed_json", "not_utf8", "missing_key",
-               "answer_start_not_int", "answer_start_wrong_everywhere", "squad_v2_without_flag"]
+               "answer_start_not_int", "answer_start_wrong_everywhere", "squad_v2_without_flag",
+               "squad_v2_predict_without_flag", "no_questions", "train_file_missing_flag",
+               "max_query_length_too_long", "doc_stride_zero"]
 
 
 @pytest.mark.parametrize("case", SQUAD_CASES)
@@ -354,3 +474,45 @@ def test_output_dir_under_a_file_is_named(tmp_path):
     check_writable_dir("output_dir", str(tmp_path / "new" / "deeper"))  # creatable: fine
     check_writable_dir("output_dir", "gs://bucket/run")  # not checked locally
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # the probe is gone
+
+
+# ------------------------------------------------------------------ an unreachable gs:// store
+
+BUCKET = "gs://adapter-bert-offline-test"
+STORE_REASON = (r": cannot access it \(.+\); check the network and the credentials \(gcloud "
+                r"auth application-default login\)$")
+
+
+@pytest.mark.parametrize("flag", ["data_dir", "init_checkpoint", "output_dir", "vocab_file"])
+def test_unreachable_gs_path_is_named_with_its_flag(flag, backbone, mrpc_lines, tmp_path,
+                                                    monkeypatch, capfd):
+    """No network (tests/remote_utils.py): the flag check names the flag and the path."""
+    from tests.remote_utils import UNREACHABLE_GS_ENV
+    for name, value in UNREACHABLE_GS_ENV.items():
+        monkeypatch.setenv(name, value)
+    data = write_mrpc_dir(tmp_path, mrpc_lines)
+    out = tmp_path / "out"
+    before = fill_output_dir(out)
+    remote = f"{BUCKET}/{flag}"
+    overrides = {flag: remote}
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", ["--do_train", "--do_eval", *classifier_flags(
+        backbone, overrides.pop("output_dir", out), overrides.pop("data_dir", data),
+        **overrides)])
+    assert code == 1
+    assert_one_error_line(capfd.readouterr().err, "run_classifier.py",
+                          rf"error: --{flag}={re.escape(remote)}" + STORE_REASON)
+    assert snapshot(out) == before
+
+
+def test_unreachable_gs_squad_file_is_named_with_its_flag(backbone, tmp_path):
+    from tests.remote_utils import UNREACHABLE_GS_ENV
+    out = tmp_path / "out"
+    before = fill_output_dir(out)
+    remote = f"{BUCKET}/squad/train-v1.1.json"
+    result = run_subprocess("run_squad.py", ["--do_train", *squad_flags(
+        backbone, out, train_file=remote)], env=UNREACHABLE_GS_ENV)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert_one_error_line(result.stderr, "run_squad.py",
+                          rf"error: --train_file={re.escape(remote)}" + STORE_REASON)
+    assert snapshot(out) == before

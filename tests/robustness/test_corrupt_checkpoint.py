@@ -1,5 +1,5 @@
-"""Checkpoints that do not read: a truncated data file, a missing or damaged index, a
-damaged state file, a truncated TF1 --init_checkpoint.
+"""Training checkpoints that do not read: a truncated data file, a missing or damaged
+index, a damaged state file. (A truncated TF1 --init_checkpoint: test_bad_input.py.)
 
 A training checkpoint that does not read is named in one warning and the newest one that
 reads is restored instead; with `--deterministic` the run then ends with the same bytes as
@@ -11,14 +11,13 @@ through both runners.
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.robustness.helpers import (TRACEBACK, assert_one_error_line, classifier_flags,
                                       snapshot, squad_flags, write_mrpc_dir)
-from tests.runner_utils import run_in_process, run_subprocess
+from tests.runner_utils import run_subprocess
 
 DETERMINISTIC = ["--deterministic", "--seed=7"]
 DATA = ".data-00000-of-00001"
@@ -254,18 +253,3 @@ def test_squad_resumes_past_a_truncated_newest_checkpoint(backbone, squad_slice,
         "run_squad.py", argv, out, ("adapter/adapter_model.safetensors", "predictions.json",
                                     "nbest_predictions.json"))
     assert "Restored" in again.stderr and "Training already complete" not in again.stderr
-
-
-def test_a_truncated_tf1_init_checkpoint_is_one_line_naming_it(backbone, mrpc_lines, tmp_path,
-                                                                capfd):
-    data = write_mrpc_dir(tmp_path, mrpc_lines)
-    copy = tmp_path / "uncased_L-2_H-16_A-2"
-    shutil.copytree(backbone, copy)
-    truncate(copy / f"bert_model.ckpt{DATA}", 0.6)
-    capfd.readouterr()
-    code, _ = run_in_process("run_classifier", ["--do_eval", *classifier_flags(
-        backbone, tmp_path / "out", data, init_checkpoint=copy / "bert_model.ckpt")])
-    assert code == 1
-    line = assert_one_error_line(capfd.readouterr().err, "run_classifier.py", "")
-    assert line == (f"run_classifier.py: error: {copy / 'bert_model.ckpt'}: cannot read TF1 "
-                    f"checkpoint: data file truncated, shorter than its index says")

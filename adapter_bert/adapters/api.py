@@ -1,0 +1,841 @@
+"""One adapter API on every model `import adapter_bert as ab` builds: named adapters.
+
+`ab.BertModel`, `ab.BertClassifier` and `ab.BertSpanModel` are the networks of
+model/encoder.py and model/heads.py with the methods of `AdapterModelMixin`;
+`ab.MultiAdapterModel` (multitask.py) has the same methods and adds mixed batches. The
+names are AdapterHub's:
+
+    add_adapter(name, config)         a named adapter: its adapters, LayerNorm copies,
+                                      optional pooler copy and (task models) its own head
+    set_active_adapters(name | None)  which one plain calls run; None: none of them
+    train_adapter(name)               activate it, freeze everything else, report counts
+    delete_adapter(name)
+    with disable_adapters(): ...      the backbone alone: every adapter bypassed
+    save_adapter(directory, name)     an adapter directory (files.py)
+    load_adapter(directory)           add the adapter a directory holds, head and labels
+
+and, as functions, `load_adapter(directory, backbone=None)` (the task model a directory
+describes, in one call: `ab.load_adapter`), `save_adapter(model, directory)` and
+`load_pretrained` (the factory's models with these methods: `ab.load_pretrained`).
+
+A named adapter's weights sit beside the backbone's (`<block>/<name>/...`, see named.py)
+and its files are those of a runner's adapter-mode run, so `run_classifier.py
+--load_adapter` reads what `save_adapter` writes and `load_adapter` reads a run's
+`<output_dir>/adapter`. The backbone's frozen weights are shared by every adapter.
+
+Why subclasses: the networks sit in model/, below everything that manages adapters
+(named branches, adapter files and parameter reports live here in adapters/, see
+docs/design.md), so the methods are added one layer up. The runners build the networks
+themselves; the weights and their names are the same.
+
+Rules every model follows:
+- The first adapter a model gets becomes its active one.
+- Adding or loading an adapter freezes every weight but the active adapter's own (the
+  backbone never trains by accident); `train_adapter(name)` switches to `name` and
+  prints the parameter line. Compile after it, as after any change of `trainable`.
+- `apply_tuning` refuses a model holding named adapters: it would set them all alike.
+- None as the active adapter runs the model without named adapters: a `BertModel`'s
+  plain outputs, a task model's own head on them, a `MultiAdapterModel`'s backbone
+  outputs. A model built with an `adapter_config` (the runners' single set of adapters)
+  keeps those; `disable_adapters()` bypasses them too.
+"""
+
+import contextlib
+import logging
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.adapters import files
+from adapter_bert.adapters.files import (AdapterFileError, backbone_fingerprint, check_backbone,
+                                         check_fingerprint, read_adapter_config,
+                                         read_adapter_weights, write_adapter_files)
+from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter,
+                                         named_adapter_info, named_adapter_variables,
+                                         validate_name)
+from adapter_bert.adapters.tuning import parameter_report, resolve_train_pooler, train_only
+from adapter_bert.model import encoder, factory, heads
+from adapter_bert.model.config import AdapterConfig
+from adapter_bert.model.naming import direct_weights, walk_layers
+
+log = logging.getLogger(__name__)
+
+# The `adapter_name` a task model passes its backbone for "no named adapter" (None lets an
+# `ab.BertModel` backbone run its own active one).
+PLAIN = ""
+
+# Head kind by the class name adapter files record.
+HEAD_FILE_NAMES = {"ClassifierHead": "classifier", "SpanHead": "span"}
+
+
+def adapter_config_from(config) -> AdapterConfig:
+    """An `AdapterConfig` from what `add_adapter` takes: a config, its dict, a family
+    name ("houlsby", "pfeiffer", "parallel", "lora": that family's defaults) or None
+    (Houlsby adapters of size 64)."""
+    if config is None:
+        return AdapterConfig()
+    if isinstance(config, AdapterConfig):
+        return config
+    if isinstance(config, dict):
+        return AdapterConfig.from_dict(config)
+    if isinstance(config, str):
+        return AdapterConfig(adapter_type=config)
+    raise TypeError(f"config must be an AdapterConfig, its dict or a family name, not "
+                    f"{type(config).__name__}")
+
+
+class AdapterModelMixin:
+    """The adapter API (see the module docstring); mixed into the package's models.
+
+    A subclass calls `_init_adapters()` at the end of `__init__`, runs
+    `_adapter_in_use()` in `call` and may override `_backbone_model` (default: `.bert`),
+    `_default_num_labels` and `HEAD_KINDS`.
+
+    Attributes:
+        heads: adapter name -> its head layer (models with heads).
+    """
+
+    # Head kinds this model's adapters can have; the first is the default. () = no head.
+    HEAD_KINDS: tuple = ()
+
+    def _init_adapters(self) -> None:
+        self.heads = {}
+        # Adapter name -> label names; the keys are the model's adapters, in order.
+        self._adapter_labels = {}
+        self._active = None
+        self._adapters_off = False
+
+    def _backbone_model(self):
+        return self.bert
+
+    def _default_num_labels(self) -> int:
+        return 2
+
+    # ------------------------------------------------------------ queries
+    @property
+    def adapter_names(self) -> List[str]:
+        """This model's named adapters, in the order they were added."""
+        return list(self._adapter_labels)
+
+    @property
+    def labels(self) -> Dict[str, Optional[List[str]]]:
+        """Adapter name -> its label names in logit order (None: none given), a copy."""
+        return {name: None if labels is None else list(labels)
+                for name, labels in self._adapter_labels.items()}
+
+    @property
+    def active_adapter(self) -> Optional[str]:
+        """The adapter plain calls run (None: none)."""
+        return self._active
+
+    def adapter_variables(self, name: str) -> Dict[str, tf.Variable]:
+        """All weights of adapter `name` by their single-adapter TF1 names (what its
+        adapter file holds): backbone branches plus the head's (`output_weights`, ...).
+
+        Raises:
+            KeyError: no such adapter.
+        """
+        self._require(name)
+        variables = named_adapter_variables(self._backbone_model(), name)
+        head = self.heads.get(name)
+        if head is not None:
+            scope = type(head).tf1_scope
+            for variable in direct_weights(head):
+                short = variable.name.split("/")[-1].split(":")[0]
+                variables[f"{scope}/{short}" if scope else short] = variable
+        return variables
+
+    # ------------------------------------------------------- add, delete
+    def add_adapter(self, name: str, config=None, head: Optional[str] = None,
+                    num_labels: Optional[int] = None, labels: Optional[Sequence[str]] = None,
+                    train_pooler="auto") -> None:
+        """Adds a fresh named adapter: adapters, LayerNorm copies and (task models) a head.
+
+        Its LayerNorms (and pooler) start as copies of the backbone's current ones, so
+        load the pretrained weights first (`ab.load_pretrained` has). The first adapter
+        becomes the active one; everything but the active adapter's own weights is
+        frozen. Under a `tf.distribute` strategy, call it inside the strategy's scope.
+
+        Args:
+            name: letters, digits, `_`, `.`, `-`; it is the TF1 scope of its weights.
+            config: an `AdapterConfig` (any family), its dict, a family name, or None
+                (Houlsby adapters of size 64).
+            head: the head kind, for a `MultiAdapterModel` ("classifier", the default, or
+                "span"); other models have one kind (`BertModel`: none).
+            num_labels: classifier outputs (1 for regression); default: the model's
+                (`BertClassifier`) or 2.
+            labels: label names in logit order, recorded in saved files.
+            train_pooler: the adapter gets its own trainable copy of the pooler: True,
+                False, or "auto" (the default): when a classifier head reads the pooled
+                output and the backbone's pooler was never trained, as `apply_tuning`.
+
+        Raises:
+            ValueError: bad or taken name, a head kind the model has no place for.
+            ConfigError: the config does not fit the backbone.
+        """
+        kind = self._head_kind(head)
+        num_labels = self._num_labels(kind, num_labels)
+        config = adapter_config_from(config)
+        self._check_new_name(name)
+        self._ensure_built()
+        add_named_adapter(self._backbone_model(), name, config,
+                          train_pooler=self._resolve_pooler(kind, train_pooler))
+        self._register(name, kind, num_labels, labels)
+
+    def add_adapter_fusion(self, name: str, adapters: Sequence[str], head: Optional[str] = None,
+                           num_labels: Optional[int] = None,
+                           labels: Optional[Sequence[str]] = None,
+                           train_pooler: bool = False) -> None:
+        """Adds a task that fuses trained adapters with AdapterFusion (see fusion.py).
+
+        In every slot where the fused adapters sit, an `AdapterFusion` attends over
+        their outputs. `train_adapter(name)` trains the fusion layers and the task's own
+        LayerNorms and head; the fused adapters stay frozen.
+
+        Args:
+            name: the fusion task's name.
+            adapters: names of this model's bottleneck adapters (same slots for all).
+            head, num_labels, labels, train_pooler: as in `add_adapter`.
+
+        Raises:
+            ValueError: unknown adapters, LoRA adapters, different slot layouts.
+        """
+        kind = self._head_kind(head)
+        num_labels = self._num_labels(kind, num_labels)
+        self._check_new_name(name)
+        for fused in adapters:
+            self._require(fused)
+        self._ensure_built()
+        add_named_adapter(self._backbone_model(), name, fuse=list(adapters),
+                          train_pooler=self._resolve_pooler(kind, train_pooler))
+        self._register(name, kind, num_labels, labels)
+
+    def delete_adapter(self, name: str) -> None:
+        """Removes a named adapter, all its weights and its head.
+
+        Raises:
+            KeyError: no such adapter. ValueError: a fusion still uses it.
+        """
+        self._require(name)
+        delete_named_adapter(self._backbone_model(), name)
+        # Fresh dicts (rather than `del`) keep Keras' tracking sound.
+        self.heads = {k: v for k, v in self.heads.items() if k != name}
+        self._adapter_labels = {k: v for k, v in self._adapter_labels.items() if k != name}
+        if self._active == name:
+            self._active = None
+        self._reset_compiled_functions()
+
+    # -------------------------------------------------- switch and train
+    def set_active_adapters(self, name: Optional[str]) -> None:
+        """Chooses the adapter plain calls run: a name, or None for none of them.
+
+        A list of one name is taken too (AdapterHub's form); one adapter runs at a time
+        (several at once: `add_adapter_fusion`). Trainable weights do not change.
+
+        Raises:
+            KeyError: no such adapter. ValueError: a list of several names.
+        """
+        if isinstance(name, (list, tuple)):
+            if len(name) != 1:
+                raise ValueError(f"one adapter is active at a time, got {list(name)} (to "
+                                 f"combine adapters, add a fusion: add_adapter_fusion)")
+            name = name[0]
+        if name is not None:
+            self._require(name)
+        self._active = name
+        self._reset_compiled_functions()
+
+    def set_active_adapter(self, name: Optional[str]) -> None:
+        """The same as `set_active_adapters` (the older name)."""
+        self.set_active_adapters(name)
+
+    def train_adapter(self, name: str, verbose: bool = True) -> str:
+        """Activates `name` and makes exactly its own weights trainable.
+
+        Its adapters (or fusion layers), LayerNorm copies, pooler copy (if any) and head
+        train; the backbone, the model's own head and every other adapter are frozen.
+        Compile after calling it.
+
+        Args:
+            name: the adapter to train.
+            verbose: print the parameter line (`trainable params: ... || all params:
+                ... || trainable%: ...`), as the runners do.
+
+        Returns:
+            The parameter report (`tuning.parameter_report`: the line, then the counts
+            per component).
+
+        Raises:
+            KeyError: no such adapter.
+        """
+        self.set_active_adapters(name)
+        self._freeze_except(name)
+        report = parameter_report(self)
+        if verbose:
+            print(report.splitlines()[0], flush=True)
+        return report
+
+    @contextlib.contextmanager
+    def disable_adapters(self) -> Iterator[None]:
+        """Within the `with` body, calls run the backbone without any adapter.
+
+        Named adapters and the single set of a model built with an `adapter_config` are
+        both bypassed; a task model uses its own head. Everything is restored on exit,
+        even after an error. Keras' traced predict/evaluate functions are reset on entry
+        and exit; a `tf.function` of your own traced inside keeps what it saw.
+        """
+        blocks = list(_modifiable_blocks(self._backbone_model()))
+        saved = [block.adapter_enabled for block in blocks]
+        was_off = self._adapters_off
+        self._adapters_off = True
+        for block in blocks:
+            block.adapter_enabled = False
+        self._reset_compiled_functions()
+        try:
+            yield
+        finally:
+            for block, enabled in zip(blocks, saved):
+                block.adapter_enabled = enabled
+            self._adapters_off = was_off
+            self._reset_compiled_functions()
+
+    # --------------------------------------------------------------- files
+    def save_adapter(self, directory: str, name: Optional[str] = None,
+                     task: Optional[str] = None,
+                     labels: Optional[Sequence[str]] = None) -> str:
+        """Writes adapter `name` (default: the active one) as an adapter directory.
+
+        The files are those a run_classifier.py / run_squad.py run writes, so
+        `--load_adapter` and `load_adapter` read them; the backbone is not in them. A
+        model without named adapters but with an `adapter_config` writes its trained
+        weights, as the runners do (`files.save_adapter`). The older
+        `save_adapter(name, directory)` order of `MultiAdapterModel` is understood too.
+
+        Args:
+            directory: created if needed; existing adapter files are replaced atomically.
+            name: the adapter; default: the active one.
+            task: the task name recorded (default: `name`).
+            labels: label names in logit order (default: those given when it was added).
+
+        Returns:
+            The path of the weights file.
+
+        Raises:
+            KeyError: no such adapter. ValueError: nothing to save.
+        """
+        known = self._adapter_labels
+        if name is not None and name not in known and directory in known:
+            directory, name = name, directory  # the older (name, directory) order
+        name = self._active if name is None else name
+        if name is None:
+            if self._backbone_model().adapter_config is None:
+                raise ValueError(f"{type(self).__name__} has no active adapter to save: pass "
+                                 f"name=... (adapters: {self.adapter_names})")
+            return files.save_adapter(self, directory, task, labels)
+        variables = self.adapter_variables(name)
+        bert = self._backbone_model()
+        info = named_adapter_info(bert, name)
+        head = self.heads.get(name)
+        description = {
+            "task": task or name,
+            "labels": list(labels) if labels is not None else self.labels.get(name),
+            "head": type(head).__name__ if head is not None else None,
+            "tuning_mode": "adapter",
+            "adapter_config": info.adapter_config.to_dict() if info.adapter_config else None,
+            "fusion": list(info.fused) or None,
+            "resadapter": None,
+            "backbone": bert.config.to_dict(),
+            "backbone_fingerprint": backbone_fingerprint(bert),
+        }
+        return write_adapter_files(directory, {k: v.numpy() for k, v in variables.items()},
+                                   description)
+
+    def load_adapter(self, directory: str, name: Optional[str] = None,
+                     with_head: bool = True) -> str:
+        """Adds the adapter stored in `directory`, with its head and labels.
+
+        Reads what `save_adapter` writes and what a run_classifier.py / run_squad.py run
+        in tuning mode "adapter" writes into `<output_dir>/adapter`. Like `add_adapter`,
+        the first adapter becomes the active one.
+
+        Args:
+            directory: the adapter directory.
+            name: the name to give it; default: the task recorded in the file, else
+                the directory's name.
+            with_head: load the file's head. False loads the backbone part alone (a
+                task model then gives the adapter a fresh head).
+
+        Returns:
+            The adapter's name.
+
+        Raises:
+            AdapterFileError: malformed file, another backbone shape, not an adapter-mode
+                file, a head this model has no place for, or weights that do not match
+                the adapter it describes. A backbone of the same shape with other
+                weights only logs a warning (`files.check_fingerprint`).
+        """
+        bert = self._backbone_model()
+        description = read_adapter_config(directory)
+        check_backbone(description, bert.config, directory)
+        _check_adapter_mode(description, directory)
+        weights = read_adapter_weights(directory)
+        name = name or description.get("task") or _name_of_directory(directory)
+        stored = _file_head_kind(description, directory)
+        if with_head and stored is not None and stored not in self.HEAD_KINDS:
+            raise AdapterFileError(self._head_refusal(directory, stored))
+        kind = self.HEAD_KINDS[0] if self.HEAD_KINDS else None
+        if with_head and stored is not None:
+            kind = stored
+        head_loaded = with_head and stored is not None
+        num_labels = None
+        if head_loaded and kind == "classifier":
+            if "output_bias" not in weights:
+                raise AdapterFileError(f"{directory}: no output_bias weight for its "
+                                       f"classifier head")
+            num_labels = int(weights["output_bias"].shape[0])
+        elif kind is not None:
+            log.info("%s: adapter %r gets a fresh, untrained %s head", directory, name, kind)
+        if not head_loaded:
+            weights = {k: v for k, v in weights.items() if k.startswith("bert/")}
+        train_pooler = any(k.startswith("bert/pooler/") for k in weights)
+        labels = description.get("labels") if head_loaded else None
+        if description.get("fusion"):
+            self.add_adapter_fusion(name, description["fusion"], kind, num_labels, labels,
+                                    train_pooler)
+        else:
+            self.add_adapter(name, AdapterConfig.from_dict(description["adapter_config"]), kind,
+                             num_labels, labels, train_pooler)
+        try:
+            self._assign(name, weights, directory, head_loaded)
+        except AdapterFileError:
+            self.delete_adapter(name)
+            raise
+        check_fingerprint(description, bert, directory)
+        return name
+
+    # ------------------------------------------------------- Keras config
+    def _adapters_config(self) -> dict:
+        """The named adapters' descriptions for `get_config` (Keras saving restores the
+        weights)."""
+        bert = self._backbone_model()
+        adapters = []
+        for name in self.adapter_names:
+            info = named_adapter_info(bert, name)
+            head = self.heads.get(name)
+            adapters.append({
+                "name": name,
+                "adapter_config": info.adapter_config.to_dict() if info.adapter_config else None,
+                "fuse": list(info.fused) or None,
+                "head": HEAD_FILE_NAMES[type(head).__name__] if head is not None else None,
+                "num_labels": head.num_outputs if head is not None else None,
+                "labels": self.labels.get(name),
+                "train_pooler": bool(info.train_pooler)})
+        return {"adapters": adapters, "active_adapter": self._active}
+
+    def _restore_adapters(self, adapters: Optional[list], active: Optional[str]) -> None:
+        """Adds fresh named adapters as `_adapters_config` described them."""
+        for spec in adapters or []:
+            if spec.get("fuse"):
+                self.add_adapter_fusion(spec["name"], spec["fuse"], spec.get("head"),
+                                        spec.get("num_labels"), spec.get("labels"),
+                                        bool(spec.get("train_pooler", False)))
+            else:
+                self.add_adapter(spec["name"], AdapterConfig.from_dict(spec["adapter_config"]),
+                                 spec.get("head"), spec.get("num_labels"), spec.get("labels"),
+                                 bool(spec.get("train_pooler", False)))
+        self.set_active_adapters(active if active in self._adapter_labels else None)
+
+    # ------------------------------------------------------------- helpers
+    def _adapter_in_use(self) -> Optional[str]:
+        """The named adapter a call runs now (None: none)."""
+        return None if self._adapters_off else self._active
+
+    def _require(self, name: str) -> None:
+        if name not in self._adapter_labels:
+            raise KeyError(f"no adapter named {name!r}; adapters: {self.adapter_names}")
+
+    def _check_new_name(self, name: str) -> None:
+        validate_name(name)
+        if name in self._adapter_labels or name in self._backbone_model().named_adapters:
+            raise ValueError(f"an adapter named {name!r} already exists")
+
+    def _head_kind(self, head: Optional[str]) -> Optional[str]:
+        if head is None:
+            return self.HEAD_KINDS[0] if self.HEAD_KINDS else None
+        if head not in self.HEAD_KINDS:
+            kinds = " or ".join(repr(k) for k in self.HEAD_KINDS)
+            raise ValueError(f"head must be {kinds}, got {head!r}" if kinds else
+                             f"a {type(self).__name__}'s adapters have no head, got "
+                             f"head={head!r} (a BertClassifier, BertSpanModel or "
+                             f"MultiAdapterModel gives each adapter its head)")
+        return head
+
+    def _num_labels(self, kind: Optional[str], num_labels: Optional[int]) -> Optional[int]:
+        if kind != "classifier":
+            return None
+        num_labels = self._default_num_labels() if num_labels is None else num_labels
+        if int(num_labels) < 1:
+            raise ValueError(f"num_labels must be at least 1, got {num_labels}")
+        return int(num_labels)
+
+    def _head_refusal(self, directory: str, stored: str) -> str:
+        if not self.HEAD_KINDS:
+            return (f"{directory} holds a {stored} head and a {type(self).__name__} has no "
+                    f"heads: ab.load_adapter({directory!r}, backbone=model) builds the task "
+                    f"model, or pass with_head=False to load the adapter alone")
+        return (f"{directory} holds a {stored} head; a {type(self).__name__}'s adapters have "
+                f"{' or '.join(self.HEAD_KINDS)} heads (load it into a MultiAdapterModel, or "
+                f"pass with_head=False to load the adapter alone)")
+
+    def _resolve_pooler(self, kind: Optional[str], train_pooler) -> bool:
+        if isinstance(train_pooler, str) and train_pooler.lower() == "auto":
+            if kind != "classifier":
+                return False  # nothing reads the pooled output
+            bert = self._backbone_model()
+            holder = self if getattr(self, "load_report", None) is not None else bert
+            return resolve_train_pooler(holder, "adapter", "auto")
+        return resolve_train_pooler(self, "adapter", train_pooler)
+
+    def _ensure_built(self) -> None:
+        # Named adapters copy the backbone's LayerNorms: its weights must exist.
+        if not self.built or not self._backbone_model().built:
+            self.build_with_dummy_inputs()
+
+    def _register(self, name: str, kind: Optional[str], num_labels: Optional[int],
+                  labels: Optional[Sequence[str]]) -> None:
+        if kind is not None:
+            self.heads = {**self.heads, name: self._new_head(name, kind, num_labels)}
+        self._adapter_labels = {**self._adapter_labels,
+                                name: list(labels) if labels is not None else None}
+        if self._active is None:
+            self._active = name
+        self._freeze_except(self._active)
+        self._reset_compiled_functions()
+
+    def _new_head(self, name: str, kind: str, num_labels: Optional[int]):
+        config = self._backbone_model().config
+        if kind == "classifier":
+            layer = heads.ClassifierHead(num_labels, dropout_rate=config.hidden_dropout_prob,
+                                         initializer_range=config.initializer_range, name=name)
+        else:
+            layer = heads.SpanHead(initializer_range=config.initializer_range, name=name)
+        # The head's weights live under the adapter's scope: `mrpc/output_weights`.
+        layer.tf1_scope = f"{name}/{type(layer).tf1_scope}".rstrip("/")
+        layer.build(tf.TensorShape([None, config.hidden_size]))
+        return layer
+
+    def _own_layers(self, name: str) -> list:
+        """Every layer holding weights of adapter `name` (branches and head)."""
+        self._require(name)
+        layers = [self.heads[name]] if name in self.heads else []
+        for _, layer in walk_layers(self._backbone_model()):
+            if isinstance(layer, encoder.TaskBranch) and layer.name == name:
+                layers.append(layer)
+        return layers
+
+    def _freeze_except(self, name: Optional[str]) -> None:
+        train_only(self, self._own_layers(name) if name is not None else [])
+
+    def _assign(self, name: str, weights: Dict[str, np.ndarray], directory: str,
+                with_head: bool) -> None:
+        variables = self.adapter_variables(name)
+        if not with_head:
+            variables = {k: v for k, v in variables.items() if k.startswith("bert/")}
+        missing = sorted(set(variables) - set(weights))
+        extra = sorted(set(weights) - set(variables))
+        if missing or extra:
+            raise AdapterFileError(
+                f"{directory}: weights do not match the adapter it describes"
+                + (f"; missing {missing[:3]}" if missing else "")
+                + (f"; unexpected {extra[:3]}" if extra else ""))
+        for key, variable in variables.items():
+            if tuple(variable.shape) != weights[key].shape:
+                raise AdapterFileError(f"{directory}: weight {key} has shape "
+                                       f"{list(weights[key].shape)}, the model's is "
+                                       f"{variable.shape.as_list()}")
+            variable.assign(weights[key])
+
+    def _reset_compiled_functions(self) -> None:
+        # The active adapter is read while tracing: drop Keras' traced functions.
+        for attribute in ("predict_function", "test_function", "train_function"):
+            if getattr(self, attribute, None) is not None:
+                setattr(self, attribute, None)
+
+
+def _modifiable_blocks(bert) -> Iterator[encoder.ModifiableBlock]:
+    """The blocks whose single adapter slot `disable_adapters` switches off."""
+    for layer in bert.encoder.transformer_layers:
+        yield layer.attention.self_attention
+        yield layer.attention_output_block
+        yield layer.ffn_output_block
+
+
+def _name_of_directory(directory: str) -> str:
+    """The adapter name of a file that records no task: the directory's own name."""
+    base = str(directory).rstrip("/").rsplit("/", 1)[-1]
+    try:
+        return validate_name(base)
+    except ValueError:
+        raise AdapterFileError(f"{directory} records no task name and {base!r} cannot be an "
+                               f"adapter name; pass name=...") from None
+
+
+def _check_adapter_mode(description: dict, directory: str) -> None:
+    if description.get("tuning_mode") != "adapter" or description.get("resadapter"):
+        raise AdapterFileError(
+            f"{directory} holds a {description.get('tuning_mode')!r} run"
+            + (" with a ResAdapter" if description.get("resadapter") else "")
+            + "; only adapter-mode files load as named adapters (the run's own model reads "
+              "it: --load_adapter, or adapter_bert.adapters.files.load_adapter)")
+    if not description.get("adapter_config") and not description.get("fusion"):
+        raise AdapterFileError(f"{directory} holds no adapters (adapter_config is null)")
+
+
+def _file_head_kind(description: dict, directory: str) -> Optional[str]:
+    stored = description.get("head")
+    if stored is None:
+        return None
+    if stored not in HEAD_FILE_NAMES:
+        raise AdapterFileError(f"{directory}: head {stored!r} is not a classifier or span head")
+    return HEAD_FILE_NAMES[stored]
+
+
+def pop_adapter_fields(config: dict):
+    """Removes the adapter API's fields from a `get_config` dict: (adapters, active)."""
+    return config.pop("adapters", None), config.pop("active_adapter", None)
+
+
+# ---------------------------------------------------------------- the models
+@keras.utils.register_keras_serializable(package="adapter_bert.api")
+class BertModel(AdapterModelMixin, encoder.BertModel):
+    """The BERT backbone (`adapter_bert.model.encoder.BertModel`) with the adapter API.
+
+    Called with no `adapter_name`, it runs its active named adapter (None: its own
+    layers). Its adapters have no head: `load_adapter(dir, with_head=False)` loads the
+    backbone part of a task's file, `ab.load_adapter(dir, backbone=model)` the task model.
+
+    Args:
+        config: the `BertConfig`.
+        adapter_config: the runners' single set of adapters (`add_adapters`), or None.
+    """
+
+    def __init__(self, config, adapter_config=None, name="bert", **kwargs):
+        super().__init__(config, adapter_config, name=name, **kwargs)
+        self._init_adapters()
+
+    def _backbone_model(self):
+        return self
+
+    def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
+        if adapter_name is None:
+            adapter_name = self._adapter_in_use() or PLAIN
+        return super().call(inputs, training=training, return_all_layers=return_all_layers,
+                            adapter_name=adapter_name)
+
+    def get_config(self):
+        return dict(super().get_config(), **self._adapters_config())
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        adapters, active = pop_adapter_fields(config)
+        model = cls(**config)
+        model._restore_adapters(adapters, active)
+        return model
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert.api")
+class BertClassifier(AdapterModelMixin, heads.BertClassifier):
+    """`adapter_bert.model.heads.BertClassifier` with the adapter API.
+
+    Each named adapter has its own classifier head (`num_labels` per adapter, default
+    the model's); with no active adapter the model's own head runs.
+    """
+
+    HEAD_KINDS = ("classifier",)
+
+    def __init__(self, config, num_labels, adapter_config=None, name="bert_classifier",
+                 **kwargs):
+        super().__init__(config, num_labels, adapter_config, name=name, **kwargs)
+        self._init_adapters()
+
+    def _default_num_labels(self) -> int:
+        return self.num_labels
+
+    def call(self, inputs, training=None):
+        name = self._adapter_in_use()
+        pooled = self.bert(inputs, training=training, adapter_name=name or PLAIN)["pooled_output"]
+        return (self.heads[name] if name else self.head)(pooled, training=training)
+
+    def get_config(self):
+        return dict(super().get_config(), **self._adapters_config())
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        adapters, active = pop_adapter_fields(config)
+        model = super().from_config(config, custom_objects)
+        model._restore_adapters(adapters, active)
+        return model
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert.api")
+class BertSpanModel(AdapterModelMixin, heads.BertSpanModel):
+    """`adapter_bert.model.heads.BertSpanModel` with the adapter API.
+
+    Each named adapter has its own span head; with no active adapter the model's own
+    head runs.
+    """
+
+    HEAD_KINDS = ("span",)
+
+    def __init__(self, config, adapter_config=None, name="bert_span", **kwargs):
+        super().__init__(config, adapter_config, name=name, **kwargs)
+        self._init_adapters()
+
+    def call(self, inputs, training=None):
+        name = self._adapter_in_use()
+        sequence = self.bert(inputs, training=training,
+                             adapter_name=name or PLAIN)["sequence_output"]
+        start_logits, end_logits = (self.heads[name] if name else self.head)(
+            sequence, training=training)
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+    def get_config(self):
+        return dict(super().get_config(), **self._adapters_config())
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        adapters, active = pop_adapter_fields(config)
+        model = super().from_config(config, custom_objects)
+        model._restore_adapters(adapters, active)
+        return model
+
+
+# The factory's classes with the API, by head.
+MODELS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
+
+
+# ----------------------------------------------------------------- functions
+def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
+                    num_labels: int = 2, config_file: Optional[str] = None,
+                    dtype: Optional[str] = None):
+    """A pretrained model with the adapter API (`ab.load_pretrained`).
+
+    `factory.load_pretrained` with this module's classes: a `BertModel` (head None),
+    `BertClassifier` or `BertSpanModel`, built, with the checkpoint's weights.
+
+    Args:
+        path: checkpoint, Hugging Face folder or name of a Google release (see
+            `factory.load_pretrained`); None: the embedded MiniLM. An adapter directory
+            is refused with a line naming `load_adapter`.
+        adapter_config: the runners' single set of adapters, or None (add named adapters
+            with `add_adapter` instead).
+        head: None, "classifier" or "span".
+        num_labels: classes of the classifier head (1 for regression).
+        config_file: overrides the config found next to the checkpoint.
+        dtype: None (Keras' global policy), "auto" (the policy this hardware runs
+            natively, set as the global one and logged) or a policy name (see
+            `factory.load_pretrained`).
+
+    Raises:
+        CheckpointError, ConfigError: files missing or inconsistent.
+    """
+    return factory.load_pretrained(path, adapter_config, head, num_labels, config_file,
+                                   classes=MODELS, dtype=dtype)
+
+
+def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
+    """The task model an adapter directory describes, in one call (`ab.load_adapter`).
+
+    Loads the backbone, builds the model the file's head asks for (`BertClassifier`
+    with the file's number of labels, `BertSpanModel`, or the `BertModel` itself) and
+    adds the adapter, head and labels as its active named adapter.
+
+    Args:
+        directory: an adapter directory (`save_adapter`, or a run's
+            `<output_dir>/adapter` in tuning mode "adapter").
+        backbone: None (the embedded MiniLM), a checkpoint path or Google release name
+            (`load_pretrained`), or a loaded `BertModel` (or a model holding one as
+            `.bert`) to share.
+        name: the adapter's name; default: the task recorded in the file, else the
+            directory's name.
+
+    Returns:
+        The model; `model.labels[model.active_adapter]` holds the file's labels.
+
+    Raises:
+        AdapterFileError: as `load_adapter` of the models; another backbone shape says
+            to pass `backbone=`. TypeError: a model passed as `directory`.
+    """
+    if isinstance(directory, keras.layers.Layer):
+        raise TypeError("load_adapter(directory, backbone=None) builds a new model; to add an "
+                        "adapter to a model you have, call model.load_adapter(directory)")
+    description = read_adapter_config(directory)
+    _check_adapter_mode(description, directory)
+    if description.get("fusion"):
+        raise AdapterFileError(f"{directory} fuses the adapters {description['fusion']}: load "
+                               f"those into one model first, then this file "
+                               f"(model.load_adapter)")
+    kind = _file_head_kind(description, directory)
+    bert = _backbone_for(backbone)
+    try:
+        check_backbone(description, bert.config, directory)
+    except AdapterFileError as e:
+        if backbone is None:
+            raise AdapterFileError(f"{e}; pass backbone= the checkpoint it was trained "
+                                   f"on") from None
+        raise
+    if kind == "classifier":
+        weights = read_adapter_weights(directory)
+        if "output_bias" not in weights:
+            raise AdapterFileError(f"{directory}: no output_bias weight for its classifier "
+                                   f"head")
+        model = BertClassifier(bert, int(weights["output_bias"].shape[0]))
+    elif kind == "span":
+        model = BertSpanModel(bert)
+    elif isinstance(bert, AdapterModelMixin):
+        model = bert
+    else:
+        raise TypeError(f"{directory} holds no head and backbone= is a network without the "
+                        f"adapter API: pass ab.load_pretrained(...)'s model")
+    if model is not bert:
+        for attribute in ("load_report", "backbone_files"):
+            if getattr(bert, attribute, None) is not None:
+                setattr(model, attribute, getattr(bert, attribute))
+    model.load_adapter(directory, name)
+    return model
+
+
+def save_adapter(model, directory: str, name: Optional[str] = None, task: Optional[str] = None,
+                 labels: Optional[Sequence[str]] = None) -> str:
+    """Writes a model's adapter as an adapter directory (`ab.save_adapter`).
+
+    A model with the adapter API writes its named adapter `name` (default: the active
+    one) with `model.save_adapter`; any other model of the package (the runners'
+    networks, ResAdapter models) writes its trained weights (`files.save_adapter`).
+
+    Returns:
+        The path of the weights file.
+    """
+    if isinstance(model, AdapterModelMixin):
+        return model.save_adapter(directory, name, task, labels)
+    if name is not None:
+        raise ValueError(f"{type(model).__name__} has no named adapters; call "
+                         f"save_adapter(model, directory) without a name")
+    return files.save_adapter(model, directory, task, labels)
+
+
+def _backbone_for(backbone):
+    if backbone is None or isinstance(backbone, str):
+        return load_pretrained(backbone)
+    if isinstance(backbone, encoder.BertModel):
+        return backbone
+    if isinstance(getattr(backbone, "bert", None), encoder.BertModel):
+        return backbone.bert
+    raise TypeError(f"backbone must be None, a checkpoint path or a BertModel, not "
+                    f"{type(backbone).__name__}")
+

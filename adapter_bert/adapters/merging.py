@@ -1,0 +1,96 @@
+"""Merging LoRA into the frozen kernels for inference, and back.
+
+`merge_adapter(model)` folds every update of the model's projection adapters (LoRA:
+`scale * A @ B`) into the kernel of the Dense it updates, so the merged model computes the
+same function (to float32 rounding) with one matmul per projection and no adapter work.
+`unmerge_adapter(model)` restores the kernels exactly as they were. Named adapters
+(`adapter_name=`) merge the same way; since every named adapter shares the backbone's
+kernels, only one adapter is merged at a time, and while it is, running the model with
+any other adapter (or none) fails instead of giving wrong outputs.
+
+While merged, writing or reading adapter files is refused (the backbone fingerprint
+would describe the merged kernels) and so is Keras saving of the model (a model rebuilt
+from the file would add the updates again); the serving export (`export_classifier`,
+`--merge_lora`) is the way to ship merged weights. Keras' traced predict/test/train
+functions of `model` are reset on both calls, because the merged state is read while
+tracing; a `tf.function` of your own must be traced again after either call.
+"""
+
+import contextlib
+from typing import Iterator, Optional
+
+
+def _backbone(model):
+    return model if hasattr(model, "encoder") else model.bert
+
+
+def _reset_keras_functions(model) -> None:
+    for name in ("predict_function", "test_function", "train_function"):
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)
+
+
+def _describe(adapter_name: Optional[str]) -> str:
+    return "the model's adapter" if adapter_name is None else f"adapter {adapter_name!r}"
+
+
+def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
+    """Folds the projection (LoRA) updates of one adapter into the frozen kernels.
+
+    Args:
+        model: a built `BertModel`, task model or `MultiAdapterModel`.
+        adapter_name: a named adapter; None: the adapter of `BertModel.add_adapters`
+            (`load_pretrained(adapter_config=...)`, the runners' models).
+
+    Raises:
+        ValueError: the adapter has no projection updates (an output-block family such
+            as Houlsby cannot be folded into a kernel), the model is not built, or an
+            adapter is merged already.
+    """
+    bert = _backbone(model)
+    if not bert.built:
+        raise ValueError("build the model (and load its weights) before merging adapters")
+    merged = bert.merged_adapters()
+    if merged:
+        raise ValueError(f"{_describe(merged[0])} is merged already; unmerge it first")
+    adapters = bert.projection_adapters(adapter_name)
+    if not adapters:
+        config = (bert.adapter_config if adapter_name is None
+                  else bert.embeddings.task_branches[adapter_name].adapter_config
+                  if adapter_name in bert.embeddings.task_branches else None)
+        kind = f"{config.adapter_type} adapters" if config is not None else "no adapters"
+        raise ValueError(f"{_describe(adapter_name)} has nothing to merge ({kind}): only "
+                         f"projection families such as lora fold into the kernels")
+    for adapter, projections in adapters:
+        adapter.merge(projections)
+    _reset_keras_functions(model)
+
+
+def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
+    """Restores the kernels `merge_adapter` changed; the adapter runs unmerged again.
+
+    Raises:
+        ValueError: that adapter is not merged.
+    """
+    bert = _backbone(model)
+    adapters = [(a, p) for a, p in bert.projection_adapters(adapter_name) if a.merged]
+    if not adapters:
+        raise ValueError(f"{_describe(adapter_name)} is not merged")
+    for adapter, projections in adapters:
+        adapter.unmerge(projections)
+    _reset_keras_functions(model)
+
+
+@contextlib.contextmanager
+def adapter_merged(model, adapter_name: Optional[str] = None) -> Iterator[None]:
+    """`merge_adapter` for the `with` body, `unmerge_adapter` on exit (even after an error).
+
+    Examples:
+        with adapter_merged(classifier):
+            logits = classifier.predict(features)   # LoRA folded into the kernels
+    """
+    merge_adapter(model, adapter_name)
+    try:
+        yield
+    finally:
+        unmerge_adapter(model, adapter_name)

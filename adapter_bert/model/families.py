@@ -1,0 +1,145 @@
+"""What an adapter family declares: `AdapterFamily`, its options, and where it may go.
+
+A family is one registration (`adapter_bert.model.config.register_adapter_family`): its
+name, its layer class, the slots it fills, its config options with their defaults and
+its parameter count. `AdapterConfig` validates against the registry, the encoder and the
+named adapters build the family's layers in its slots, the runners offer it as an
+`--adapter_type`, and adapter files record its name and options.
+
+Two kinds of slot (`AdapterFamily.slot`):
+
+- "output": one layer in an output block (after the attention output projection and/or
+  the feed-forward output projection, chosen by `AdapterConfig.positions`), called as
+  `layer(hidden, residual, layer_norm)` and returning the adapted sub-layer output (see
+  adapters/layers.py). Houlsby, Pfeiffer and parallel adapters.
+- "projections": additive updates of the frozen dense projections named in `PROJECTIONS`
+  (which ones: `AdapterFamily.projections(config)`). One layer per block that holds such a
+  projection, called as `layer(inputs, training=...)` on the projection's input and
+  returning `{projection's layer name in the block: update}`. LoRA.
+
+This module holds only the declarations (no TensorFlow): the registry itself and the
+built-in families' registration live in model/config.py and adapters/layers.py.
+"""
+
+import dataclasses
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+ADAPTER_POSITIONS = ("both", "attention", "ffn")
+
+# Kinds of slot a family fills (see the module docstring).
+SLOT_KINDS = ("output", "projections")
+
+# The dense projections of a transformer layer that a "projections" family can update,
+# in the order the layer runs them: self-attention's query, key and value, the attention
+# output projection (PEFT's `attention.output.dense`), the feed-forward up projection
+# (`intermediate.dense`) and its down projection (`output.dense`).
+PROJECTIONS = ("query", "key", "value", "attention_output", "intermediate", "output")
+
+# Stddev of the initial Houlsby/Pfeiffer projection weights. google-research/adapter-bert
+# uses 1e-3; the default is 1e-2, still near the identity (the paper finds accuracy flat
+# for stddevs up to 1e-2), because Adam moves every weight by about the learning rate per
+# step whatever its size: at adapter rates (1e-3 and up) weights of size 1e-3 are
+# replaced by gradient noise in the first steps, weights of size 1e-2 are only nudged
+# (docs/stability.md has the measurements). --adapter_init_scale=1e-3 restores Google's.
+ADAPTER_INIT_SCALE = 1e-2
+GOOGLE_ADAPTER_INIT_SCALE = 1e-3
+
+# The `AdapterConfig` fields every family has; family options may not reuse these names.
+COMMON_FIELDS = ("size", "activation", "init_scale", "positions", "leave_out", "adapter_type")
+
+
+class AdapterOption(NamedTuple):
+    """One config option of a family: its default and how a given value is checked.
+
+    Attributes:
+        default: the value when the config does not give one (JSON-compatible).
+        parse: maps a given value (from Python or from an adapter file's JSON) to the
+            stored one, raising ValueError with a message naming the option when it is
+            bad; None stores the value as given.
+    """
+
+    default: Any
+    parse: Optional[Callable[[Any], Any]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterFamily:
+    """The declaration of one adapter family.
+
+    Attributes:
+        name: the `adapter_type` (lowercase letters, digits and `_`).
+        layer: the layer class, a subclass of `adapters.layers.AdapterLayer` whose
+            classmethod `from_adapter_config(config)` ("output" families) or
+            `from_adapter_config(config, projections)` ("projections" families; see
+            `adapters.layers.ProjectionAdapter`) builds the layer of one slot.
+        param_count: `param_count(config, in_width, out_width)`: weights of one slot's
+            layer ("output") or of one projection's update ("projections").
+        slot: "output" or "projections" (see the module docstring).
+        positions: the `AdapterConfig.positions` values the family accepts.
+        default_positions: `positions` when the config gives none.
+        options: the family's own config fields, name -> `AdapterOption` or a plain
+            default. Names are shared by all families (an adapter file stores them beside
+            the common fields): prefix them with the family's name (`lora_alpha`).
+        projections: "projections" families: `projections(config)`, the names of
+            `PROJECTIONS` the config updates.
+        description: one line for `--adapter_type`'s help.
+
+    Raises:
+        ValueError: an inconsistent declaration.
+    """
+
+    name: str
+    layer: type
+    param_count: Callable[[Any, int, int], int]
+    slot: str = "output"
+    positions: Tuple[str, ...] = ADAPTER_POSITIONS
+    default_positions: str = "both"
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    projections: Optional[Callable[[Any], Sequence[str]]] = None
+    description: str = ""
+
+    def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name and self.name[0].isalpha()
+                and all(c.islower() or c.isdigit() or c == "_" for c in self.name)):
+            raise ValueError(f"adapter family name {self.name!r} must start with a letter and "
+                             f"use only lowercase letters, digits and '_'")
+        if self.slot not in SLOT_KINDS:
+            raise ValueError(f"adapter family {self.name!r}: slot must be one of {SLOT_KINDS}, "
+                             f"got {self.slot!r}")
+        positions = tuple(self.positions)
+        if not positions or any(p not in ADAPTER_POSITIONS for p in positions):
+            raise ValueError(f"adapter family {self.name!r}: positions must be values of "
+                             f"{ADAPTER_POSITIONS}, got {positions}")
+        if self.default_positions not in positions:
+            raise ValueError(f"adapter family {self.name!r}: default_positions "
+                             f"{self.default_positions!r} is not one of its positions {positions}")
+        if (self.slot == "projections") != (self.projections is not None):
+            raise ValueError(f"adapter family {self.name!r}: a 'projections' family, and only "
+                             f"one, says which projections it updates (projections=...)")
+        if not callable(getattr(self.layer, "from_adapter_config", None)):
+            raise ValueError(f"adapter family {self.name!r}: its layer {self.layer!r} needs a "
+                             f"from_adapter_config classmethod (subclass AdapterLayer)")
+        if not callable(self.param_count):
+            raise ValueError(f"adapter family {self.name!r}: param_count must be callable")
+        options: Dict[str, AdapterOption] = {}
+        for key, option in dict(self.options).items():
+            if key in COMMON_FIELDS + ("options",) or not key.isidentifier():
+                raise ValueError(f"adapter family {self.name!r}: option name {key!r} is a "
+                                 f"common field or not an identifier")
+            if not isinstance(option, AdapterOption):
+                option = AdapterOption(option)
+            parse_option(key, option, option.default)  # the default must pass its own check
+            options[key] = option
+        object.__setattr__(self, "positions", positions)
+        object.__setattr__(self, "options", options)
+
+
+def parse_option(key: str, option: AdapterOption, value: Any) -> Any:
+    """`value` as the family stores option `key` (its `parse`), or ValueError naming it."""
+    if option.parse is None:
+        return value
+    try:
+        return option.parse(value)
+    except (TypeError, ValueError) as e:
+        message = str(e)
+        raise ValueError(message if key in message else f"{key}: {message}") from None

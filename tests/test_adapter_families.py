@@ -1,0 +1,644 @@
+"""Adapter families as plug-ins: the one registry, LoRA's targets, dropout and merging,
+and families of the user's own (the docs' example and one defined here) that train, save
+and load through the same code as the built-in ones."""
+
+import contextlib
+import dataclasses
+import importlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+import adapter_bert as ab
+from adapter_bert.adapters.files import (AdapterFileError, adapter_config_of,
+                                        backbone_fingerprint, load_adapter, save_adapter)
+from adapter_bert.adapters.layers import ProjectionAdapter
+from adapter_bert.adapters.multitask import MultiAdapterModel
+from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
+from adapter_bert.model.config import (AdapterConfig, ConfigError, adapter_families,
+                                       adapter_family, register_adapter_family,
+                                       unregister_adapter_family)
+from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.families import PROJECTIONS, AdapterFamily, AdapterOption
+from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.naming import tf1_variables
+from adapter_bert.tasks.ablation import adapters_disabled
+from tests.conftest import REPO, tiny_inputs
+from tests.runner_utils import run_in_process
+
+M = 3
+BUILT_IN = ("houlsby", "pfeiffer", "parallel", "lora")
+
+
+@pytest.fixture
+def still_config(tiny_config):
+    """The tiny config without dropout: training steps are a function of the batch."""
+    return dataclasses.replace(tiny_config, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+
+
+def built(model, inputs=None):
+    model(inputs if inputs is not None else tiny_inputs(), training=False)
+    return model
+
+
+def randomise_adapters(model, seed=0, stddev=0.3):
+    """Moves every adapter weight away from its (identity) start."""
+    rng = np.random.default_rng(seed)
+    for name, variable in tf1_variables(model).items():
+        if "/adapters/" in name:
+            variable.assign(rng.normal(scale=stddev, size=variable.shape).astype("float32"))
+
+
+def copy_backbone(source, target):
+    """Copies the frozen backbone weights (everything outside the adapters and the head)."""
+    theirs = tf1_variables(source)
+    for name, variable in tf1_variables(target).items():
+        if name.startswith("bert/") and "/adapters/" not in name and name in theirs:
+            variable.assign(theirs[name])
+
+
+def adapter_weight_count(model):
+    return parameter_summary(model)["adapters"][0]
+
+
+# ---------------------------------------------------------------- the registry
+def test_built_in_families_are_registered_and_count_their_weights(tiny_config):
+    assert tuple(f.name for f in adapter_families())[:4] == BUILT_IN
+    h, i, layers = tiny_config.hidden_size, tiny_config.intermediate_size, 2
+    bottleneck = 2 * h * M + M + h
+    closed = {"houlsby": 2 * layers * bottleneck, "pfeiffer": layers * bottleneck,
+              "parallel": layers * bottleneck, "lora": layers * 2 * M * 2 * h}
+    for name in BUILT_IN:
+        config = AdapterConfig(size=M, adapter_type=name)
+        model = built(BertClassifier(tiny_config, 2, config))
+        assert adapter_weight_count(model) == config.param_count(tiny_config) == closed[name]
+    every = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(PROJECTIONS),
+                          leave_out=[0])
+    model = built(BertClassifier(tiny_config, 2, every))
+    expected = M * (4 * 2 * h + (h + i) + (i + h))  # one layer: six targets
+    assert adapter_weight_count(model) == every.param_count(tiny_config) == expected
+
+
+def test_runner_flags_offer_the_registered_families():
+    from absl import flags
+    from adapter_bert.tasks.flags import define_classifier_flags
+    if "adapter_type" not in flags.FLAGS:  # another test may have defined them
+        define_classifier_flags()
+    choices = flags.FLAGS["adapter_type"].parser.enum_values
+    assert tuple(choices[:4]) == BUILT_IN and choices[-1] == "resadapter"
+    for option in ("lora_alpha", "lora_targets", "lora_dropout"):
+        assert option in adapter_families()[3].options and option in flags.FLAGS
+
+
+def _family(**overrides):
+    values = dict(name="mine", layer=ab.HoulsbyAdapter,
+                  param_count=lambda config, d_in, d_out: 0)
+    return AdapterFamily(**{**values, **overrides})
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: _family(name="Mine"), "must start with a letter"),
+    (lambda: _family(slot="prefix"), "slot must be one of"),
+    (lambda: _family(positions=("ffn",), default_positions="both"), "default_positions"),
+    (lambda: _family(slot="projections"), "says which projections it updates"),
+    (lambda: _family(layer=object), "from_adapter_config"),
+    (lambda: _family(options={"size": 3}), "common field"),
+    (lambda: _family(options={"mine_rate": AdapterOption(2.0, _unit_interval)}),
+     "mine_rate must be in"),
+    (lambda: register_adapter_family(_family(name="lora")), "is built in"),
+    (lambda: register_adapter_family(_family(name="resadapter")), "is built in"),
+    (lambda: register_adapter_family(_family(options={"lora_alpha": None})),
+     "belong to family 'lora'"),
+    (lambda: register_adapter_family(_family(options={"family": 1})),
+     "are AdapterConfig attributes"),
+])
+def test_inconsistent_families_are_refused(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+    assert "mine" not in [f.name for f in adapter_families()]
+
+
+def _unit_interval(value):
+    if not 0 <= float(value) <= 1:
+        raise ValueError(f"mine_rate must be in [0, 1], got {value}")
+    return float(value)
+
+
+def test_config_options_follow_their_family():
+    lora = AdapterConfig(size=4, adapter_type="lora", lora_targets="value, query",
+                         lora_dropout=0.25)
+    assert lora.lora_targets == ("query", "value") and lora.lora_dropout == 0.25
+    assert lora.options == {"lora_alpha": None, "lora_targets": ("query", "value"),
+                            "lora_dropout": 0.25}
+    assert AdapterConfig.from_dict(json.loads(json.dumps(lora.to_dict()))) == lora
+    assert dataclasses.replace(lora, size=8).lora_dropout == 0.25
+    with pytest.raises(AttributeError, match="has no field 'lora_targets'"):
+        AdapterConfig().lora_targets
+    for kwargs, message in [
+        ({"adapter_type": "lora", "lora_targets": ["query", "ffn"]}, "lora_targets must name"),
+        ({"adapter_type": "lora", "lora_targets": []}, "lora_targets must name"),
+        ({"adapter_type": "lora", "lora_dropout": 1.0}, r"lora_dropout must be in \[0, 1\)"),
+        ({"lora_dropout": 0.1}, "lora_dropout applies to adapter_type 'lora', not 'houlsby'"),
+        ({"adapter_type": "pfeiffer", "parallel_scaling": 2.0},
+         "applies to adapter_type 'parallel'"),
+        ({"adapter_type": "gated"}, "adapter_type must be one of"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            AdapterConfig(**kwargs)
+
+
+# ------------------------------------------------------------- LoRA's targets
+_WEIGHT_SCOPES = {"query": "attention/self/adapters/query", "key": "attention/self/adapters/key",
+                  "value": "attention/self/adapters/value",
+                  "attention_output": "attention/output/adapters/dense",
+                  "intermediate": "intermediate/adapters/dense",
+                  "output": "output/adapters/dense"}
+_KERNELS = {"query": "attention/self/query", "key": "attention/self/key",
+            "value": "attention/self/value", "attention_output": "attention/output/dense",
+            "intermediate": "intermediate/dense", "output": "output/dense"}
+
+
+@pytest.mark.parametrize("target", PROJECTIONS)
+def test_each_lora_target_adds_scale_a_b_to_its_projection(tiny_config, target):
+    """Against an independent oracle: a plain BERT whose kernel holds W + alpha/r A B."""
+    config = AdapterConfig(size=M, adapter_type="lora", lora_targets=[target], lora_alpha=6)
+    model = built(BertModel(tiny_config, config))
+    randomise_adapters(model, stddev=1.0)
+    variables = tf1_variables(model)
+    names = sorted(n for n in variables if "/adapters/" in n)
+    assert names == sorted(f"bert/encoder/layer_{i}/{_WEIGHT_SCOPES[target]}_lora_{ab}"
+                           for i in range(2) for ab in "AB")
+    h, i = tiny_config.hidden_size, tiny_config.intermediate_size
+    d_in, d_out = {"intermediate": (h, i), "output": (i, h)}.get(target, (h, h))
+    assert variables[names[0]].shape == (d_in, M) and variables[names[1]].shape == (M, d_out)
+    oracle = built(BertModel(tiny_config))
+    copy_backbone(model, oracle)
+    for layer in range(2):
+        prefix = f"bert/encoder/layer_{layer}/"
+        a = variables[prefix + _WEIGHT_SCOPES[target] + "_lora_A"].numpy()
+        b = variables[prefix + _WEIGHT_SCOPES[target] + "_lora_B"].numpy()
+        kernel = tf1_variables(oracle)[prefix + _KERNELS[target] + "/kernel"]
+        kernel.assign(kernel.numpy() + 2.0 * a @ b)  # alpha / r = 6 / 3
+    inputs = tiny_inputs()
+    adapted = model(inputs, training=False)["sequence_output"].numpy()
+    plain = built(BertModel(tiny_config))
+    copy_backbone(model, plain)
+    # (a query change moves little on a random backbone: its values are all alike)
+    assert np.abs(adapted - plain(inputs, training=False)["sequence_output"]).max() > 1e-3
+    np.testing.assert_allclose(adapted, oracle(inputs, training=False)["sequence_output"],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_lora_targets_on_a_built_model_and_as_named_adapters(tiny_config):
+    """Adapters added after building get the projections' input widths (the feed-forward
+    output's is intermediate_size); named LoRA adapters have branches in every block."""
+    config = AdapterConfig(size=M, adapter_type="lora", lora_targets=["intermediate", "output"])
+    bert = built(BertModel(tiny_config))
+    bert.add_adapters(config)
+    layer = bert.encoder.transformer_layers[0]
+    assert layer.ffn_output_block.adapter.lora_a["dense"].shape == (32, M)
+    assert layer.intermediate.adapter.lora_a["dense"].shape == (16, M)
+    assert layer.attention.self_attention.adapter is None
+    bert(tiny_inputs())
+    bert.remove_adapters()
+    multi = MultiAdapterModel(bert)
+    multi.add_adapter("ffn", config, num_labels=2)
+    names = [n for n in tf1_variables(multi) if "/ffn/adapters/" in n]
+    assert "bert/encoder/layer_1/intermediate/ffn/adapters/dense_lora_B" in names
+    assert "bert/encoder/layer_1/output/ffn/adapters/dense_lora_A" in names
+    assert "ffn" not in layer.attention.self_attention.task_branches
+    multi.set_active_adapter("ffn")
+    multi(tiny_inputs())
+    with pytest.raises(ValueError, match="is a lora adapter, which updates projections"):
+        multi.add_adapter_fusion("fused", ["ffn"])
+
+
+def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
+    config = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(PROJECTIONS),
+                           lora_dropout=0.5)
+    model = built(BertModel(still_config, config))
+    assert model.encoder.transformer_layers[1].intermediate.adapter.dropout_rate == 0.5
+    inputs = tiny_inputs()
+
+    def outputs(training):
+        return model(inputs, training=training)["sequence_output"].numpy()
+    # B at zero: no update to drop, so training (with dropout) equals inference.
+    np.testing.assert_array_equal(outputs(True), outputs(False))
+    randomise_adapters(model)
+    inference = outputs(False)
+    np.testing.assert_array_equal(outputs(False), inference)
+    assert np.abs(outputs(True) - inference).max() > 1e-3
+    without = built(BertModel(still_config, dataclasses.replace(config, lora_dropout=0.0)))
+    theirs = tf1_variables(model)
+    for name, variable in tf1_variables(without).items():
+        variable.assign(theirs[name])
+    np.testing.assert_array_equal(without(inputs, training=True)["sequence_output"], inference)
+
+
+def test_ablation_switches_lora_off_in_every_block_it_targets(tiny_config):
+    model = built(BertModel(tiny_config, AdapterConfig(size=M, adapter_type="lora",
+                                                       lora_targets=list(PROJECTIONS))))
+    randomise_adapters(model)
+    plain = built(BertModel(tiny_config))
+    copy_backbone(model, plain)
+    inputs = tiny_inputs()
+    expected = plain(inputs, training=False)["sequence_output"].numpy()
+    assert np.abs(model(inputs, training=False)["sequence_output"] - expected).max() > 1e-3
+    with adapters_disabled(model, [0, 1]):
+        np.testing.assert_array_equal(model(inputs, training=False)["sequence_output"], expected)
+
+
+# ------------------------------------------------------------------- merging
+def lora_classifier(cfg, targets=PROJECTIONS, **options):
+    config = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(targets),
+                           lora_alpha=6, **options)
+    model = built(BertClassifier(cfg, 2, config))
+    randomise_adapters(model)
+    apply_tuning(model, "adapter", train_pooler=False)
+    return model
+
+
+def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_config, tmp_path):
+    model = lora_classifier(tiny_config, lora_dropout=0.1)
+    inputs = tiny_inputs()
+    before = model(inputs, training=False).numpy()
+    predicted = model.predict(inputs, verbose=0)  # traces Keras' predict function
+    kernels = {n: v.numpy() for n, v in tf1_variables(model).items() if n.endswith("/kernel")}
+    fingerprint = backbone_fingerprint(model)
+    ab.merge_adapter(model)
+    assert model.bert.merged_adapters() == [None]
+    changed = [n for n, v in tf1_variables(model).items()
+               if n in kernels and not np.array_equal(kernels[n], v.numpy())]
+    assert sorted(changed) == sorted(f"bert/encoder/layer_{i}/{_KERNELS[t]}/kernel"
+                                     for i in range(2) for t in PROJECTIONS)
+    assert model.bert.encoder.transformer_layers[0].intermediate.adapter(
+        tf.ones([1, 2, 16])) == {}  # merged: no LoRA work
+    np.testing.assert_allclose(model(inputs, training=False), before, rtol=1e-5, atol=1e-5)
+    # A stale traced function would add the updates a second time.
+    np.testing.assert_allclose(model.predict(inputs, verbose=0), predicted, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="merged already"):
+        ab.merge_adapter(model)
+    ab.unmerge_adapter(model)
+    for name, value in kernels.items():
+        np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)
+    np.testing.assert_array_equal(model(inputs, training=False), before)
+    assert backbone_fingerprint(model) == fingerprint
+    with pytest.raises(ValueError, match="is not merged"):
+        ab.unmerge_adapter(model)
+    with ab.adapter_merged(model):
+        assert model.bert.merged_adapters() == [None]
+    assert model.bert.merged_adapters() == []
+    houlsby = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M)))
+    with pytest.raises(ValueError, match=r"nothing to merge \(houlsby adapters\): only "
+                                         r"projection families"):
+        ab.merge_adapter(houlsby)
+
+
+def test_while_merged_what_would_go_wrong_is_refused(tiny_config, tmp_path):
+    model = lora_classifier(tiny_config, targets=("value", "output"))
+    save_adapter(model, str(tmp_path / "before"))
+    ab.merge_adapter(model)
+    for action in (lambda: save_adapter(model, str(tmp_path / "merged")),
+                   lambda: load_adapter(model, str(tmp_path / "before"))):
+        with pytest.raises(AdapterFileError, match="unmerge it"):
+            action()
+    assert not (tmp_path / "merged").exists()
+    with pytest.raises(ValueError, match="before saving the model with Keras"):
+        model.save(str(tmp_path / "merged.keras"))
+    with pytest.raises(ValueError, match="before replacing or removing it"):
+        model.bert.remove_adapters()
+    with pytest.raises(ValueError, match="cannot be switched off"):
+        with adapters_disabled(model, [0]):
+            model(tiny_inputs(), training=False)
+    ab.unmerge_adapter(model)
+    save_adapter(model, str(tmp_path / "after"))
+    before = json.loads((tmp_path / "before" / "adapter_config.json").read_text())
+    after = json.loads((tmp_path / "after" / "adapter_config.json").read_text())
+    assert after["backbone_fingerprint"] == before["backbone_fingerprint"]
+    assert after["weights_sha256"] == before["weights_sha256"]
+
+
+def test_a_merged_named_adapter_excludes_the_others(tiny_config):
+    bert = built(BertModel(tiny_config))
+    multi = MultiAdapterModel(bert)
+    for name in ("a", "b"):
+        multi.add_adapter(name, AdapterConfig(size=M, adapter_type="lora",
+                                              lora_targets=["key", "intermediate"]), num_labels=2)
+    multi(tiny_inputs())
+    randomise_adapters(multi)
+    inputs = tiny_inputs()
+    multi.set_active_adapter("a")
+    expected = multi(inputs, training=False).numpy()
+    ab.merge_adapter(multi, "a")
+    assert bert.merged_adapters() == ["a"]
+    np.testing.assert_allclose(multi(inputs, training=False), expected, rtol=1e-5, atol=1e-5)
+    multi.set_active_adapter("b")
+    with pytest.raises(ValueError, match="adapter 'a' is merged .* before running adapter 'b'"):
+        multi(inputs, training=False)
+    with pytest.raises(ValueError, match="'a' is merged already"):
+        ab.merge_adapter(multi, "b")
+    with pytest.raises(ValueError, match="before deleting it"):
+        multi.delete_adapter("a")
+    ab.unmerge_adapter(multi, "a")
+    multi.set_active_adapter("a")
+    np.testing.assert_array_equal(multi(inputs, training=False), expected)
+
+
+def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
+    """Directories whose adapter_config has the older layout: LoRA (query/value, no
+    targets or dropout) and Houlsby, both with every family's options at their defaults."""
+    older = {"lora": {"size": M, "activation": "gelu", "init_scale": 0.01,
+                      "positions": "attention", "leave_out": [], "adapter_type": "lora",
+                      "lora_alpha": 6.0, "parallel_scaling": 4.0},
+             "houlsby": {"size": M, "activation": "gelu", "init_scale": 0.01, "positions": "both",
+                         "leave_out": [1], "adapter_type": "houlsby", "lora_alpha": None,
+                         "parallel_scaling": 4.0}}
+    for kind, stored in older.items():
+        trained = built(BertClassifier(tiny_config, 2, AdapterConfig.from_dict(stored)))
+        randomise_adapters(trained)
+        apply_tuning(trained, "adapter", train_pooler=False)
+        directory = tmp_path / kind
+        save_adapter(trained, str(directory), task="mrpc")
+        path = directory / "adapter_config.json"
+        description = json.loads(path.read_text())
+        description["adapter_config"] = stored
+        path.write_text(json.dumps(description))
+        config = adapter_config_of(str(directory))
+        assert config.adapter_type == kind
+        if kind == "lora":
+            assert (config.lora_targets, config.lora_dropout, config.lora_scale) == (
+                ("query", "value"), 0.0, 2.0)
+        fresh = built(BertClassifier(tiny_config, 2, config))
+        copy_backbone(trained, fresh)
+        load_adapter(fresh, str(directory))
+        np.testing.assert_array_equal(fresh(tiny_inputs(), training=False),
+                                      trained(tiny_inputs(), training=False))
+
+
+# --------------------------------------------------- families of the user's own
+@keras.utils.register_keras_serializable(package="test_adapter_families")
+class DiagonalAdapter(ProjectionAdapter):
+    """`x * d` added to square projections, d starting at zero: a projection family
+    written outside the package, mergeable through `delta`."""
+
+    @classmethod
+    def from_adapter_config(cls, adapter_config, projections):
+        return cls(tuple(projections), dict(projections))
+
+    def build(self, input_shape):
+        self.diagonal = {target: self.add_weight(f"{target}_diagonal", [int(input_shape[-1])],
+                                                 initializer="zeros")
+                         for target in self.targets}
+        super().build(input_shape)
+
+    def update(self, inputs, target, training=None):
+        return inputs * tf.cast(self.diagonal[target], inputs.dtype)
+
+    def delta(self, target):
+        return tf.linalg.diag(self.diagonal[target])
+
+
+def _square_targets(value):
+    targets = tuple(value)
+    if not targets or not set(targets) <= {"query", "key", "value", "attention_output"}:
+        raise ValueError(f"diagonal_targets must be square projections, got {value!r}")
+    return targets
+
+
+DIAGONAL = AdapterFamily(
+    name="diagonal", layer=DiagonalAdapter, slot="projections", positions=("attention",),
+    default_positions="attention", param_count=lambda config, d_in, d_out: d_in,
+    options={"diagonal_targets": AdapterOption(("value",), _square_targets)},
+    projections=lambda config: config.diagonal_targets, description="diagonal updates")
+
+
+def _docs_example() -> str:
+    text = (REPO / "docs" / "adapters.md").read_text()
+    start = text.index("<!-- family-example")
+    return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def user_families(tmp_path_factory):
+    """Registers the docs' "gated" family (importing the docs' block as a module, whose
+    printed output is `example.printed`) and "diagonal"; unregisters both afterwards."""
+    folder = tmp_path_factory.mktemp("docs_example")
+    # A module file rather than exec: AutoGraph reads the layer's source.
+    (folder / "docs_adapters_example.py").write_text(_docs_example())
+    register_adapter_family(DIAGONAL)
+    sys.path.insert(0, str(folder))
+    try:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            example = importlib.import_module("docs_adapters_example")
+        example.printed = printed.getvalue()
+        yield example
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("docs_adapters_example", None)
+        for name in ("gated", "diagonal"):
+            if name in [f.name for f in adapter_families()]:
+                unregister_adapter_family(name)
+
+
+def train_steps(model, steps=12, seed=0):
+    """Keras fit on one fixed batch; returns the losses per step."""
+    inputs = tiny_inputs(batch=4, seed=seed)
+    labels = np.array([0, 1, 1, 0])
+    model.compile(optimizer=keras.optimizers.Adam(3e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(inputs, labels, batch_size=4, epochs=steps, verbose=0, shuffle=False)
+    return history.history["loss"]
+
+
+@pytest.mark.parametrize("family, options, layer_class", [
+    ("gated", {}, "GatedAdapter"),
+    ("diagonal", {"diagonal_targets": ["query", "attention_output"]}, "DiagonalAdapter"),
+])
+def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config, tmp_path,
+                                                    family, options, layer_class):
+    # The docs' block printed its parameter count on the real MiniLM, as its comment says.
+    assert user_families.printed == "78444\n"
+    docs_model = user_families.model
+    assert adapter_weight_count(docs_model) == 78444
+    config = AdapterConfig(size=M, adapter_type=family, **options)
+    model = built(BertClassifier(still_config, 2, config))
+    adapters = [layer for layer in model.bert._flatten_layers()  # noqa: SLF001
+                if isinstance(layer, ab.AdapterLayer)]
+    assert adapters and {type(a).__name__ for a in adapters} == {layer_class}
+    apply_tuning(model, "adapter", train_pooler=False)
+    assert adapter_weight_count(model) == config.param_count(still_config) > 0
+    start = {n: v.numpy() for n, v in tf1_variables(model).items() if "/adapters/" in n}
+    losses = train_steps(model)
+    assert losses[-1] < 0.8 * losses[0]
+    moved = [n for n, v in tf1_variables(model).items()
+             if n in start and not np.array_equal(start[n], v.numpy())]
+    assert sorted(moved) == sorted(start)
+    save_adapter(model, str(tmp_path / "adapter"), task="t", labels=["a", "b"])
+    stored = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert stored["adapter_config"]["adapter_type"] == family
+    assert adapter_config_of(str(tmp_path / "adapter")) == config
+    fresh = built(BertClassifier(still_config, 2, adapter_config_of(str(tmp_path / "adapter"))))
+    copy_backbone(model, fresh)
+    load_adapter(fresh, str(tmp_path / "adapter"))
+    inputs = tiny_inputs(seed=5)
+    expected = model(inputs, training=False).numpy()
+    np.testing.assert_array_equal(fresh(inputs, training=False), expected)
+    clone = BertClassifier.from_config(model.get_config())
+    assert clone.bert.adapter_config == config
+    multi = MultiAdapterModel(built(BertModel(still_config)))
+    multi.add_adapter("mine", config, num_labels=2)
+    assert multi.adapter_names == ["mine"]
+    if family == "diagonal":  # a projection family of one's own merges too
+        ab.merge_adapter(fresh)
+        np.testing.assert_allclose(fresh(inputs, training=False), expected, rtol=1e-5, atol=1e-5)
+        ab.unmerge_adapter(fresh)
+    else:
+        with pytest.raises(ValueError, match=r"nothing to merge \(gated adapters\)"):
+            ab.merge_adapter(fresh)
+
+
+def test_an_unregistered_family_in_a_file_names_the_registered_ones(user_families, tiny_config,
+                                                                   tmp_path):
+    model = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="gated")))
+    apply_tuning(model, "adapter", train_pooler=False)
+    save_adapter(model, str(tmp_path / "gated"))
+    gated = adapter_family("gated")
+    unregister_adapter_family("gated")
+    try:
+        with pytest.raises(ConfigError, match=r"adapter_type must be one of \('houlsby', "
+                                              r"'pfeiffer', 'parallel', 'lora', 'diagonal'\), "
+                                              r"got 'gated'"):
+            adapter_config_of(str(tmp_path / "gated"))
+    finally:
+        register_adapter_family(gated)
+    with pytest.raises(ValueError, match="is built in and stays registered"):
+        unregister_adapter_family("houlsby")
+
+
+# ------------------------------------------------------------------ the runners
+def mrpc_flags(backbone, mrpc_dir, output_dir, *extra):
+    return [f"--init_checkpoint={backbone / 'bert_model.ckpt'}", "--max_seq_length=32",
+            "--train_batch_size=16", "--eval_batch_size=128", "--learning_rate=1e-3",
+            "--adapter_size=4", "--train_pooler=false", "--save_checkpoints_steps=100",
+            f"--data_dir={mrpc_dir}", "--task_name=MRPC", f"--output_dir={output_dir}", *extra]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--lora_dropout=0.1"], "--lora_dropout only apply with --adapter_type=lora "
+                             "(got --adapter_type=houlsby)"),
+    (["--adapter_type=lora", "--lora_targets=query,ffn"], "--lora_targets: lora_targets must name"),
+    (["--adapter_type=lora", "--merge_lora"], "--merge_lora merges LoRA into the exported model"),
+    (["--merge_lora", "--export_dir=EXPORT"], "--adapter_type=houlsby has none to fold"),
+])
+def test_family_flags_are_checked_before_anything_runs(backbone, mrpc_dir, tmp_path, capsys,
+                                                       extra, message):
+    extra = [flag.replace("EXPORT", str(tmp_path / "export")) for flag in extra]
+    code, _ = run_in_process("run_classifier", [
+        "--do_eval", *mrpc_flags(backbone, mrpc_dir, tmp_path / "out", *extra)])
+    assert code == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_classifier_trains_lora_targets_and_exports_it_merged(backbone, mrpc_dir, tmp_path):
+    """--lora_targets/--lora_dropout train; --merge_lora exports kernels with LoRA folded
+    in, serving the outputs of the unmerged export of the same adapter."""
+    pytest.importorskip("tensorflow_text", reason="the [serving] extra is not installed")
+    out = tmp_path / "out"
+    code, _ = run_in_process("run_classifier", [
+        "--do_train", "--num_train_epochs=0.02", "--adapter_type=lora", "--lora_alpha=8",
+        "--lora_targets=value,query,intermediate", "--lora_dropout=0.1", "--merge_lora",
+        f"--export_dir={tmp_path / 'merged'}", *mrpc_flags(backbone, mrpc_dir, out)])
+    assert code == 0
+    config = adapter_config_of(str(out / "adapter"))
+    assert (config.lora_targets, config.lora_dropout, config.lora_alpha) == (
+        ("query", "value", "intermediate"), 0.1, 8.0)
+    code, _ = run_in_process("run_classifier", [
+        f"--load_adapter={out / 'adapter'}", f"--export_dir={tmp_path / 'unmerged'}",
+        *mrpc_flags(backbone, mrpc_dir, tmp_path / "out2")])
+    assert code == 0
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the exports)
+    features = {"input_ids": tf.constant([[101, 2023, 2003, 102, 0], [101, 7592, 102, 0, 0]]),
+                "input_mask": tf.constant([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]),
+                "segment_ids": tf.zeros([2, 5], tf.int32)}
+    served, kernels = {}, {}
+    for kind in ("merged", "unmerged"):
+        loaded = tf.saved_model.load(str(tmp_path / kind))
+        served[kind] = loaded.signatures["from_features"](**features)["probabilities"].numpy()
+        # The export holds the model's variables as a list, in the model's order.
+        reader = tf.train.load_checkpoint(str(tmp_path / kind / "variables" / "variables"))
+        kernels[kind] = {name: reader.get_tensor(name)
+                         for name in reader.get_variable_to_shape_map()
+                         if name.startswith("model_variables/")}
+    np.testing.assert_allclose(served["merged"], served["unmerged"], rtol=1e-5, atol=1e-6)
+    assert kernels["merged"].keys() == kernels["unmerged"].keys()
+    differing = [value.shape for name, value in kernels["merged"].items()
+                 if not np.array_equal(value, kernels["unmerged"][name])]
+    # Each layer's query, value and intermediate kernels hold their LoRA update; every
+    # other variable (LoRA's own included) is the same in both.
+    assert sorted(differing) == sorted([(16, 16), (16, 16), (16, 32)] * 2)
+
+
+def test_the_runner_trains_a_family_registered_by_a_launcher(backbone, mrpc_dir, tmp_path):
+    """A launcher script registers a family (with an absl flag for its option) before
+    importing run_classifier: --adapter_type offers it, and the run trains and saves it."""
+    (tmp_path / "my_family.py").write_text(textwrap.dedent('''
+        import adapter_bert as ab
+
+
+        class ScaledAdapter(ab.HoulsbyAdapter):
+            def __init__(self, size=64, activation="gelu", init_scale=1e-2, scaled_by=1.0,
+                         **kwargs):
+                super().__init__(size, activation, init_scale, **kwargs)
+                self.scaled_by = float(scaled_by)
+
+            def call(self, inputs, residual=None, layer_norm=None):
+                return inputs + self.scaled_by * self.bottleneck(inputs)
+
+            def get_config(self):
+                return dict(super().get_config(), scaled_by=self.scaled_by)
+
+
+        ab.register_adapter_family(ab.AdapterFamily(
+            name="scaled", layer=ScaledAdapter, default_positions="ffn",
+            options={"scaled_by": ab.AdapterOption(1.0, float)},
+            param_count=lambda config, d_in, d_out: 2 * d_in * config.size + config.size + d_in,
+            description="a scaled bottleneck"))
+        '''))
+    (tmp_path / "launcher.py").write_text(textwrap.dedent('''
+        import sys
+
+        import my_family  # noqa: F401  (registers "scaled" before the flags are defined)
+        from absl import flags
+
+        flags.DEFINE_float("scaled_by", 1.0, "The scaled family's factor.")
+        from adapter_bert import run_classifier
+
+        print("choices:", ",".join(flags.FLAGS["adapter_type"].parser.enum_values), flush=True)
+        run_classifier.run()
+        '''))
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}:{REPO}", TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, str(tmp_path / "launcher.py"), "--do_train",
+                           "--num_train_epochs=0.01", "--adapter_type=scaled", "--scaled_by=0.5",
+                           *mrpc_flags(backbone, mrpc_dir, out)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "choices: houlsby,pfeiffer,parallel,lora,scaled,resadapter" in done.stdout
+    stored = json.loads((out / "adapter" / "adapter_config.json").read_text())["adapter_config"]
+    assert (stored["adapter_type"], stored["scaled_by"], stored["positions"]) == (
+        "scaled", 0.5, "ffn")
+    assert any("/output/adapters/weights1" in name
+               for name in json.loads((out / "adapter" / "adapter_config.json").read_text())[
+                   "weights"])

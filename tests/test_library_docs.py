@@ -1,0 +1,113 @@
+"""docs/library.md runs as written: its python snippets, top to bottom, as one script.
+
+A snippet's output is the `text` block right after it when the line between them ends
+with "prints". Two runs:
+- on a tiny random backbone standing in for the embedded MiniLM (every snippet, Keras
+  saving included; outputs that name no parameter count are compared);
+- on the real MiniLM (marker `realweights`), every snippet up to "Several tasks on one
+  backbone", with every output compared, parameter counts included.
+"""
+
+import contextlib
+import io
+import re
+
+import pytest
+
+from tests.conftest import BERT_VOCAB, REPO
+
+DOC = REPO / "docs" / "library.md"
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+# The first section the real-weights run leaves out (each later one loads MiniLM again or
+# saves the whole model: minutes on two cores).
+_REAL_RUN_ENDS = "## Several tasks on one backbone"
+
+
+def snippets(text: str):
+    """[(code, expected output or None, offset)] of the python blocks of `text`."""
+    blocks = list(_FENCE.finditer(text))
+    found = []
+    for index, block in enumerate(blocks):
+        if block.group(1) != "python":
+            continue
+        expected = None
+        following = blocks[index + 1] if index + 1 < len(blocks) else None
+        if following is not None and following.group(1) in ("", "text") and \
+                text[block.end():following.start()].strip().endswith("prints"):
+            expected = following.group(2)
+        found.append((block.group(2), expected, block.start()))
+    return found
+
+
+def run_snippets(selected, compare):
+    """Runs the snippets in one namespace; checks outputs where `compare(expected)`."""
+    namespace = {"__name__": "library_md"}
+    for code, expected, offset in selected:
+        where = f"docs/library.md line {DOC.read_text()[:offset].count(chr(10)) + 1}"
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the doc's own code
+        if expected is not None and compare(expected):
+            got = [line.rstrip() for line in out.getvalue().strip("\n").splitlines()]
+            assert got == [line.rstrip() for line in expected.strip("\n").splitlines()], where
+    return namespace
+
+
+def test_the_doc_has_snippets_with_outputs():
+    found = snippets(DOC.read_text())
+    assert len(found) >= 10
+    assert sum(expected is not None for _, expected, _ in found) >= 6
+    assert any("ab.load_adapter(" in code for code, _, _ in found)
+
+
+def test_every_snippet_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
+    from adapter_bert.model import checkpoints
+    from tests.runner_utils import write_tiny_backbone
+    tiny = write_tiny_backbone(tmp_path / "tiny_backbone", BERT_VOCAB)
+    monkeypatch.setattr(checkpoints, "default_backbone_dir", lambda: str(tiny))
+    monkeypatch.chdir(tmp_path)
+    namespace = run_snippets(snippets(DOC.read_text()),
+                             compare=lambda expected: "params" not in expected)
+    assert namespace["model"].adapter_names == ["mrpc", "sst2"]
+    assert (tmp_path / "adapters" / "mrpc" / "adapter_model.safetensors").is_file()
+    assert namespace["history"].history["loss"][-1] > 0
+
+
+@pytest.mark.realweights
+def test_the_first_sections_print_what_the_doc_says_on_minilm(minilm_dir, tmp_path,
+                                                             monkeypatch):
+    text = DOC.read_text()
+    end = text.index(_REAL_RUN_ENDS)
+    monkeypatch.chdir(tmp_path)
+    run_snippets([s for s in snippets(text) if s[2] < end], compare=lambda expected: True)
+
+
+def test_runner_and_two_line_paths_the_doc_describes(tmp_path, monkeypatch):
+    """The forms the doc states in prose: a runner's directory and the two-line load."""
+    import numpy as np
+
+    import adapter_bert as ab
+    from adapter_bert.model import checkpoints
+    from tests.runner_utils import write_tiny_backbone
+    tiny = write_tiny_backbone(tmp_path / "tiny_backbone", BERT_VOCAB)
+    monkeypatch.setattr(checkpoints, "default_backbone_dir", lambda: str(tiny))
+    monkeypatch.chdir(tmp_path)
+    run_model = ab.load_pretrained(adapter_config=ab.AdapterConfig(size=4), head="classifier")
+    ab.apply_tuning(run_model, "adapter")
+    for variable in run_model.trainable_weights:
+        variable.assign_add(np.full(variable.shape, 0.01, "float32"))
+    run_model.save_adapter("adapters/run")
+    features = {"input_ids": np.array([[101, 2023, 2003, 102, 0]], "int32"),
+                "input_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+    loaded = ab.load_adapter("adapters/run")
+    np.testing.assert_array_equal(loaded(features, training=False),
+                                  run_model(features, training=False))
+    model = ab.load_pretrained(head="classifier")
+    assert model.load_adapter("adapters/run", name="mrpc") == "mrpc"
+    np.testing.assert_array_equal(model(features, training=False),
+                                  run_model(features, training=False))
+    from adapter_bert.model.errors import CheckpointError
+    with pytest.raises(CheckpointError, match=re.escape(
+            "adapters/run is an adapter directory, not a backbone: load it with "
+            "ab.load_adapter('adapters/run')")):
+        ab.load_pretrained("adapters/run")
