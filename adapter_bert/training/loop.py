@@ -262,6 +262,13 @@ class TrainingCheckpoints:
                              note="the checkpoints already written are kept and the same "
                                   "command resumes from the last of them") from None
 
+    def weights_are_finite(self) -> bool:
+        """Whether every saved weight is finite. A diverging step can leave NaN or Inf in
+        the weights while its own loss, computed before the update, was finite: such
+        weights must never become a checkpoint (or adapter files, or results)."""
+        return all(bool(tf.reduce_all(tf.math.is_finite(v)))
+                   for v in self.trained if v.dtype.is_floating)
+
     def remove_partial_saves(self) -> List[str]:
         """Deletes the `ckpt-N_temp/` directories a save killed mid-way left behind."""
         if not io_utils.isdir(self.write_directory):
@@ -310,13 +317,6 @@ def _read_state(path: str) -> Optional[List[str]]:
     paths = [name if not io_utils.is_local(name) or os.path.isabs(name)
              else os.path.join(directory, name) for name in names]
     return [p for p in paths if re.search(r"-\d+$", p)]
-
-    def weights_are_finite(self) -> bool:
-        """Whether every saved weight is finite. A diverging step can leave NaN or Inf in
-        the weights while its own loss, computed before the update, was finite: such
-        weights must never become a checkpoint (or adapter files, or results)."""
-        return all(bool(tf.reduce_all(tf.math.is_finite(v)))
-                   for v in self.trained if v.dtype.is_floating)
 
 
 class _StepCheckpointCallback(keras.callbacks.Callback):
