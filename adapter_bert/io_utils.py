@@ -14,6 +14,10 @@ Atomic writes: a reader never sees half a JSON, TSV or weights file.
   upload completes: a reader sees the previous object or the new one, never a part.
   A write killed mid-way leaves the previous object in place.
 
+A write that fails (no space left, no permission, quota exceeded) raises `WriteError`,
+an `OSError` whose message names the target path and the reason; the previous content
+of the target stays as it was and the temporary file is removed.
+
 A URL whose store cannot be reached or refuses the request (no network, no credentials,
 no permission) raises `StorageError`, an `OSError` whose message is one line naming the
 path and the store's reason; "not found" stays a plain answer (False, FileNotFoundError).
@@ -26,7 +30,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 # Names of the temporary files `atomic_write_with` creates: ".<target>.<random>.tmp".
 _TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
@@ -48,6 +52,45 @@ class StorageError(OSError):
         login = " (gcloud auth application-default login)" if scheme(self.path) == "gs" else ""
         return (f"{self.path}: cannot access it ({self.reason}); check the network and the "
                 f"credentials{login}")
+
+
+class WriteError(OSError):
+    """A file or checkpoint could not be written: `filename` is the target, `strerror`
+    the reason ("No space left on device", "Permission denied", ...), `note` what the
+    user may do (optional)."""
+
+    def __init__(self, path: str, reason: str, errno_code: Optional[int] = None,
+                 note: str = ""):
+        super().__init__(errno_code, reason, path)
+        self.note = note
+
+    def __str__(self) -> str:
+        note = f"; {self.note}" if self.note else ""
+        return f"cannot write {self.filename}: {self.strerror}{note}"
+
+
+# TensorFlow's file-system errors end "<path>; <reason>", an op's also " [Op:SaveV2]".
+_TF_FUNCTION_PREFIX = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+_TF_OP_SUFFIX = re.compile(r"\s*\[Op:[^\]]*\]\s*$")
+
+
+def error_reason(error: BaseException) -> str:
+    """The reason a read or write failed, without the path: `OSError.strerror`
+    ("No space left on device"), or the last part of a TensorFlow error's message."""
+    if isinstance(error, OSError) and error.strerror:
+        return str(error.strerror)
+    message = str(getattr(error, "message", None) or error).strip()
+    message = _TF_OP_SUFFIX.sub("", _TF_FUNCTION_PREFIX.sub("", message.splitlines()[0]
+                                                             if message else ""))
+    return message.rsplit("; ", 1)[-1] if "; " in message else (message or type(error).__name__)
+
+
+def as_write_error(path: str, error: BaseException) -> OSError:
+    """`error` (an OSError or a TensorFlow error) as a `WriteError` naming `path` (a
+    `StorageError`, which says what to check, stays as it is)."""
+    if isinstance(error, (WriteError, StorageError)):
+        return error
+    return WriteError(path, error_reason(error), getattr(error, "errno", None))
 
 
 def _gfile():
@@ -221,6 +264,19 @@ def remove(path: str) -> None:
         raise FileNotFoundError(path) from None
 
 
+def remove_tree(path: str) -> None:
+    """Deletes the directory `path` and everything in it; nothing if it is missing."""
+    if is_local(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    import tensorflow as tf
+    try:
+        if _gfile().isdir(path):
+            _gfile().rmtree(path)
+    except tf.errors.OpError:
+        pass
+
+
 def rename(source: str, target: str) -> None:
     """Moves `source` over `target` (atomic locally; a copy + delete on object stores)."""
     if is_local(source) and is_local(target):
@@ -249,18 +305,25 @@ def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
 
 def _atomic_local(path: str, write: Callable[[str], None]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                                   dir=directory)
+        os.close(fd)
+    except OSError as e:
+        raise as_write_error(path, e) from e
     try:
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        # The kernel's error names the temporary file, or nothing: name the target.
+        if isinstance(e, OSError):
+            raise as_write_error(path, e) from e
         raise
 
 
@@ -272,6 +335,14 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
                 f.write(data)
         _atomic_local(path, write)
         return
+    import tensorflow as tf
+    try:
+        _atomic_remote(path, data)
+    except tf.errors.OpError as e:
+        raise as_write_error(path, e) from None
+
+
+def _atomic_remote(path: str, data: bytes) -> None:
     gfile = _gfile()
     directory = dirname(path)
     if directory and not gfile.exists(directory):

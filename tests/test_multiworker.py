@@ -3,7 +3,8 @@
 
 Checked against a one-process run at the same global batch: the same eval metrics, only
 the chief writes into --output_dir, the other worker leaves nothing in its temporary
-folder, and a cluster whose worker was killed resumes from the chief's last checkpoint.
+folder, a cluster whose worker was killed resumes from the chief's last checkpoint, and a
+SIGTERM to one worker stops both after the same step with a checkpoint there.
 Dropout is off in the tiny backbone so that the two layouts (one replica of 16 examples,
 two replicas of 8) compute the same function and their metrics can be compared closely.
 Every process runs under a timeout, so a hung collective fails the test instead of
@@ -190,3 +191,43 @@ def test_a_killed_worker_resumes_with_the_cluster_from_the_last_checkpoint(
         assert "steps 5..6 of 6" in text
     differences = assert_same_metrics(out, one_process)
     print("killed and resumed two workers vs one process, |difference|:", differences)
+
+
+def test_a_signal_to_one_worker_stops_every_worker_after_the_same_step(
+        one_process, backbone, data, tmp_path):
+    """SIGTERM reaches worker 1 only, right after step 3 (between checkpoints 2 and 4):
+    both workers agree to stop after step 3, the chief writes checkpoint 3, both exit with
+    143 and the one "preempted, run again" line; the cluster started again resumes at
+    step 4 and ends with the one-process run's metrics."""
+    out = tmp_path / "out"
+    args = argv(backbone, data, out, distribution_strategy="multi_worker_mirrored")
+    ports = free_ports(2)
+    (tmp_path / "tmpdir").mkdir()
+    logs = [tmp_path / f"signalled.worker{i}.log" for i in range(2)]
+    chief = start_worker(0, ports, args, tmp_path / "tmpdir", logs[0])
+    worker = start_worker(1, ports, args, tmp_path / "tmpdir", logs[1],
+                          script="tests/killer.py", hooks={"SIGNAL_AT_STEP": "3"})
+    codes = wait_all([chief, worker])
+    texts = [log.read_text() for log in logs]
+    assert codes == [143, 143], "\n".join(text[-3000:] for text in texts)
+    saved = str(out / "checkpoints" / "ckpt-3")
+    lines = [[line for line in text.splitlines() if "preempted, run again" in line]
+             for text in texts]
+    assert lines[0] == [f"run_classifier.py: SIGTERM: stopped at training step 3 of 6 "
+                        f"(received by another worker); checkpoint {saved} saved; preempted, "
+                        f"run again with the same command to resume"], texts[0][-3000:]
+    assert lines[1] == [f"run_classifier.py: SIGTERM: stopped at training step 3 of 6; "
+                        f"checkpoint {saved} saved; preempted, run again with the same command "
+                        f"to resume"], texts[1][-3000:]
+    assert "Traceback" not in texts[0] + texts[1]
+    assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == [
+        "ckpt-2.index", "ckpt-3.index"]
+    assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
+    assert list((tmp_path / "tmpdir").iterdir()) == []  # worker 1 cleaned up on the way out
+
+    resumed = run_cluster(args, tmp_path, "resumed")
+    for text in resumed:
+        assert "Restored " + saved in text
+        assert "steps 4..6 of 6" in text
+    differences = assert_same_metrics(out, one_process)
+    print("signalled and resumed two workers vs one process, |difference|:", differences)

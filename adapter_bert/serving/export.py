@@ -26,6 +26,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
 
+from adapter_bert.io_utils import as_write_error
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.tokenizer import BertInputEncoder
 
@@ -148,6 +149,10 @@ def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, 
 
     The SavedModel is written beside `export_dir` and moved into place when complete,
     so an interrupted export leaves any earlier export as it was.
+
+    Raises:
+        WriteError: it could not be written (no space, no permission, ...): names
+            `export_dir` and the reason; what was staged is removed.
     """
     export_dir = os.path.abspath(export_dir)
     parent = os.path.dirname(export_dir)
@@ -168,8 +173,10 @@ def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, 
         os.rename(staging, export_dir)
         if old:
             shutil.rmtree(old)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(e, (tf.errors.OpError, OSError)):
+            raise as_write_error(export_dir, e) from e
         raise
     return export_dir
 

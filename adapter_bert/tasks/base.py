@@ -30,6 +30,7 @@ from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output_dir,
                                            write_record)
 from adapter_bert.tasks.task_models import build_task_model_for_flags
+from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
                                         set_seed, steps_per_execution)
@@ -43,7 +44,7 @@ ADAPTER_DIR = "adapter"
 
 # Errors that describe bad input or a failed run: shown as one line, exit code 1.
 # OSError covers the file system's own refusals (a directory where a file was expected, a
-# full disk, no permission): its message names the path.
+# full disk, no permission): its message names the path (`io_utils.WriteError` for writes).
 USER_ERRORS = (FlagError, ConfigError, CheckpointError, TokenizerError, AdapterFileError,
                TrainingError, OSError, ValueError)
 
@@ -208,6 +209,7 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
     strategy = strategy or get_strategy(
         flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
         flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
+    preemption.reclaim_signals()  # a multi-worker strategy's runtime takes SIGTERM over
     role = worker_role(strategy, flag_values.output_dir)
     if role.is_chief:
         if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
@@ -254,8 +256,20 @@ def run_cli(program: str, main: Callable[[], int]) -> int:
     """Runs `main`, turning input errors into one clear line and exit code 1.
 
     Log levels are set first (`console.configure_logging`: TensorFlow's Python INFO
-    lines only with --verbosity=1)."""
+    lines only with --verbosity=1). SIGTERM and SIGINT stop the run cleanly
+    (`training.preemption`): one line `<program>: SIGTERM: ...; preempted, run again ...`
+    and exit code 128 + the signal number (143 for SIGTERM, 130 for SIGINT)."""
     configure_logging()
+    try:
+        with preemption.handle_signals():
+            return _run_reporting_errors(program, main)
+    except preemption.Preempted as e:
+        logging.debug("Where the run stopped:", exc_info=True)
+        print(f"{program}: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
+
+
+def _run_reporting_errors(program: str, main: Callable[[], int]) -> int:
     try:
         return main() or 0
     except USER_ERRORS as e:

@@ -17,6 +17,7 @@ from adapter_bert.data.batching import (example_lengths, predict_features, train
                                    training_dataset)
 from adapter_bert.data.feature_cache import FeatureCache
 from adapter_bert.io_utils import file_digest
+from adapter_bert.training import preemption
 from adapter_bert.training.loop import KerasProgress
 
 
@@ -101,10 +102,31 @@ class InputPipeline:
                 label: Optional[str] = None):
         """Model outputs for every example, in order (see `batching.predict_features`).
 
-        `label` (e.g. "eval dev") shows the batches' progress under that name."""
+        `label` (e.g. "eval dev") shows the batches' progress under that name.
+
+        Raises:
+            preemption.Preempted: SIGTERM or SIGINT stopped the pass (after the batch in
+                flight, at the same batch on every worker).
+        """
         callbacks = []
+        progress = None
         if label:
             batches = -(-len(features[input_keys[0]]) // batch_size)
-            callbacks.append(KerasProgress(label, batches))
-        return predict_features(model, features, input_keys, batch_size, self.dynamic,
-                                self.static_shapes, per_token_outputs, callbacks=callbacks)
+            progress = KerasProgress(label, batches)
+            callbacks.append(progress)
+        # SIGTERM/SIGINT ends the pass after the batch in flight; nothing is written and the
+        # next run does the pass again (`training.preemption`).
+        phase = (label or "predict").replace("eval", "evaluating", 1).replace(
+            "predict", "predicting", 1)
+        stop = preemption.keras_stop_callback(phase, model.distribute_strategy)
+        if stop is not None:
+            callbacks.append(stop)
+        try:
+            with preemption.deferred(phase, f"stopped after {phase}, before writing its results"):
+                return predict_features(model, features, input_keys, batch_size, self.dynamic,
+                                        self.static_shapes, per_token_outputs,
+                                        callbacks=callbacks)
+        except preemption.Preempted:
+            if progress is not None:
+                progress.on_predict_end()  # ends a terminal's progress line before the message
+            raise

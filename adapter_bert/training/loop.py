@@ -1,8 +1,11 @@
 """Training and inference plumbing shared by the GLUE and SQuAD runners.
 
 - `fit_with_resume`: Keras `fit` for a fixed number of steps, saving a checkpoint every
-  `save_checkpoints_steps` and resuming from the latest one when run again, with
-  TensorBoard logs and a clear stop on a NaN loss.
+  `save_checkpoints_steps` and resuming from the latest one that reads when run again,
+  with TensorBoard logs, a clear stop on a NaN loss, and a checkpoint at the step in
+  flight when SIGTERM or SIGINT stops it (`preemption`).
+- `TrainingCheckpoints`: those checkpoints; an unreadable one is named in a warning and
+  the one before it restored, a save that fails is one `WriteError` naming it.
 - `KerasProgress`: training steps and prediction batches as an `adapter_bert.progress`
   display (a bar in a terminal, a line per tenth in a log file).
 
@@ -11,16 +14,22 @@ Batching (which examples form a batch, dynamic padding) lives in `batching`.
 
 import dataclasses
 import os
-from typing import Callable, Dict, Optional, Sequence
+import re
+import time
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
+from adapter_bert import io_utils
+from adapter_bert.io_utils import WriteError, atomic_write_text, error_reason
+from adapter_bert.model.errors import CheckpointError, describe_read_error
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
 from adapter_bert.progress import Progress
+from adapter_bert.training import preemption
 
 
 class TrainingError(RuntimeError):
@@ -85,6 +94,15 @@ class TrainingCheckpoints:
 
     Only trainable weights are saved: frozen ones always come from the pretrained
     checkpoint, so an adapter-tuning checkpoint stays small.
+
+    Checkpoints are written by `tf.train.CheckpointManager`: TensorFlow writes a
+    checkpoint's files under a temporary name (`ckpt-N_temp/`), moves them to `ckpt-N.*`
+    once whole, and only then lists `ckpt-N` in the directory's state file
+    (`checkpoints/checkpoint`), itself replaced whole (on an object store such as `gs://`
+    every object appears whole when its upload completes). A checkpoint cut off while it
+    was written is therefore never listed. A listed one can still fail to read (a
+    truncated or damaged file, a deleted index): `restore_latest` then warns, naming it,
+    and restores the newest checkpoint that reads.
     """
 
     def __init__(self, model, optimizer, output_dir: str, max_to_keep: int = 5,
@@ -107,10 +125,21 @@ class TrainingCheckpoints:
                 tracked[f"dropout_rng_{index}"] = generator
         self.checkpoint = tf.train.Checkpoint(**tracked)
         self.directory = os.path.join(output_dir, "checkpoints")
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, os.path.join(write_dir or output_dir, "checkpoints"), max_to_keep)
+        self.write_directory = os.path.join(write_dir or output_dir, "checkpoints")
+        self.max_to_keep = max_to_keep
+        self.training = optimizer is not None
+        self._manager = None
         self.restored_step = 0
         self.status = None
+
+    @property
+    def manager(self) -> tf.train.CheckpointManager:
+        """The manager of `write_directory`, created when first needed (after
+        `restore_latest` has repaired the state file it reads)."""
+        if self._manager is None:
+            self._manager = tf.train.CheckpointManager(self.checkpoint, self.write_directory,
+                                                       self.max_to_keep)
+        return self._manager
 
     def settle(self) -> None:
         """Marks what the last restore has not matched yet (optimizer slots, created only by
@@ -120,29 +149,118 @@ class TrainingCheckpoints:
             self.status.expect_partial()
 
     def restore_latest(self, expect_partial: bool = False) -> Optional[str]:
-        """Restores the newest checkpoint if there is one; returns its path.
+        """Restores the newest checkpoint that reads, if there is one; returns its path.
+
+        Newer listed checkpoints that do not read are named in one warning. A training
+        run that writes into this directory then rewrites the state file to list the
+        restored checkpoint as the latest (their files stay; training writes over them
+        when it reaches their steps again).
 
         Args:
             expect_partial: the caller tracks only part of what was saved (e.g. no
                 optimizer when evaluating), so unrestored values are not an error.
+
+        Raises:
+            CheckpointError: checkpoints are listed but none of them reads.
         """
-        latest = tf.train.latest_checkpoint(self.directory)
-        if latest:
-            status = self.checkpoint.restore(latest)
-            if expect_partial:
-                status.expect_partial()
-            else:
-                status.assert_existing_objects_matched()
-            # The optimizer's slots are restored when it creates them (first step);
-            # `settle` silences them when no step follows.
-            self.status = status
-            self.restored_step = int(latest.rsplit("-", 1)[1])
-            logging.info("Restored %s", latest)
-        return latest
+        candidates, state_problem = self._candidates()
+        if state_problem:
+            logging.warning("%s %s: using the checkpoint files beside it", *state_problem)
+        unreadable = []
+        for path in candidates:
+            problem = self._try_restore(path, expect_partial)
+            if problem is None:
+                break
+            unreadable.append((path, problem))
+        else:
+            if unreadable:
+                raise CheckpointError(
+                    f"no checkpoint in {self.directory} can be read ("
+                    f"{'; '.join(f'{os.path.basename(p)}: {why}' for p, why in unreadable)}): "
+                    f"pass --overwrite_output_dir (with --do_train) to delete them and train "
+                    f"anew, or use a new --output_dir")
+            return None
+        if unreadable:
+            logging.warning("Checkpoint %s cannot be read: restored %s instead",
+                            ", ".join(f"{p} ({why})" for p, why in unreadable), path)
+        if (unreadable or state_problem) and self.training \
+                and self.write_directory == self.directory:
+            self._list_as_latest(path, candidates)
+        logging.info("Restored %s", path)
+        return path
+
+    def _candidates(self):
+        """Checkpoint prefixes to try, newest first, and a problem with the state file
+        ((path, what is wrong) or None). The state file's list is used when it reads;
+        else the `ckpt-N.index` files in the directory."""
+        state = os.path.join(self.directory, "checkpoint")
+        listed = _read_state(state)
+        found = _checkpoint_files(self.directory)
+        if listed is None:
+            problem = None
+            if found:
+                what = "cannot be read" if io_utils.exists(state) else "is missing"
+                problem = (state, what)
+            return sorted(found, key=_step_of, reverse=True), problem
+        return sorted(listed, key=_step_of, reverse=True), None
+
+    def _try_restore(self, path: str, expect_partial: bool) -> Optional[str]:
+        """Restores `path`; returns None, or why it does not read."""
+        if not io_utils.exists(path + ".index"):
+            return "index file missing"
+        if not io_utils.glob(path + ".data-*"):
+            return "data file missing"
+        try:
+            status = self.checkpoint.restore(path)
+        except (tf.errors.OpError, IndexError) as e:
+            # Nothing is assigned before the reads succeed, and the next restore assigns
+            # every tracked value (and supersedes any deferred slot restore).
+            return describe_read_error(e)
+        if expect_partial:
+            status.expect_partial()
+        else:
+            status.assert_existing_objects_matched()
+        # The optimizer's slots are restored when it creates them (first step);
+        # `settle` silences them when no step follows.
+        self.status = status
+        self.restored_step = _step_of(path)
+        return None
+
+    def _list_as_latest(self, path: str, candidates) -> None:
+        """Rewrites the state file: `path` is the latest, older listed ones are kept."""
+        from google.protobuf import text_format
+        from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
+        kept = sorted((p for p in candidates if _step_of(p) <= _step_of(path)), key=_step_of)
+        now = time.time()
+        state = CheckpointState(
+            model_checkpoint_path=os.path.basename(path),
+            all_model_checkpoint_paths=[os.path.basename(p) for p in kept],
+            all_model_checkpoint_timestamps=[now] * len(kept), last_preserved_timestamp=now - 1)
+        atomic_write_text(os.path.join(self.directory, "checkpoint"),
+                          text_format.MessageToString(state))
+        self._manager = None  # re-read by the next save
+
+    def latest_step(self) -> Optional[int]:
+        """The step of the newest checkpoint this process wrote or restored (None: none)."""
+        latest = self.manager.latest_checkpoint
+        return _step_of(latest) if latest else None
 
     def save(self, step: int) -> str:
-        """Writes a checkpoint numbered by the global step."""
-        return self.manager.save(checkpoint_number=step)
+        """Writes a checkpoint numbered by the global step.
+
+        Raises:
+            WriteError: it could not be written (no space, no permission, ...): names the
+                checkpoint and the reason. The earlier checkpoints stay as they were and
+                what the failed write left (`ckpt-N_temp/`) is removed.
+        """
+        try:
+            return self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as e:
+            prefix = os.path.join(self.write_directory, f"ckpt-{step}")
+            io_utils.remove_tree(prefix + "_temp")
+            raise WriteError(prefix, error_reason(e), getattr(e, "errno", None),
+                             note="the checkpoints already written are kept and the same "
+                                  "command resumes from the last of them") from None
 
     def weights_are_finite(self) -> bool:
         """Whether every saved weight is finite. A diverging step can leave NaN or Inf in
@@ -150,6 +268,55 @@ class TrainingCheckpoints:
         weights must never become a checkpoint (or adapter files, or results)."""
         return all(bool(tf.reduce_all(tf.math.is_finite(v)))
                    for v in self.trained if v.dtype.is_floating)
+
+    def remove_partial_saves(self) -> List[str]:
+        """Deletes the `ckpt-N_temp/` directories a save killed mid-way left behind."""
+        if not io_utils.isdir(self.write_directory):
+            return []
+        # Listed rather than globbed: object stores and ram:// have no directory entries.
+        partial = [os.path.join(self.write_directory, name)
+                   for name in io_utils.listdir(self.write_directory) if _PARTIAL.match(name)]
+        for path in partial:
+            io_utils.remove_tree(path)
+            logging.info("Removed %s, left by a checkpoint save that did not complete", path)
+        return partial
+
+
+def _step_of(path: str) -> int:
+    return int(path.rsplit("-", 1)[1])
+
+
+_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+# What TensorFlow writes a checkpoint into before moving its files to `ckpt-N.*`.
+_PARTIAL = re.compile(r"^ckpt-\d+_temp$")
+
+
+def _checkpoint_files(directory: str) -> List[str]:
+    """The prefixes of the `ckpt-N.index` files in `directory`."""
+    if not io_utils.isdir(directory):
+        return []
+    return [os.path.join(directory, name[:-len(".index")])
+            for name in io_utils.listdir(directory) if _INDEX.match(name)]
+
+
+def _read_state(path: str) -> Optional[List[str]]:
+    """The checkpoint prefixes a state file lists, or None if it is missing or does not
+    parse (read here rather than by TensorFlow, which logs each problem twice)."""
+    from google.protobuf import text_format
+    from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
+    if not io_utils.isfile(path):
+        return None
+    try:
+        state = text_format.Parse(io_utils.read_text(path), CheckpointState())
+    except (OSError, UnicodeDecodeError, text_format.ParseError):
+        return None
+    directory = os.path.dirname(path)
+    names = list(state.all_model_checkpoint_paths)
+    if state.model_checkpoint_path and state.model_checkpoint_path not in names:
+        names.append(state.model_checkpoint_path)
+    paths = [name if not io_utils.is_local(name) or os.path.isabs(name)
+             else os.path.join(directory, name) for name in names]
+    return [p for p in paths if re.search(r"-\d+$", p)]
 
 
 class _StepCheckpointCallback(keras.callbacks.Callback):
@@ -175,6 +342,39 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
                 return
             self.checkpoints.save(step)
             self.boundary = step // self.every
+
+
+class _StopOnSignal(keras.callbacks.Callback):
+    """After the step in which SIGTERM or SIGINT arrived (on any worker, see
+    `preemption`): saves a checkpoint at that step, unless one was just saved, and
+    stops training. `stopped` then holds (signal, received here, step, checkpoint);
+    `diverged` says the weights were not finite, so nothing was saved."""
+
+    def __init__(self, checkpoints: TrainingCheckpoints, optimizer, num_train_steps: int):
+        super().__init__()
+        self.checkpoints, self.optimizer = checkpoints, optimizer
+        self.num_train_steps = num_train_steps
+        self.stopped = None
+        self.diverged = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        signum, here = preemption.stop_requested(self.model.distribute_strategy)
+        if signum is None:
+            return
+        step = int(self.optimizer.iterations.numpy())
+        path = None
+        if logs and not np.isfinite(logs.get("loss", 0.0)):
+            pass  # TerminateOnNaN stops the run; never checkpoint such weights
+        elif not self.checkpoints.weights_are_finite():
+            self.diverged = True
+        else:
+            if self.checkpoints.latest_step() != step:
+                self.checkpoints.save(step)  # every worker; the chief's copy is the one kept
+            path = os.path.join(self.checkpoints.directory, f"ckpt-{step}")
+            logging.warning("%s: saved checkpoint %s at training step %d of %d",
+                            preemption.signal_name(signum), path, step, self.num_train_steps)
+        self.stopped = (signum, here, step, path)
+        self.model.stop_training = True
 
 
 class KerasProgress(keras.callbacks.Callback):
@@ -254,6 +454,9 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     written into `write_dir` (default `output_dir`; a temporary directory on the
     non-chief workers of a multi-worker run, see `distribute.WorkerRole`).
 
+    Under `preemption.handle_signals`, SIGTERM or SIGINT ends training after the step in
+    flight, with a checkpoint at that step.
+
     `verbose`: 1 shows progress as `KerasProgress` (a bar in a terminal, a line per
     tenth of the steps in a log file); 0 nothing; 2 Keras' own line per epoch.
 
@@ -263,9 +466,19 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     Raises:
         TrainingError: the loss or the weights became NaN (or infinite); no checkpoint
             holds such weights, and the last good one is kept.
+        preemption.Preempted: a signal stopped training (a checkpoint was saved).
+        CheckpointError: checkpoints are listed but none of them reads.
+        io_utils.WriteError: a checkpoint could not be written.
     """
-    write_dir = write_dir or output_dir
+    with preemption.deferred("training", "stopped at the end of training (checkpoint saved)"):
+        return _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
+                    save_checkpoints_steps, verbose, extra_callbacks, write_dir or output_dir)
+
+
+def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
+         save_checkpoints_steps, verbose, extra_callbacks, write_dir):
     checkpoints = TrainingCheckpoints(model, optimizer, output_dir, write_dir=write_dir)
+    checkpoints.remove_partial_saves()
     checkpoints.restore_latest()
     done = int(optimizer.iterations.numpy())
     remaining = num_train_steps - done
@@ -276,8 +489,10 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     logging.info("***** Running training: steps %d..%d of %d *****", done + 1, num_train_steps,
                  num_train_steps)
     step_checkpoints = _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps)
+    stop = _StopOnSignal(checkpoints, optimizer, num_train_steps)
     callbacks = [
         step_checkpoints,
+        stop,
         keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=10),
         keras.callbacks.TerminateOnNaN(),
         *extra_callbacks,
@@ -290,15 +505,21 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     logs = {k: float(v[-1]) for k, v in history.history.items()}
     step = int(optimizer.iterations.numpy())
     what = None
-    if step_checkpoints.diverged or (step == num_train_steps
-                                     and not checkpoints.weights_are_finite()):
+    if step_checkpoints.diverged or stop.diverged or (
+            step == num_train_steps and not checkpoints.weights_are_finite()):
         what = f"the trained weights became NaN or infinite at step {step}"
-    elif not np.isfinite(logs.get("loss", 0.0)) or step < num_train_steps:
+    elif not np.isfinite(logs.get("loss", 0.0)) or (step < num_train_steps and not stop.stopped):
         what = f"the training loss became NaN near step {step}"
     if what:
         latest = checkpoints.manager.latest_checkpoint
         raise TrainingError(f"{what}; stopped. Last good checkpoint: {latest or 'none'}. "
                             f"Lower --learning_rate or check the data.")
-    checkpoints.save(step)
+    if stop.stopped:
+        signum, here, step, path = stop.stopped
+        where = "" if here else " (received by another worker)"
+        raise preemption.Preempted(signum, f"stopped at training step {step} of "
+                                           f"{num_train_steps}{where}; checkpoint {path} saved")
+    if checkpoints.latest_step() != step:  # the last periodic save may have been this step
+        checkpoints.save(step)
     logs["global_step"] = step
     return logs

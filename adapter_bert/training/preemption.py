@@ -1,0 +1,221 @@
+"""Stopping a run cleanly on SIGTERM or SIGINT: a preempted VM, Colab, Ctrl-C.
+
+`handle_signals()` (entered by the runners' `tasks.base.run_cli`) replaces the handlers of
+SIGTERM and SIGINT for the length of a run. What a signal then does depends on where the
+run is:
+
+- **In a Keras loop** (training, evaluation, prediction: code under `deferred(phase)`)
+  the signal is only noted. The step or batch in flight completes; then the loop's
+  `stop_requested` check stops it. Training first saves a checkpoint at that step
+  (`training.loop`), so the same command resumes from it; an evaluation or prediction
+  stops without writing anything and is done again by the next run.
+- **Anywhere else** (reading data, building the model, writing outputs) nothing is worth
+  finishing: `Preempted` is raised at once. Outputs are written atomically, so a file is
+  never left half written.
+- **A second signal** while the first is being handled stops the run at once (what was
+  already saved stays).
+
+Every way out raises `Preempted` (a `BaseException`, like `KeyboardInterrupt`, so that
+no `except Exception` on the way swallows it); `run_cli` prints its one line and exits
+with status 128 + the signal number (143 for SIGTERM, 130 for SIGINT), the status a
+shell reports for a process the signal ended.
+
+Several workers (`MultiWorkerMirroredStrategy`): a signal may reach one worker, or all of
+them at different moments, yet every worker must stop after the same step, or the others
+would wait for it forever in the next step's all-reduce. So at each step (or batch) end
+the workers sum, with one tiny all-reduce, which signals each of them has received, and
+all of them stop at the first step where any has; the chief writes the checkpoint, as
+TensorFlow's `PreemptionCheckpointHandler` arranges with its coordination service. That
+service catches SIGTERM itself once the strategy starts it, so the runners call
+`reclaim_signals` after creating their strategy.
+"""
+
+import contextlib
+import signal
+import threading
+from typing import Optional, Tuple
+
+# The signals handled, in the order of the all-reduced counts (the first one wins when
+# workers received different ones).
+HANDLED = (signal.SIGTERM, signal.SIGINT)
+
+
+class Preempted(BaseException):
+    """The run was stopped by SIGTERM or SIGINT; running the same command resumes it.
+
+    Attributes:
+        signum: the signal.
+        detail: what the run did when it stopped ("stopped at training step 3 of 6 and
+            saved ...").
+        exit_code: 128 + signum.
+    """
+
+    def __init__(self, signum: int, detail: str):
+        super().__init__(signum, detail)
+        self.signum, self.detail = signum, detail
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum)
+
+    def __str__(self) -> str:
+        return (f"{signal_name(self.signum)}: {self.detail}; preempted, run again with the "
+                f"same command to resume")
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class _Watch:
+    """The state `handle_signals` keeps: the first signal received, and how deep the run
+    is in `deferred` code."""
+
+    def __init__(self):
+        self.signum: Optional[int] = None
+        self.phases = []
+
+    def handler(self, signum, frame):
+        del frame  # unused
+        if self.signum is not None:
+            raise Preempted(signum, "a second signal: stopped at once, nothing more saved")
+        self.signum = signum
+        if not self.phases:
+            raise Preempted(signum, "stopped; nothing was in progress that could be saved")
+
+
+_ACTIVE: Optional[_Watch] = None
+
+
+@contextlib.contextmanager
+def handle_signals():
+    """Handles SIGTERM and SIGINT as the module docstring says, until the block ends.
+
+    Only the main thread may set signal handlers: from any other thread (a notebook's
+    worker, a test runner's) this does nothing. The previous handlers come back after.
+    """
+    global _ACTIVE
+    if threading.current_thread() is not threading.main_thread() or _ACTIVE is not None:
+        yield
+        return
+    watch = _Watch()
+    previous = {signum: signal.signal(signum, watch.handler) for signum in HANDLED}
+    _ACTIVE = watch
+    try:
+        yield
+    finally:
+        _ACTIVE = None
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def reclaim_signals() -> None:
+    """Installs the run's handlers again after TensorFlow replaced them.
+
+    A `MultiWorkerMirroredStrategy` starts TensorFlow's coordination service, whose C++
+    preemption notifier takes SIGTERM over (it only logs "SIGTERM caught" and lets the
+    process run on). Call this once the strategy exists; nothing when signals are not
+    handled."""
+    watch = _ACTIVE
+    if watch is not None and threading.current_thread() is threading.main_thread():
+        for signum in HANDLED:
+            signal.signal(signum, watch.handler)
+
+
+@contextlib.contextmanager
+def deferred(phase: str, stopped: str = ""):
+    """A Keras loop (`phase`: "training", "evaluating dev", ...): a signal waits for
+    `stop_requested`. A signal that came too late for the loop's last check raises
+    `Preempted` when the block ends without an error, with `stopped` as its detail
+    (default "stopped after <phase>")."""
+    watch = _ACTIVE
+    if watch is None:
+        yield
+        return
+    watch.phases.append(phase)
+    try:
+        yield
+    finally:
+        watch.phases.pop()
+    if watch.signum is not None:
+        raise Preempted(watch.signum, stopped or f"stopped after {phase}")
+
+
+def local_signal() -> Optional[int]:
+    """The signal this process received (None: none, or signals are not handled)."""
+    return None if _ACTIVE is None else _ACTIVE.signum
+
+
+def stop_requested(strategy=None) -> Tuple[Optional[int], bool]:
+    """Whether the loop must stop now, the same answer on every worker.
+
+    Args:
+        strategy: the model's distribution strategy; with several workers their
+            signals are summed by an all-reduce (every worker must call this at the same
+            step).
+
+    Returns:
+        (signum, here): the signal to stop for (None: go on) and whether it reached this
+        process (False: another worker received it).
+    """
+    if _ACTIVE is None:
+        return None, False
+    local = _ACTIVE.signum
+    if not _several_workers(strategy):
+        return local, local is not None
+    counts = _sum_over_workers(strategy, [int(local == s) for s in HANDLED])
+    for signum, count in zip(HANDLED, counts):
+        if count > 0:
+            return signum, local is not None
+    return None, False
+
+
+def _several_workers(strategy) -> bool:
+    """A MultiWorkerMirroredStrategy whose cluster has more than one worker."""
+    if strategy is None:
+        return False
+    import tensorflow as tf
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    spec = strategy.cluster_resolver.cluster_spec().as_dict()
+    return sum(len(spec.get(job, ())) for job in ("chief", "worker")) > 1
+
+
+# The traced all-reduce of each strategy: id -> (strategy, function).
+_REDUCERS = {}
+
+
+def _sum_over_workers(strategy, values):
+    """The element-wise sum of `values` over every worker (one all-reduce)."""
+    import tensorflow as tf
+    strategy_and_reducer = _REDUCERS.get(id(strategy))
+    if strategy_and_reducer is None or strategy_and_reducer[0] is not strategy:
+        @tf.function
+        def reducer(local):
+            per_replica = strategy.run(lambda: tf.identity(local))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        strategy_and_reducer = _REDUCERS[id(strategy)] = (strategy, reducer)
+    summed = strategy_and_reducer[1](tf.constant(values, tf.int32))
+    return [int(v) for v in summed.numpy()]
+
+
+def keras_stop_callback(phase: str, strategy=None):
+    """A Keras callback that ends a `predict` call after the batch in flight when a signal
+    came (agreed across workers): it raises `Preempted`. Nothing when signals are not
+    handled."""
+    if _ACTIVE is None:
+        return None
+    import tf_keras as keras
+
+    class StopPredicting(keras.callbacks.Callback):
+        def on_predict_batch_end(self, batch, logs=None):
+            signum, here = stop_requested(strategy or self.model.distribute_strategy)
+            if signum is not None:
+                where = "" if here else " (received by another worker)"
+                raise Preempted(signum, f"stopped while {phase}{where}, before writing "
+                                        f"its results")
+
+    return StopPredicting()
