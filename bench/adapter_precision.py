@@ -150,8 +150,11 @@ def markdown(results):
     for r in results:
         ratio, e16, e32 = r["output_over_input"], r["error_bf16_sum"], r["error_f32_sum"]
         m16, m32 = r["model"]["bfloat16 sum"], r["model"]["float32 sum (the package)"]
+        adapters = r["adapters"]
+        if adapters != "new (initialisation)":  # a run's adapter folder: name the run
+            adapters = "trained: " + os.path.basename(os.path.dirname(os.path.abspath(adapters)))
         lines.append(
-            f"| {r['adapters']} | {r['slots']} | {ratio['median']:.4f} ({ratio['min']:.4f}-"
+            f"| {adapters} | {r['slots']} | {ratio['median']:.4f} ({ratio['min']:.4f}-"
             f"{ratio['max']:.4f}) | {100 * e16['median']:.1f}% ({100 * e16['max']:.1f}%) "
             f"| {100 * e32['median']:.2f}% ({100 * e32['max']:.2f}%) "
             f"| {m16['max_logit_diff']:.4f} / {100 * m16['agreement']:.1f}% "

@@ -26,9 +26,9 @@ import sys
 from typing import Callable, Dict, List
 
 from adapter_bert.io_utils import atomic_write_text
-from bench import (adapter_gradients, adapter_storage, adapter_sweeps, glue_table,
-                   mrpc_adapter_vs_full, resadapter_comparison, robust_defaults, speed,
-                   squad_adapter_vs_full)
+from bench import (adapter_gradients, adapter_precision, adapter_storage, adapter_sweeps,
+                   dtype_parity, dtype_speed, glue_table, mrpc_adapter_vs_full,
+                   resadapter_comparison, robust_defaults, speed, squad_adapter_vs_full)
 from bench.harness import REPO, RESULTS
 from bench.mode_flags import optimizer_label
 
@@ -203,6 +203,11 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "robust-defaults-stability": lambda: robust_defaults_table("stability"),
     "robust-defaults-squad-full": lambda: robust_defaults_table("squad_full"),
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
+    "dtype-parity": lambda: "\n".join(dtype_parity.markdown(
+        dtype_parity.cell_rows(robust_defaults.read_records()))) + "\n",
+    "dtype-speed": lambda: dtype_speed.markdown(load("dtype_speed.json")),
+    "adapter-precision": lambda: adapter_precision.markdown(
+        load("adapter_precision.json")["results"]) + "\n",
     "glue-table": lambda: "\n".join(glue_table.table(robust_defaults.read_records())[1]) + "\n",
 }
 
