@@ -528,7 +528,10 @@ def run_pending(specs, args):
         ok = [future.result() for future in [pool.submit(work, spec) for spec in todo]]
     for spec in busy:
         claim_path = os.path.join(args.work_dir, run_id(spec) + ".claim")
-        while (held := read_claim(claim_path)) and _alive(held[0]) and held[0] != os.getpid():
+        # Until the run is recorded or its claimant has died (a driver that lives on after
+        # the run keeps its claim file).
+        while not os.path.exists(result_path(spec)) and (held := read_claim(claim_path)) \
+                and _alive(held[0]) and held[0] != os.getpid():
             time.sleep(30)
         if not os.path.exists(result_path(spec)):
             adopted = adopt(spec, args)
