@@ -103,6 +103,19 @@ class AdapterModelMixin:
     # Head kinds this model's adapters can have; the first is the default. () = no head.
     HEAD_KINDS: tuple = ()
 
+    def get_config(self):
+        """The network's config plus its named adapters (and which is active)."""
+        return dict(super().get_config(), **self._adapters_config())
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """Rebuilds the network, then its named adapters, from `get_config`'s dict."""
+        config = dict(config)
+        adapters, active = pop_adapter_fields(config)
+        model = super().from_config(config, custom_objects)
+        model._restore_adapters(adapters, active)
+        return model
+
     def _init_adapters(self) -> None:
         self.heads = {}
         # Adapter name -> label names; the keys are the model's adapters, in order.
@@ -720,17 +733,6 @@ class BertModel(AdapterModelMixin, encoder.BertModel):
         return super().call(inputs, training=training, return_all_layers=return_all_layers,
                             adapter_name=adapter_name)
 
-    def get_config(self):
-        return dict(super().get_config(), **self._adapters_config())
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        config = dict(config)
-        adapters, active = pop_adapter_fields(config)
-        model = cls(**config)
-        model._restore_adapters(adapters, active)
-        return model
-
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
 class BertClassifier(AdapterModelMixin, heads.BertClassifier):
@@ -755,17 +757,6 @@ class BertClassifier(AdapterModelMixin, heads.BertClassifier):
         pooled = self.bert(inputs, training=training, adapter_name=name or PLAIN)["pooled_output"]
         return (self.heads[name] if name else self.head)(pooled, training=training)
 
-    def get_config(self):
-        return dict(super().get_config(), **self._adapters_config())
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        config = dict(config)
-        adapters, active = pop_adapter_fields(config)
-        model = super().from_config(config, custom_objects)
-        model._restore_adapters(adapters, active)
-        return model
-
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
 class BertSpanModel(AdapterModelMixin, heads.BertSpanModel):
@@ -788,17 +779,6 @@ class BertSpanModel(AdapterModelMixin, heads.BertSpanModel):
         start_logits, end_logits = (self.heads[name] if name else self.head)(
             sequence, training=training)
         return {"start_logits": start_logits, "end_logits": end_logits}
-
-    def get_config(self):
-        return dict(super().get_config(), **self._adapters_config())
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        config = dict(config)
-        adapters, active = pop_adapter_fields(config)
-        model = super().from_config(config, custom_objects)
-        model._restore_adapters(adapters, active)
-        return model
 
 
 # The factory's classes with the API, by head.

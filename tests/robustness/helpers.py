@@ -34,6 +34,17 @@ def classifier_flags(backbone, output_dir, data_dir, **overrides):
     return flag_list(values, overrides)
 
 
+# Same flags, same machine: bit-identical runs (the reference a resumed run must equal).
+DETERMINISTIC = ["--deterministic", "--seed=7"]
+
+
+def classifier_argv(backbone, out, data):
+    """A deterministic train+eval+predict MRPC run: 96 examples at batch 16, 6 steps,
+    checkpoints after steps 2, 4 and 6."""
+    return ["--do_train", "--do_eval", "--do_predict", *DETERMINISTIC,
+            *classifier_flags(backbone, out, data)]
+
+
 def fill_output_dir(output_dir: Path) -> dict:
     """Puts the outputs of an 'earlier run' in output_dir; returns their bytes by path."""
     for name, text in PREVIOUS.items():

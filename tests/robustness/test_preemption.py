@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.robustness.helpers import TRACEBACK, classifier_flags, squad_flags, write_mrpc_dir
+from tests.robustness.helpers import (DETERMINISTIC, TRACEBACK, classifier_argv,
+                                      squad_flags, write_mrpc_dir)
 from tests.runner_utils import run_killable, run_subprocess
 
-DETERMINISTIC = ["--deterministic", "--seed=7"]
 CLASSIFIER_OUTPUTS = ("adapter/adapter_model.safetensors", "adapter/adapter_config.json",
                       "eval_results.txt", "test_results.tsv")
 SQUAD_OUTPUTS = ("adapter/adapter_model.safetensors", "predictions.json",
@@ -95,12 +95,6 @@ def test_a_signal_too_late_for_the_loops_last_check_stops_when_the_loop_ends():
 @pytest.fixture(scope="module")
 def mrpc(mrpc_lines, tmp_path_factory):
     return write_mrpc_dir(tmp_path_factory.mktemp("preempt_mrpc"), mrpc_lines)
-
-
-def classifier_argv(backbone, out, data):
-    # 96 examples at batch 16: 6 steps, checkpoints after steps 2, 4 and 6.
-    return ["--do_train", "--do_eval", "--do_predict", *DETERMINISTIC,
-            *classifier_flags(backbone, out, data)]
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.robustness.helpers import (assert_one_error_line, classifier_flags, squad_flags,
-                                      write_mrpc_dir)
+from tests.robustness.helpers import (DETERMINISTIC, assert_one_error_line, classifier_argv,
+                                      squad_flags, write_mrpc_dir)
 from tests.runner_utils import run_killable, run_subprocess
 
-DETERMINISTIC = ["--deterministic", "--seed=7"]
 CLASSIFIER_OUTPUTS = ("adapter/adapter_model.safetensors", "adapter/adapter_config.json",
                       "eval_results.txt", "test_results.tsv")
 KEPT = ("the checkpoints already written are kept and the same command resumes from the "
@@ -65,12 +64,6 @@ def failing(script: str, argv, expected: str, **hooks) -> str:
 @pytest.fixture(scope="module")
 def mrpc(mrpc_lines, tmp_path_factory):
     return write_mrpc_dir(tmp_path_factory.mktemp("write_mrpc"), mrpc_lines)
-
-
-def classifier_argv(backbone, out, data):
-    # 96 examples at batch 16: 6 steps, checkpoints after steps 2, 4 and 6.
-    return ["--do_train", "--do_eval", "--do_predict", *DETERMINISTIC,
-            *classifier_flags(backbone, out, data)]
 
 
 @pytest.fixture(scope="module")
