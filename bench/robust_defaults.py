@@ -221,7 +221,8 @@ def run_one(spec, args):
     """
     output_dir = os.path.join(args.work_dir, run_id(spec))
     resumable = "save_checkpoints_steps" in spec
-    if not (resumable and os.path.exists(os.path.join(output_dir, "checkpoint"))):
+    # The runners keep their checkpoints in <output_dir>/checkpoints.
+    if not (resumable and os.path.exists(os.path.join(output_dir, "checkpoints", "checkpoint"))):
         shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir, exist_ok=True)
     spent_path = os.path.join(output_dir, "bench_wall_s")

@@ -156,13 +156,13 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
     assert long_spec["save_checkpoints_steps"] == 100 and "save_checkpoints_steps" not in short_spec
     for spec in (long_spec, short_spec):
         folder = tmp_path / bench.run_id(spec)
-        folder.mkdir()
-        (folder / "checkpoint").write_text("model_checkpoint_path: 'ckpt-3'\n")
+        (folder / "checkpoints").mkdir(parents=True)  # where the runners keep them
+        (folder / "checkpoints" / "checkpoint").write_text("model_checkpoint_path: 'ckpt-3'\n")
         (folder / "bench_wall_s").write_text("3600.0")
     long_record = bench.run_one(long_spec, args)
     short_record = bench.run_one(short_spec, args)
-    assert (tmp_path / bench.run_id(long_spec) / "checkpoint").exists()
-    assert not (tmp_path / bench.run_id(short_spec) / "checkpoint").exists()
+    assert (tmp_path / bench.run_id(long_spec) / "checkpoints" / "checkpoint").exists()
+    assert not (tmp_path / bench.run_id(short_spec) / "checkpoints").exists()
     assert 3600.2 <= long_record["wall_s"] < 3700.0
     assert 0.2 <= short_record["wall_s"] < 100.0
     assert long_record["f1"] == 2.0
