@@ -1,4 +1,4 @@
-"""adapters/api.py: one adapter API on every model (`ab.BertModel`, `ab.BertClassifier`,
+"""adapters/api.py and models.py: one adapter API on every model (`ab.BertModel`, `ab.BertClassifier`,
 `ab.BertSpanModel`, `MultiAdapterModel`): add, switch, train, delete, disable, save, load."""
 
 import contextlib
@@ -15,7 +15,7 @@ import tensorflow as tf
 import tf_keras
 
 import adapter_bert as ab
-from adapter_bert.adapters import api
+from adapter_bert.adapters import api, models
 from adapter_bert.adapters.files import AdapterFileError, save_adapter as save_run_files
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.tuning import apply_tuning, parameter_line, parameter_summary
@@ -351,7 +351,7 @@ def test_another_backbone_shape_is_refused_in_one_line(tiny_config, source, tmp_
         MultiAdapterModel(wider).load_adapter(str(tmp_path / "mrpc"))
     # Onto the default backbone (the embedded MiniLM, here a wide stand-in) the line says
     # what to pass.
-    monkeypatch.setattr(api, "load_pretrained", lambda path=None: ab.BertModel.from_config(
+    monkeypatch.setattr(models, "load_pretrained", lambda path=None: ab.BertModel.from_config(
         {"name": "bert", "config": wider.config.to_dict(), "adapter_config": None}))
     with pytest.raises(AdapterFileError, match=r"\(hidden_size: file 16 vs model 32\); pass "
                                                r"backbone= the checkpoint it was trained on$"):
@@ -464,10 +464,10 @@ def test_add_adapter_takes_a_config_its_dict_a_family_or_nothing(tiny_config, so
 
 
 def test_the_package_root_exports_the_api():
-    assert ab.BertModel is api.BertModel and ab.BertClassifier is api.BertClassifier
-    assert ab.BertSpanModel is api.BertSpanModel
-    assert ab.load_adapter is api.load_adapter and ab.save_adapter is api.save_adapter
-    assert ab.load_pretrained is api.load_pretrained
+    assert ab.BertModel is models.BertModel and ab.BertClassifier is models.BertClassifier
+    assert ab.BertSpanModel is models.BertSpanModel
+    assert ab.load_adapter is models.load_adapter and ab.save_adapter is models.save_adapter
+    assert ab.load_pretrained is models.load_pretrained
     for name in ("load_adapter", "save_adapter"):
         assert name in ab.__all__
 

@@ -1,7 +1,7 @@
 """One adapter API on every model `import adapter_bert as ab` builds: named adapters.
 
-`ab.BertModel`, `ab.BertClassifier` and `ab.BertSpanModel` are the networks of
-model/encoder.py and model/heads.py with the methods of `AdapterModelMixin`;
+`ab.BertModel`, `ab.BertClassifier` and `ab.BertSpanModel` (adapters/models.py) are the
+networks of model/encoder.py and model/heads.py with the methods of `AdapterModelMixin`;
 `ab.MultiAdapterModel` (multitask.py) has the same methods and adds mixed batches. The
 names are AdapterHub's:
 
@@ -17,9 +17,10 @@ names are AdapterHub's:
                                       fold a LoRA adapter into the frozen kernels for
                                       inference, and restore them (merging.py)
 
-and, as functions, `load_adapter(directory, backbone=None)` (the task model a directory
-describes, in one call: `ab.load_adapter`), `save_adapter(model, directory)` and
-`load_pretrained` (the factory's models with these methods: `ab.load_pretrained`).
+and, as functions in adapters/models.py, `load_adapter(directory, backbone=None)` (the
+task model a directory describes, in one call: `ab.load_adapter`), `save_adapter(model,
+directory)` and `load_pretrained` (the factory's models with these methods:
+`ab.load_pretrained`).
 
 A named adapter's weights sit beside the backbone's (`<block>/<name>/...`, see named.py)
 and its files are those of a runner's adapter-mode run, so `run_classifier.py
@@ -49,7 +50,6 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
 from adapter_bert.adapters import files, merging
 from adapter_bert.adapters.files import (AdapterFileError, backbone_fingerprint, check_backbone,
@@ -59,7 +59,7 @@ from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter
                                          named_adapter_info, named_adapter_variables,
                                          validate_name)
 from adapter_bert.adapters.tuning import parameter_report, resolve_train_pooler, train_only
-from adapter_bert.model import encoder, factory, heads
+from adapter_bert.model import encoder, heads
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import direct_weights, walk_layers
 
@@ -478,10 +478,10 @@ class AdapterModelMixin:
         self._refuse_while_merged(f"loading {directory}", AdapterFileError)
         description = read_adapter_config(directory)
         check_backbone(description, bert.config, directory)
-        _check_adapter_mode(description, directory)
+        check_adapter_mode(description, directory)
         weights = read_adapter_weights(directory)
         name = name or description.get("task") or _name_of_directory(directory)
-        stored = _file_head_kind(description, directory)
+        stored = file_head_kind(description, directory)
         if with_head and stored is not None and stored not in self.HEAD_KINDS:
             raise AdapterFileError(self._head_refusal(directory, stored))
         kind = self.HEAD_KINDS[0] if self.HEAD_KINDS else None
@@ -681,7 +681,7 @@ def _name_of_directory(directory: str) -> str:
                                f"adapter name; pass name=...") from None
 
 
-def _check_adapter_mode(description: dict, directory: str) -> None:
+def check_adapter_mode(description: dict, directory: str) -> None:
     if description.get("tuning_mode") != "adapter" or description.get("resadapter"):
         raise AdapterFileError(
             f"{directory} holds a {description.get('tuning_mode')!r} run"
@@ -692,7 +692,7 @@ def _check_adapter_mode(description: dict, directory: str) -> None:
         raise AdapterFileError(f"{directory} holds no adapters (adapter_config is null)")
 
 
-def _file_head_kind(description: dict, directory: str) -> Optional[str]:
+def file_head_kind(description: dict, directory: str) -> Optional[str]:
     stored = description.get("head")
     if stored is None:
         return None
@@ -707,201 +707,3 @@ def pop_adapter_fields(config: dict):
 
 
 # ---------------------------------------------------------------- the models
-@keras.utils.register_keras_serializable(package="adapter_bert.api")
-class BertModel(AdapterModelMixin, encoder.BertModel):
-    """The BERT backbone (`adapter_bert.model.encoder.BertModel`) with the adapter API.
-
-    Called with no `adapter_name`, it runs its active named adapter (None: its own
-    layers). Its adapters have no head: `load_adapter(dir, with_head=False)` loads the
-    backbone part of a task's file, `ab.load_adapter(dir, backbone=model)` the task model.
-
-    Args:
-        config: the `BertConfig`.
-        adapter_config: the runners' single set of adapters (`add_adapters`), or None.
-    """
-
-    def __init__(self, config, adapter_config=None, name="bert", **kwargs):
-        super().__init__(config, adapter_config, name=name, **kwargs)
-        self._init_adapters()
-
-    def _backbone_model(self):
-        return self
-
-    def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
-        if adapter_name is None:
-            adapter_name = self._adapter_in_use() or PLAIN
-        return super().call(inputs, training=training, return_all_layers=return_all_layers,
-                            adapter_name=adapter_name)
-
-
-@keras.utils.register_keras_serializable(package="adapter_bert.api")
-class BertClassifier(AdapterModelMixin, heads.BertClassifier):
-    """`adapter_bert.model.heads.BertClassifier` with the adapter API.
-
-    Each named adapter has its own classifier head (`num_labels` per adapter, default
-    the model's); with no active adapter the model's own head runs.
-    """
-
-    HEAD_KINDS = ("classifier",)
-
-    def __init__(self, config, num_labels, adapter_config=None, name="bert_classifier",
-                 **kwargs):
-        super().__init__(config, num_labels, adapter_config, name=name, **kwargs)
-        self._init_adapters()
-
-    def _default_num_labels(self) -> int:
-        return self.num_labels
-
-    def call(self, inputs, training=None):
-        name = self._adapter_in_use()
-        pooled = self.bert(inputs, training=training, adapter_name=name or PLAIN)["pooled_output"]
-        return (self.heads[name] if name else self.head)(pooled, training=training)
-
-
-@keras.utils.register_keras_serializable(package="adapter_bert.api")
-class BertSpanModel(AdapterModelMixin, heads.BertSpanModel):
-    """`adapter_bert.model.heads.BertSpanModel` with the adapter API.
-
-    Each named adapter has its own span head; with no active adapter the model's own
-    head runs.
-    """
-
-    HEAD_KINDS = ("span",)
-
-    def __init__(self, config, adapter_config=None, name="bert_span", **kwargs):
-        super().__init__(config, adapter_config, name=name, **kwargs)
-        self._init_adapters()
-
-    def call(self, inputs, training=None):
-        name = self._adapter_in_use()
-        sequence = self.bert(inputs, training=training,
-                             adapter_name=name or PLAIN)["sequence_output"]
-        start_logits, end_logits = (self.heads[name] if name else self.head)(
-            sequence, training=training)
-        return {"start_logits": start_logits, "end_logits": end_logits}
-
-
-# The factory's classes with the API, by head.
-MODELS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
-
-
-# ----------------------------------------------------------------- functions
-def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
-                    num_labels: int = 2, config_file: Optional[str] = None,
-                    dtype: Optional[str] = None):
-    """A pretrained model with the adapter API (`ab.load_pretrained`).
-
-    `factory.load_pretrained` with this module's classes: a `BertModel` (head None),
-    `BertClassifier` or `BertSpanModel`, built, with the checkpoint's weights.
-
-    Args:
-        path: checkpoint, Hugging Face folder or name of a Google release (see
-            `factory.load_pretrained`); None: the embedded MiniLM. An adapter directory
-            is refused with a line naming `load_adapter`.
-        adapter_config: the runners' single set of adapters, or None (add named adapters
-            with `add_adapter` instead).
-        head: None, "classifier" or "span".
-        num_labels: classes of the classifier head (1 for regression).
-        config_file: overrides the config found next to the checkpoint.
-        dtype: None (Keras' global policy), "auto" (the policy this hardware runs
-            natively, set as the global one and logged) or a policy name (see
-            `factory.load_pretrained`).
-
-    Raises:
-        CheckpointError, ConfigError: files missing or inconsistent.
-    """
-    return factory.load_pretrained(path, adapter_config, head, num_labels, config_file,
-                                   classes=MODELS, dtype=dtype)
-
-
-def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
-    """The task model an adapter directory describes, in one call (`ab.load_adapter`).
-
-    Loads the backbone, builds the model the file's head asks for (`BertClassifier`
-    with the file's number of labels, `BertSpanModel`, or the `BertModel` itself) and
-    adds the adapter, head and labels as its active named adapter.
-
-    Args:
-        directory: an adapter directory (`save_adapter`, or a run's
-            `<output_dir>/adapter` in tuning mode "adapter").
-        backbone: None (the embedded MiniLM), a checkpoint path or Google release name
-            (`load_pretrained`), or a loaded `BertModel` (or a model holding one as
-            `.bert`) to share.
-        name: the adapter's name; default: the task recorded in the file, else the
-            directory's name.
-
-    Returns:
-        The model; `model.labels[model.active_adapter]` holds the file's labels.
-
-    Raises:
-        AdapterFileError: as `load_adapter` of the models; another backbone shape says
-            to pass `backbone=`. TypeError: a model passed as `directory`.
-    """
-    if isinstance(directory, keras.layers.Layer):
-        raise TypeError("load_adapter(directory, backbone=None) builds a new model; to add an "
-                        "adapter to a model you have, call model.load_adapter(directory)")
-    description = read_adapter_config(directory)
-    _check_adapter_mode(description, directory)
-    if description.get("fusion"):
-        raise AdapterFileError(f"{directory} fuses the adapters {description['fusion']}: load "
-                               f"those into one model first, then this file "
-                               f"(model.load_adapter)")
-    kind = _file_head_kind(description, directory)
-    bert = _backbone_for(backbone)
-    try:
-        check_backbone(description, bert.config, directory)
-    except AdapterFileError as e:
-        if backbone is None:
-            raise AdapterFileError(f"{e}; pass backbone= the checkpoint it was trained "
-                                   f"on") from None
-        raise
-    if kind == "classifier":
-        weights = read_adapter_weights(directory)
-        if "output_bias" not in weights:
-            raise AdapterFileError(f"{directory}: no output_bias weight for its classifier "
-                                   f"head")
-        model = BertClassifier(bert, int(weights["output_bias"].shape[0]))
-    elif kind == "span":
-        model = BertSpanModel(bert)
-    elif isinstance(bert, AdapterModelMixin):
-        model = bert
-    else:
-        raise TypeError(f"{directory} holds no head and backbone= is a network without the "
-                        f"adapter API: pass ab.load_pretrained(...)'s model")
-    if model is not bert:
-        for attribute in ("load_report", "backbone_files"):
-            if getattr(bert, attribute, None) is not None:
-                setattr(model, attribute, getattr(bert, attribute))
-    model.load_adapter(directory, name)
-    return model
-
-
-def save_adapter(model, directory: str, name: Optional[str] = None, task: Optional[str] = None,
-                 labels: Optional[Sequence[str]] = None) -> str:
-    """Writes a model's adapter as an adapter directory (`ab.save_adapter`).
-
-    A model with the adapter API writes its named adapter `name` (default: the active
-    one) with `model.save_adapter`; any other model of the package (the runners'
-    networks, ResAdapter models) writes its trained weights (`files.save_adapter`).
-
-    Returns:
-        The path of the weights file.
-    """
-    if isinstance(model, AdapterModelMixin):
-        return model.save_adapter(directory, name, task, labels)
-    if name is not None:
-        raise ValueError(f"{type(model).__name__} has no named adapters; call "
-                         f"save_adapter(model, directory) without a name")
-    return files.save_adapter(model, directory, task, labels)
-
-
-def _backbone_for(backbone):
-    if backbone is None or isinstance(backbone, str):
-        return load_pretrained(backbone)
-    if isinstance(backbone, encoder.BertModel):
-        return backbone
-    if isinstance(getattr(backbone, "bert", None), encoder.BertModel):
-        return backbone.bert
-    raise TypeError(f"backbone must be None, a checkpoint path or a BertModel, not "
-                    f"{type(backbone).__name__}")
-

@@ -3,7 +3,7 @@
 `task_model` maps a head name to its class; `load_pretrained` and the runners (through
 `adapter_bert.tasks.task_models`) both build their models with it, so a model built by a
 run and one built in a notebook are the same network with the same weights' names.
-Callers may pass the classes: `ab.load_pretrained` (adapters/api.py) builds this
+Callers may pass the classes: `ab.load_pretrained` (adapters/models.py) builds this
 module's networks' subclasses that carry the adapter API.
 """
 
@@ -20,7 +20,7 @@ from adapter_bert.precision import apply_dtype
 
 HEADS = ("classifier", "span")
 
-# The class built for each head (None: the bare encoder). `adapter_bert.adapters.api`
+# The class built for each head (None: the bare encoder). `adapter_bert.adapters.models`
 # passes its subclasses, which add the adapter API (`ab.load_pretrained` builds those).
 NETWORKS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
 
