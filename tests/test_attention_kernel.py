@@ -115,6 +115,23 @@ def test_bfloat16_context_and_gradients_stay_close_to_float32():
                                    rtol=0.05, atol=0.05)
 
 
+@pytest.mark.parametrize("dtype, square_casts", [(tf.bfloat16, 0), (tf.float16, 6)])
+def test_bfloat16_keeps_the_square_tensors_in_bfloat16(dtype, square_casts):
+    """Under bfloat16 no [B, N, T, T] tensor is cast, forward or backward (float16's range
+    is too narrow: it keeps the float32 softmax and its casts)."""
+    qkv, adder, keep, upstream = _inputs(dtype)
+
+    @tf.function
+    def step(q, k, v):
+        return _value_and_gradients(attention_context, [q, k, v], upstream, adder, 0.5,
+                                    keep, 1 / 0.7)
+    graph = step.get_concrete_function(*qkv).graph
+    square = SHAPE[:3] + [SHAPE[2]]
+    casts = [op.name for op in graph.get_operations() if op.type == "Cast"
+             and op.outputs[0].shape.as_list() == square]
+    assert len(casts) == square_casts, casts
+
+
 # ------------------------------------------------------------------ Dropout.keep_mask
 def test_keep_mask_is_the_mask_call_applies():
     keras.utils.set_random_seed(8)

@@ -9,7 +9,7 @@ import tf_keras as keras
 
 from adapter_bert.model import fast_layers
 from adapter_bert.model.activations import get_activation
-from adapter_bert.model.fast_layers import Dropout, LayerNorm, keep_mask, quantized_rate
+from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm, keep_mask, quantized_rate
 
 
 # ------------------------------------------------------------------------------ dropout
@@ -260,6 +260,68 @@ def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
     # Embeddings + 2 per layer + head; embeddings + 2 per layer.
     assert len(dropouts) == 1 + 3 * 2 + 1 and len(norms) == 1 + 2 * 2
     assert all(type(l) is Dropout for l in dropouts) and all(type(l) is LayerNorm for l in norms)
+    # Every encoder projection (query, key, value, 2 outputs, intermediate per layer) and
+    # the pooler, whose 2-D input takes Keras' own path.
+    denses = [l for l in layers if type(l) is Dense]
+    assert len(denses) == 6 * 2 + 1
+
+
+# ----------------------------------------------------------------------------- Dense
+
+def _dense_pair(units, activation=None):
+    """Our Dense and Keras' Dense with the same weights."""
+    ours, keras_dense = Dense(units, activation=activation), keras.layers.Dense(units, activation=activation)
+    x = tf.random.stateless_normal([3, 5, 8], [1, 2])
+    ours(x), keras_dense(x)
+    keras_dense.set_weights(ours.get_weights())
+    return ours, keras_dense
+
+
+@pytest.mark.parametrize("activation", [None, "tanh"])
+def test_dense_matches_keras_dense_on_3d_inputs_values_and_gradients(activation):
+    ours, reference = _dense_pair(4, activation)
+    x = tf.random.stateless_normal([3, 5, 8], [3, 4])
+    results = []
+    for layer in (ours, reference):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = layer(x)
+            loss = tf.reduce_sum(out * out)
+        results.append([out] + tape.gradient(loss, [x] + layer.trainable_weights))
+    for mine, theirs in zip(*results):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+    assert results[0][0].shape == [3, 5, 4]
+
+
+def test_dense_keeps_static_shapes_with_a_dynamic_batch_and_2d_inputs_are_keras():
+    layer = Dense(4)
+    traced = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 7, 8]))
+    assert traced.outputs[0].shape.as_list() == [None, 7, 4]
+    x = tf.random.stateless_normal([2, 8], [5, 6])
+    np.testing.assert_allclose(layer(x).numpy(), (x @ layer.kernel + layer.bias).numpy(),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_dense_under_mixed_bfloat16_adds_the_bias_before_rounding():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        layer = Dense(4, bias_initializer=keras.initializers.Constant(100.0))
+        x = tf.random.stateless_normal([2, 3, 8], [7, 8])
+        out = layer(x)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert out.dtype == tf.bfloat16 and layer.kernel.dtype == tf.float32
+    kernel16 = tf.cast(tf.cast(layer.kernel, tf.bfloat16), tf.float32)
+    exact = tf.einsum("btd,du->btu", tf.cast(tf.cast(x, tf.bfloat16), tf.float32), kernel16) + 100.0
+    # One rounding of the biased sum: within half a bfloat16 step of the exact value.
+    step = 2.0 ** -7 * 2.0 ** np.floor(np.log2(np.abs(exact.numpy())))
+    assert np.all(np.abs(out.numpy().astype(np.float32) - exact.numpy()) <= step / 2 + 1e-3)
+
+
+def test_dense_config_round_trips():
+    layer = Dense(3, activation="relu", name="proj")
+    clone = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(clone) is Dense and clone.get_config() == layer.get_config()
 
 
 def test_layer_norm_under_mixed_bfloat16_reads_a_float32_input_unrounded():

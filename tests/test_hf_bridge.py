@@ -94,7 +94,9 @@ def test_disabled_adapters_are_bypassed(tiny_hf):
     before = _outputs(tiny_hf, inputs)[0]
     add_adapters(tiny_hf, size=4, init_scale=0.5)
     adapted = _outputs(tiny_hf, inputs)[0]
-    assert np.abs(adapted - before).max() > 1e-2
+    # The size of the change depends on the random draw (1e-2 to 2e-2 seen): any
+    # visible change shows the adapters run; the bypass below must restore exactly.
+    assert np.abs(adapted - before).max() > 1e-3
     set_adapters_enabled(tiny_hf, False)
     np.testing.assert_array_equal(_outputs(tiny_hf, inputs)[0], before)
     set_adapters_enabled(tiny_hf, True)

@@ -42,7 +42,7 @@ from adapter_bert.model.activations import get_activation
 from adapter_bert.adapters.layers import ProjectionAdapter
 from adapter_bert.model.attention_kernel import attention_context
 from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
-from adapter_bert.model.fast_layers import Dropout, LayerNorm
+from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm
 from adapter_bert.model.inputs import FeatureInputs, model_features
 
 # Added to attention scores of padding positions, as Google's BERT does.
@@ -291,11 +291,11 @@ class BertSelfAttention(ModifiableBlock):
     def __init__(self, config, name="self", **kwargs):
         super().__init__(config, name=name, **kwargs)
         cfg = self.config
-        self.query = keras.layers.Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
+        self.query = Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
                                         name="query")
-        self.key = keras.layers.Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
+        self.key = Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
                                       name="key")
-        self.value = keras.layers.Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
+        self.value = Dense(cfg.hidden_size, kernel_initializer=_initializer(cfg),
                                         name="value")
         self.dropout = Dropout(cfg.attention_probs_dropout_prob)
         self._init_modifications()
@@ -355,7 +355,7 @@ class BertResidualOutput(ModifiableBlock):
     def __init__(self, config, name="output", input_width=None, **kwargs):
         super().__init__(config, name=name, **kwargs)
         self.input_width = int(input_width or self.config.hidden_size)
-        self.dense = keras.layers.Dense(
+        self.dense = Dense(
             self.config.hidden_size, kernel_initializer=_initializer(self.config), name="dense")
         self.dropout = Dropout(self.config.hidden_dropout_prob)
         self.layer_norm = _layer_norm(self.config)
@@ -412,7 +412,7 @@ class BertIntermediate(ModifiableBlock):
 
     def __init__(self, config, name="intermediate", **kwargs):
         super().__init__(config, name=name, **kwargs)
-        self.dense = keras.layers.Dense(
+        self.dense = Dense(
             self.config.intermediate_size, kernel_initializer=_initializer(self.config),
             name="dense")
         self._act = get_activation(self.config.hidden_act)
@@ -486,7 +486,7 @@ class BertPooler(ModifiableBlock):
 
     def __init__(self, config, name="pooler", **kwargs):
         super().__init__(config, name=name, **kwargs)
-        self.dense = keras.layers.Dense(self.config.hidden_size, activation="tanh",
+        self.dense = Dense(self.config.hidden_size, activation="tanh",
                                         kernel_initializer=_initializer(self.config), name="dense")
         self._init_modifications()
 

@@ -1,4 +1,4 @@
-"""Dropout and LayerNorm that make fewer passes over memory when training on a CPU.
+"""Dropout, LayerNorm and Dense that make fewer passes over memory on a CPU.
 
 Outside its matrix products, a BERT training step on a CPU is bound by memory traffic:
 each element-wise TensorFlow op reads and writes whole activations. Two layers of the
@@ -19,7 +19,15 @@ encoder spend more of that traffic than they need to:
   normalisation in closed form (`normalize`), which takes about a third less time forward
   and backward and keeps one tensor, the normalised input, for the backward pass.
 
-Both subclass the Keras layers they replace, with the same weights and config, so
+- Keras' `Dense` on a [batch, length, width] input runs `tf.tensordot`: a reshape, a
+  matmul, a reshape back, then the bias add. The reshape between the matmul and the
+  bias add keeps TensorFlow's oneDNN rewrite from fusing them, so the bias is a pass of
+  its own over the output, and under bfloat16 the product is rounded to 16 bits before
+  the bias joins it. `Dense` here adds the bias to the 2-D product, where the fused
+  kernel adds it to the float32 accumulator: one rounding, one pass fewer (bfloat16,
+  [64, 128, 384] -> 1536: 15.2 -> 12.4 ms; float32 unchanged, 27.0 -> 26.5 ms).
+
+All three subclass the Keras layers they replace, with the same weights and config, so
 checkpoints, `isinstance` checks and saved configs are unchanged.
 """
 
@@ -245,3 +253,33 @@ class LayerNorm(keras.layers.LayerNormalization):
         if self.center:
             outputs = outputs + tf.cast(self.beta, tf.float32)
         return tf.cast(outputs, self.compute_dtype)
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class Dense(keras.layers.Dense):
+    """Keras `Dense` whose bias add fuses with the matmul on inputs of rank above 2.
+
+    Same arguments, weights and config as `keras.layers.Dense`; the input's leading axes
+    are flattened around one 2-D matmul (see the module docstring).
+
+    Examples:
+        >>> layer = Dense(2, kernel_initializer="ones", bias_initializer="ones")
+        >>> layer(tf.ones([1, 3, 4])).numpy().tolist()
+        [[[5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]]
+    """
+
+    def call(self, inputs):
+        rank = inputs.shape.rank
+        if rank is None or rank <= 2 or isinstance(inputs, (tf.SparseTensor, tf.RaggedTensor)):
+            return super().call(inputs)
+        inputs = tf.cast(inputs, self.compute_dtype)
+        width = inputs.shape[-1]
+        outputs = tf.matmul(tf.reshape(inputs, [-1, width]), self.kernel)
+        if self.use_bias:
+            outputs = tf.nn.bias_add(outputs, self.bias)
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        leading = tf.shape(inputs)[:-1]
+        outputs = tf.reshape(outputs, tf.concat([leading, [self.units]], axis=0))
+        outputs.set_shape(inputs.shape[:-1].concatenate([self.units]))
+        return outputs
