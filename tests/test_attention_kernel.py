@@ -132,6 +132,21 @@ def test_bfloat16_keeps_the_square_tensors_in_bfloat16(dtype, square_casts):
     assert len(casts) == square_casts, casts
 
 
+@pytest.mark.parametrize("dropout", [True, False])
+def test_bfloat16_fused_softmax_gradient_matches_the_op_by_op_one(dropout):
+    """On a CPU the bfloat16 softmax gradient is one XLA kernel computing in float32; the
+    portable op-by-op version rounds each step to bfloat16: they agree to its resolution."""
+    from adapter_bert.model.fast_layers import portable_kernels
+    qkv, adder, keep, upstream = _inputs(tf.bfloat16)
+    args = (adder, 0.5, keep if dropout else None, 1 / 0.7)
+    fused = _value_and_gradients(tf.function(attention_context), qkv, upstream, *args)
+    with portable_kernels():
+        plain = _value_and_gradients(tf.function(attention_context), qkv, upstream, *args)
+    for mine, theirs in zip(fused, plain):
+        a, b = (tf.cast(t, tf.float32).numpy() for t in (mine, theirs))
+        np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2 * np.abs(b).max())
+
+
 # ------------------------------------------------------------------ Dropout.keep_mask
 def test_keep_mask_is_the_mask_call_applies():
     keras.utils.set_random_seed(8)

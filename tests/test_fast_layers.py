@@ -1,5 +1,6 @@
 """The CPU-lean Dropout and LayerNorm (adapter_bert/model/fast_layers.py) and the closed-form GELUs."""
 
+import contextlib
 import math
 
 import numpy as np
@@ -9,7 +10,8 @@ import tf_keras as keras
 
 from adapter_bert.model import fast_layers
 from adapter_bert.model.activations import get_activation
-from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm, keep_mask, quantized_rate
+from adapter_bert.model.fast_layers import (Dense, Dropout, LayerNorm, float32_sum, keep_mask,
+                                            portable_kernels, quantized_rate)
 
 
 # ------------------------------------------------------------------------------ dropout
@@ -338,3 +340,24 @@ def test_layer_norm_under_mixed_bfloat16_reads_a_float32_input_unrounded():
     assert out.dtype == tf.bfloat16
     np.testing.assert_array_equal(out.numpy(), tf.cast(exact, tf.bfloat16).numpy())
     assert np.mean(out.numpy() != from_rounded.numpy()) > 0.05
+
+
+# ---------------------------------------------------------------------- float32_sum
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_float32_sum_adds_16_bit_inputs_unrounded_with_gradients_in_their_dtypes(portable):
+    big = tf.constant([[256.0, 1.0]], tf.bfloat16)
+    small = tf.constant([[1.0, 2.0 ** -10]], tf.bfloat16)
+    residual = tf.constant([[3.0, 4.0]], tf.float32)
+    with (portable_kernels() if portable else contextlib.nullcontext()):
+        with tf.GradientTape() as tape:
+            tape.watch([big, small, residual])
+            total = float32_sum(float32_sum(big, small), residual)
+            loss = tf.reduce_sum(total * tf.constant([[1.0, 3.0]]))
+        grads = tape.gradient(loss, [big, small, residual])
+    # In bfloat16, 256 + 1 rounds to 256 and 1 + 2^-10 to 1: here neither is lost.
+    assert total.dtype == tf.float32
+    assert total.numpy().tolist() == [[260.0, 5.0 + 2.0 ** -10]]
+    assert [g.dtype for g in grads] == [tf.bfloat16, tf.bfloat16, tf.float32]
+    for g in grads:
+        assert tf.cast(g, tf.float32).numpy().tolist() == [[1.0, 3.0]]

@@ -36,7 +36,7 @@ import tf_keras as keras
 from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, PROJECTIONS,
                                          AdapterFamily, AdapterOption)
-from adapter_bert.model.fast_layers import Dropout
+from adapter_bert.model.fast_layers import Dropout, float32_sum
 
 
 def skip_sum(inputs, delta):
@@ -50,7 +50,7 @@ def skip_sum(inputs, delta):
     """
     if inputs.dtype == tf.float32 and delta.dtype == tf.float32:
         return inputs + delta
-    return tf.cast(inputs, tf.float32) + tf.cast(delta, tf.float32)
+    return float32_sum(inputs, delta)
 
 
 class AdapterLayer(keras.layers.Layer):

@@ -26,11 +26,15 @@ only their outputs; casting the square tensors to float32 and back (six casts pe
 in a training step) would add passes, not precision. The scores' scale is folded into the
 query ([B, N, T, D], a quarter of the scores' size at D = 32, T = 128), and the gradients
 agree with float32 as closely as the cast version's (tests/test_attention_kernel.py).
+On a CPU outside XLA the softmax gradient's element-wise work is one XLA-fused pass
+computed in float32 (`_fused_softmax_dropout_backward`), as activations.py does for GELU.
 """
 
 from typing import Optional
 
 import tensorflow as tf
+
+from adapter_bert.model.fast_layers import lean_cpu_kernels
 
 
 def _probabilities(query, key, adder, scale):
@@ -45,6 +49,27 @@ def _probabilities(query, key, adder, scale):
 
 def _dropped(probs, keep):
     return probs if keep is None else tf.where(keep, probs, tf.zeros([], probs.dtype))
+
+
+def _softmax_dropout_backward(probs, keep, grad_dropped):
+    """(dropped probabilities, gradient of the scores) from the gradient of the dropped ones.
+
+    Softmax through dropout: with g the gradient of the kept probabilities,
+    d scores = P * (g - sum(g * P)), and g * P = grad_dropped * dropped because dropped
+    equals P where kept and g is zero elsewhere.
+    """
+    dropped = _dropped(probs, keep)
+    weighted = grad_dropped * dropped
+    return dropped, weighted - probs * tf.reduce_sum(weighted, axis=-1, keepdims=True)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+def _fused_softmax_dropout_backward(probs, keep, grad_dropped):
+    """`_softmax_dropout_backward` of 16-bit tensors as one XLA-fused pass, in float32 inside
+    (the op-by-op version is five passes, each rounding to 16 bits)."""
+    dropped, grad_scores = _softmax_dropout_backward(
+        tf.cast(probs, tf.float32), keep, tf.cast(grad_dropped, tf.float32))
+    return tf.cast(dropped, probs.dtype), tf.cast(grad_scores, probs.dtype)
 
 
 def attention_context(query, key, value, adder, scale: float,
@@ -87,20 +112,18 @@ def attention_context(query, key, value, adder, scale: float,
             # query and key, and the probabilities would again wait for the backward pass.
             with tf.control_dependencies([upstream]):
                 probs = _probabilities(q, k, adder, scale)
-            dropped = _dropped(probs, keep)
             upstream = tf.cast(upstream, v.dtype)
             if keep is not None:
                 upstream = upstream * tf.cast(keep_scale, v.dtype)
-            grad_v = tf.matmul(tf.cast(dropped, v.dtype), upstream, transpose_a=True)
             # Gradient of the dropped probabilities, times `scale` so that the softmax
             # gradient below comes out already scaled for the raw scores.
             grad_dropped = tf.cast(
                 tf.matmul(upstream * tf.cast(scale, v.dtype), v, transpose_b=True), probs.dtype)
-            # Softmax through dropout: with g the gradient of the kept probabilities,
-            # d scores = P * (g - sum(g * P)), and g * P = grad_dropped * dropped because
-            # dropped equals P where kept and g is zero elsewhere.
-            weighted = grad_dropped * dropped
-            grad_scores = weighted - probs * tf.reduce_sum(weighted, axis=-1, keepdims=True)
+            if probs.dtype == tf.bfloat16 and lean_cpu_kernels():
+                dropped, grad_scores = _fused_softmax_dropout_backward(probs, keep, grad_dropped)
+            else:
+                dropped, grad_scores = _softmax_dropout_backward(probs, keep, grad_dropped)
+            grad_v = tf.matmul(tf.cast(dropped, v.dtype), upstream, transpose_a=True)
             grad_scores = tf.cast(grad_scores, q.dtype)
             grad_q = tf.matmul(grad_scores, k)
             grad_k = tf.matmul(grad_scores, q, transpose_a=True)

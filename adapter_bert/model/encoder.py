@@ -42,7 +42,7 @@ from adapter_bert.model.activations import get_activation
 from adapter_bert.adapters.layers import ProjectionAdapter
 from adapter_bert.model.attention_kernel import attention_context
 from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
-from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm
+from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm, float32_sum
 from adapter_bert.model.inputs import FeatureInputs, model_features
 
 # Added to attention scores of padding positions, as Google's BERT does.
@@ -379,6 +379,8 @@ class BertResidualOutput(ModifiableBlock):
             hidden = mod.adapter(hidden, residual, mod.layer_norm)
         # An adapter returns float32 under mixed precision (adapters/layers.py skip_sum):
         # the residual joins it there, and the LayerNorm reads that sum unrounded.
+        if hidden.dtype == tf.float32 and residual.dtype != tf.float32:
+            return mod.layer_norm(float32_sum(hidden, residual))
         return mod.layer_norm(hidden + tf.cast(residual, hidden.dtype))
 
     def get_config(self):

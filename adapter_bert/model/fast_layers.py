@@ -1,4 +1,4 @@
-"""Dropout, LayerNorm and Dense that make fewer passes over memory on a CPU.
+"""Dropout, LayerNorm, Dense and a float32 sum that make fewer passes over memory on a CPU.
 
 Outside its matrix products, a BERT training step on a CPU is bound by memory traffic:
 each element-wise TensorFlow op reads and writes whole activations. Two layers of the
@@ -91,6 +91,33 @@ def lean_cpu_kernels() -> bool:
 
 # Depth of nested `portable_kernels()` blocks (non-empty: plain TensorFlow ops only).
 _PORTABLE = []
+
+
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+def _fused_float32_sum(a, b):
+    return tf.cast(a, tf.float32) + tf.cast(b, tf.float32)
+
+
+@tf.custom_gradient
+def float32_sum(a, b):
+    """`a + b` in float32, for 16-bit inputs that must not be rounded before they meet.
+
+    Used under mixed precision where a small addend joins a large one (an adapter's
+    output and its input, see adapters/layers.py `skip_sum`; the block's residual). Op by
+    op that is two casts and an add, three passes over the activation forward; on a CPU
+    outside XLA (`lean_cpu_kernels`) it is one XLA-fused pass. The gradient is cast to
+    each input's dtype once, shared when the dtypes agree.
+    """
+    if lean_cpu_kernels():
+        total = _fused_float32_sum(a, b)
+    else:
+        total = tf.cast(a, tf.float32) + tf.cast(b, tf.float32)
+
+    def grad(upstream):
+        grad_a = tf.cast(upstream, a.dtype)
+        return grad_a, grad_a if b.dtype == a.dtype else tf.cast(upstream, b.dtype)
+
+    return total, grad
 
 
 @contextlib.contextmanager
