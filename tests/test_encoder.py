@@ -9,10 +9,10 @@ from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.adapters.layers import HoulsbyAdapter
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
+from adapter_bert.model.blocks import BlockModification, ModifiableBlock
 from adapter_bert.model.encoder import (BertAttention, BertEmbeddings, BertEncoder, BertIntermediate,
                                    BertModel, BertPooler, BertResidualOutput, BertSelfAttention,
-                                   BertTransformerLayer, BlockModification, EmbeddingTable,
-                                   ModifiableBlock)
+                                   BertTransformerLayer, EmbeddingTable)
 from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 

@@ -28,10 +28,12 @@ LAYERS = {"io_utils": 0, "install_check": 0, "cli": 0, "console": 0, "progress":
 # The edges that run against the order, on purpose: the encoder builds its blocks'
 # adapter layers (adapters/layers.py, which itself needs only model.activations,
 # model.families and model.fast_layers) where the families' registrations put them, and
-# model.config loads the built-in families declared beside those layers, on first use,
-# to validate an AdapterConfig. Everything that manages adapters (named, fusion,
-# multi-task, files, merging, ResAdapter) sits above the model.
+# model.blocks sizes a projection adapter by its block; model.config loads the built-in
+# families declared beside those layers, on first use, to validate an AdapterConfig.
+# Everything that manages adapters (named, fusion, multi-task, files, merging,
+# ResAdapter) sits above the model.
 ALLOWED_UPWARD = {("adapter_bert.model.encoder", "adapter_bert.adapters.layers"),
+                  ("adapter_bert.model.blocks", "adapter_bert.adapters.layers"),
                   ("adapter_bert.model.config", "adapter_bert.adapters.layers")}
 
 

@@ -59,7 +59,7 @@ from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter
                                          named_adapter_info, named_adapter_variables,
                                          validate_name)
 from adapter_bert.adapters.tuning import parameter_report, resolve_train_pooler, train_only
-from adapter_bert.model import encoder, heads
+from adapter_bert.model import blocks, heads
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import direct_weights, walk_layers
 
@@ -630,7 +630,7 @@ class AdapterModelMixin:
         self._require(name)
         layers = [self.heads[name]] if name in self.heads else []
         for _, layer in walk_layers(self._backbone_model()):
-            if isinstance(layer, encoder.TaskBranch) and layer.name == name:
+            if isinstance(layer, blocks.TaskBranch) and layer.name == name:
                 layers.append(layer)
         return layers
 
@@ -663,7 +663,7 @@ class AdapterModelMixin:
                 setattr(self, attribute, None)
 
 
-def _modifiable_blocks(bert) -> Iterator[encoder.ModifiableBlock]:
+def _modifiable_blocks(bert) -> Iterator[blocks.ModifiableBlock]:
     """The blocks whose single adapter slot `disable_adapters` switches off."""
     for layer in bert.encoder.transformer_layers:
         yield layer.attention.self_attention

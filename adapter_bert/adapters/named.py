@@ -23,7 +23,8 @@ import tf_keras as keras
 from adapter_bert.model.config import AdapterConfig, adapter_families, adapter_family
 from adapter_bert.model.fast_layers import LayerNorm
 from adapter_bert.adapters.fusion import AdapterFusion
-from adapter_bert.model.encoder import BertModel, TaskBranch, holders, new_adapters
+from adapter_bert.model.blocks import TaskBranch
+from adapter_bert.model.encoder import BertModel, holders, new_adapters
 from adapter_bert.model.naming import direct_weights, walk_layers
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -9,9 +9,9 @@ Data flow of one transformer layer (post-LayerNorm BERT, adapters as in Houlsby 
     a = LayerNorm(x + Adapter(Dropout(Dense(SelfAttention(x)))))
     y = LayerNorm(a + Adapter(Dropout(Dense(act(Dense(a))))))
 
-Every way a block is modified goes through `ModifiableBlock` (the "block modifications"
-section below): a block stores its single `adapter` slot, its `adapter_enabled` switch and
-its named `task_branches`, and its `call` asks `modification(adapter_name)` what to run.
+Every way a block is modified goes through `ModifiableBlock` (model/blocks.py): a block
+stores its single `adapter` slot, its `adapter_enabled` switch and its named
+`task_branches`, and its `call` asks `modification(adapter_name)` what to run.
 The paths, all through that one method:
 
 - the single slot (`BertModel.add_adapters`): a family's layers where its registration
@@ -33,7 +33,7 @@ slot and the task branches are stored apart.
 """
 
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras as keras
@@ -41,6 +41,7 @@ import tf_keras as keras
 from adapter_bert.model.activations import get_activation
 from adapter_bert.adapters.layers import ProjectionAdapter
 from adapter_bert.model.attention_kernel import attention_context
+from adapter_bert.model.blocks import ConfiguredLayer, ModifiableBlock, add_projection_updates
 from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
 from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm, float32_sum
 from adapter_bert.model.inputs import FeatureInputs, model_features
@@ -57,158 +58,6 @@ def _initializer(config: BertConfig):
 
 def _layer_norm(config: BertConfig) -> LayerNorm:
     return LayerNorm(epsilon=config.layer_norm_eps, name="LayerNorm")
-
-
-class _ConfiguredLayer(keras.layers.Layer):
-    """Base for layers built from a `BertConfig`; serialises the config in `get_config`."""
-
-    def __init__(self, config: BertConfig, **kwargs):
-        super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
-
-    def get_config(self):
-        base = super().get_config()
-        base["config"] = self.config.to_dict()
-        return base
-
-
-# ------------------------------------------------------------ block modifications
-@keras.utils.register_keras_serializable(package="adapter_bert")
-class TaskBranch(keras.layers.Layer):
-    """What one named adapter owns inside one backbone block (TF1 scope `<block>/<task>`).
-
-    Each part is optional: `layer_norm` (the task's copy of the block's LayerNorm),
-    `adapter` (its adapter in this slot), `dense` (its pooler projection) and `fusion`
-    with `fused` (an `AdapterFusion` over the adapters of the named tasks). The
-    embeddings' branch also records the task's `adapter_config` and `train_pooler`.
-
-    Args:
-        name: the adapter's name; it becomes the TF1 scope segment.
-    """
-
-    def __init__(self, name, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.layer_norm = None
-        self.adapter = None
-        self.dense = None
-        self.fusion = None
-        self.fused = []
-        self.adapter_config = None
-        self.train_pooler = False
-        # A container that is never called (its block calls its parts, built when they
-        # are added): built from the start, so that SavedModel serialises it.
-        self.built = True
-
-
-class BlockModification(NamedTuple):
-    """What one call of a block runs: the block's own layers or a task's.
-
-    Fields a block does not have are None (self-attention has no LayerNorm, only the
-    pooler has a replaceable `dense`).
-
-    Attributes:
-        layer_norm: the LayerNorm to apply (the block's own or the task's copy).
-        adapter: the adapter to apply, or None.
-        dense: the block's `dense` or the task's own (only the pooler's is replaced).
-        fusion: an `AdapterFusion` to run instead of `adapter`, or None.
-        fused: the adapters the fusion attends over, in the task's order.
-    """
-
-    layer_norm: Optional[keras.layers.Layer] = None
-    adapter: Optional[keras.layers.Layer] = None
-    dense: Optional[keras.layers.Layer] = None
-    fusion: Optional[keras.layers.Layer] = None
-    fused: Tuple[keras.layers.Layer, ...] = ()
-
-
-class ModifiableBlock(_ConfiguredLayer):
-    """Base of the backbone layers adapters modify: the one extension point of a block.
-
-    Storage, set up by `_init_modifications`: `adapter`, the single slot (filled where
-    a family's registration puts it, see `new_adapters`; written by `set_adapter`);
-    `adapter_enabled`, its on/off switch (a plain attribute, set by ablations);
-    `task_branches`, one `TaskBranch` per named adapter (written by `add_task_branch` and
-    `remove_task_branch`). A block's `call` reads them through `modification` alone.
-
-    `BRANCH_PER_TASK`: every named adapter has a branch here (embeddings and output
-    blocks, which hold a LayerNorm); elsewhere a task without a branch runs the block
-    unmodified.
-    """
-
-    BRANCH_PER_TASK = False
-
-    @property
-    def projection_input_width(self) -> int:
-        """Width of the input of this block's dense projections (a projection adapter's)."""
-        return self.config.hidden_size
-
-    def adapter_input_shape(self, adapter: keras.layers.Layer) -> tf.TensorShape:
-        """The input shape `adapter` is built for in this block: the projections' input
-        for a `ProjectionAdapter`, the hidden state otherwise."""
-        width = (self.projection_input_width if isinstance(adapter, ProjectionAdapter)
-                 else self.config.hidden_size)
-        return tf.TensorShape([None, None, width])
-
-    def _init_modifications(self) -> None:
-        # Called last in `__init__`: attribute order is the order Keras walks the
-        # layers, hence the order of the weights (and of the optimizer's slots).
-        self.adapter = None
-        self.adapter_enabled = True
-        self.task_branches = {}
-
-    def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
-        """Fills (or, with None, empties) the single slot; builds it if this layer is built."""
-        self.adapter = adapter
-        if adapter is not None and self.built and not adapter.built:
-            adapter.build(self.adapter_input_shape(adapter))
-
-    def add_task_branch(self, branch: TaskBranch) -> None:
-        """Adds the named adapter `branch.name`'s parts for this block."""
-        self.task_branches[branch.name] = branch
-
-    def remove_task_branch(self, name: str) -> None:
-        """Removes the named adapter `name`'s parts (if it has any here)."""
-        if name in self.task_branches:
-            # A fresh dict (rather than `del`) keeps Keras' tracking and checkpoints sound.
-            self.task_branches = {k: v for k, v in self.task_branches.items() if k != name}
-
-    @tf.autograph.experimental.do_not_convert  # Python dispatch while tracing
-    def modification(self, adapter_name: Optional[str] = None) -> BlockModification:
-        """What this block runs: its own layers (None) or named adapter `adapter_name`'s.
-
-        Raises:
-            KeyError: `BRANCH_PER_TASK` and no adapter named `adapter_name`.
-        """
-        own_layer_norm = getattr(self, "layer_norm", None)
-        own_dense = getattr(self, "dense", None)
-        if adapter_name is None:
-            if not self.adapter_enabled and getattr(self.adapter, "merged", False):
-                raise ValueError(f"the adapter of {self.name} is merged into its kernels and "
-                                 f"cannot be switched off: unmerge it first")
-            return BlockModification(own_layer_norm,
-                                     self.adapter if self.adapter_enabled else None, own_dense)
-        branch = self.task_branches.get(adapter_name)
-        if branch is None:
-            if self.BRANCH_PER_TASK:
-                raise KeyError(f"no adapter named {adapter_name!r} in {self.name} (named "
-                               f"adapters: {sorted(self.task_branches)})")
-            return BlockModification(own_layer_norm, None, own_dense)
-        return BlockModification(
-            own_layer_norm if branch.layer_norm is None else branch.layer_norm,
-            branch.adapter, own_dense if branch.dense is None else branch.dense,
-            branch.fusion, tuple(self.modification(name).adapter for name in branch.fused))
-
-
-def add_projection_updates(adapter, inputs, projections):
-    """`projections` ({Dense name: its output}) plus the updates `adapter(inputs)` returns.
-
-    The adapter is a `ProjectionAdapter` (or stands for one); Keras passes it the block's
-    `training` (its dropout).
-    """
-    updated = dict(projections)
-    for target, update in adapter(inputs).items():
-        updated[target] = updated[target] + tf.cast(update, updated[target].dtype)
-    return updated
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -390,7 +239,7 @@ class BertResidualOutput(ModifiableBlock):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertAttention(_ConfiguredLayer):
+class BertAttention(ConfiguredLayer):
     """Self-attention followed by its output block (scope `attention`)."""
 
     def __init__(self, config, name="attention", **kwargs):
@@ -429,7 +278,7 @@ class BertIntermediate(ModifiableBlock):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertTransformerLayer(_ConfiguredLayer):
+class BertTransformerLayer(ConfiguredLayer):
     """One transformer block (scope `layer_N`) with two adapter slots.
 
     `attention_output_block` and `ffn_output_block` are the two `BertResidualOutput`s
@@ -461,7 +310,7 @@ class BertTransformerLayer(_ConfiguredLayer):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertEncoder(_ConfiguredLayer):
+class BertEncoder(ConfiguredLayer):
     """The stack of transformer layers (scope `encoder`)."""
 
     def __init__(self, config, name="encoder", **kwargs):
