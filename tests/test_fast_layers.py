@@ -137,16 +137,21 @@ def _keras_and_ours(epsilon=1e-12, **kwargs):
 def test_layer_norm_matches_keras_values_and_gradients(epsilon):
     ours, theirs = _keras_and_ours(epsilon)
     x = tf.random.stateless_normal([4, 7, 48], [1, 2]) * 3.0 + 1.5
-    upstream = tf.random.stateless_normal([4, 7, 48], [3, 4])
+    _assert_same_values_and_gradients(ours, theirs, x, tol=1e-4)
+
+
+def _assert_same_values_and_gradients(ours, theirs, x, tol):
+    """Both layers' outputs, input gradients and weight gradients agree within `tol`."""
+    upstream = tf.random.stateless_normal(ours(x).shape, [3, 4])
     results = []
     for layer in (ours, theirs):
         with tf.GradientTape() as tape:
             tape.watch(x)
             out = layer(x)
             loss = tf.reduce_sum(out * upstream)
-        results.append([out] + tape.gradient(loss, [x, layer.gamma, layer.beta]))
+        results.append([out] + tape.gradient(loss, [x] + layer.trainable_weights))
     for mine, reference in zip(*results):
-        np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=tol, atol=tol)
 
 
 def test_layer_norm_normalises_constant_rows_to_beta():
@@ -283,16 +288,8 @@ def _dense_pair(units, activation=None):
 def test_dense_matches_keras_dense_on_3d_inputs_values_and_gradients(activation):
     ours, reference = _dense_pair(4, activation)
     x = tf.random.stateless_normal([3, 5, 8], [3, 4])
-    results = []
-    for layer in (ours, reference):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            out = layer(x)
-            loss = tf.reduce_sum(out * out)
-        results.append([out] + tape.gradient(loss, [x] + layer.trainable_weights))
-    for mine, theirs in zip(*results):
-        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
-    assert results[0][0].shape == [3, 5, 4]
+    _assert_same_values_and_gradients(ours, reference, x, tol=1e-6)
+    assert ours(x).shape == [3, 5, 4]
 
 
 def test_dense_keeps_static_shapes_with_a_dynamic_batch_and_2d_inputs_are_keras():
