@@ -1,107 +1,27 @@
 """adapters/api.py and models.py: one adapter API on every model (`ab.BertModel`, `ab.BertClassifier`,
 `ab.BertSpanModel`, `MultiAdapterModel`): add, switch, train, delete, disable, save, load."""
 
-import contextlib
-import importlib
-import io
 import json
 import logging
-import re
-import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import tf_keras
 
 import adapter_bert as ab
 from adapter_bert.adapters import api, models
 from adapter_bert.adapters.files import AdapterFileError, save_adapter as save_run_files
 from adapter_bert.adapters.multitask import MultiAdapterModel
-from adapter_bert.adapters.tuning import apply_tuning, parameter_line, parameter_summary
-from adapter_bert.model import encoder, heads
-from adapter_bert.model.checkpoints import CheckpointError, save_tf1_checkpoint
+from adapter_bert.adapters.tuning import apply_tuning, parameter_line
+from adapter_bert.model import heads
+from adapter_bert.model.checkpoints import CheckpointError
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.naming import tf1_variables
-from tests.conftest import BERT_VOCAB, REPO, tiny_inputs
-
-M = 4
-KINDS = ("backbone", "classifier", "span", "multi")
-# What each kind gives an adapter (num_labels 3 for classifiers).
-HEAD_SIZES = {"backbone": 0, "classifier": 3 * 16 + 3, "span": 2 * 16 + 2, "multi": 3 * 16 + 3}
-
-
-def count(variables):
-    return sum(int(np.prod(v.shape)) for v in variables)
-
-
-def base_backbone(config, seed=0):
-    """A built plain BertModel with random weights (pooler bias never trained: zero)."""
-    tf.keras.utils.set_random_seed(seed)
-    bert = encoder.BertModel(config)
-    bert.build_with_dummy_inputs()
-    return bert
-
-
-def copy_weights(source, target):
-    """Assigns every weight of `target` that `source` has under the same TF1 name."""
-    names = tf1_variables(source)
-    for name, variable in tf1_variables(target).items():
-        if name in names:
-            variable.assign(names[name])
-
-
-def make(kind, config, source):
-    """A model of `kind` with the adapter API on the weights of backbone `source`."""
-    if kind == "multi":
-        bert = encoder.BertModel(config)
-        bert.build_with_dummy_inputs()
-        copy_weights(source, bert)
-        return MultiAdapterModel(bert)
-    model = {"backbone": lambda: ab.BertModel(config),
-             "classifier": lambda: ab.BertClassifier(config, 3),
-             "span": lambda: ab.BertSpanModel(config)}[kind]()
-    model.build_with_dummy_inputs()
-    copy_weights(source, model)
-    return model
-
-
-def plain_twin(kind, model):
-    """The same network without the adapter API or any adapter, on `model`'s weights."""
-    config = (model if kind == "backbone" else model.bert).config
-    twin = {"backbone": lambda: encoder.BertModel(config),
-            "multi": lambda: encoder.BertModel(config),
-            "classifier": lambda: heads.BertClassifier(config, 3),
-            "span": lambda: heads.BertSpanModel(config)}[kind]()
-    twin.build_with_dummy_inputs()
-    copy_weights(model, twin)
-    return twin
-
-
-def perturb(model, name, seed=1):
-    """Moves adapter `name`'s weights off their start (adapters near identity otherwise)."""
-    rng = np.random.default_rng(seed)
-    for variable in model.adapter_variables(name).values():
-        variable.assign_add(rng.normal(0, 0.2, variable.shape).astype("float32"))
-
-
-def same(a, b):
-    tf.nest.map_structure(lambda x, y: np.testing.assert_array_equal(np.asarray(x),
-                                                                     np.asarray(y)), a, b)
-
-
-def differ(a, b):
-    flat_a, flat_b = tf.nest.flatten(a), tf.nest.flatten(b)
-    return any(not np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(flat_a, flat_b))
-
-
-@pytest.fixture
-def source(tiny_config):
-    return base_backbone(tiny_config)
-
-
-def run(model):
-    return model(tiny_inputs(), training=False)
+from tests.adapter_api_helpers import (HEAD_SIZES, KINDS, M, base_backbone, copy_weights, count,
+                                       differ, make, perturb, plain_twin, run, same,
+                                       write_backbone)
+from tests.adapter_api_helpers import source  # noqa: F401 (a fixture)
+from tests.conftest import tiny_inputs
 
 
 # ------------------------------------------------------------------- the methods
@@ -253,14 +173,6 @@ def test_apply_tuning_refuses_a_model_with_named_adapters(tiny_config, source):
 
 
 # --------------------------------------------------------------------- files
-def write_backbone(bert, folder):
-    """`bert`'s weights as a TF1 checkpoint folder `load_pretrained` reads."""
-    folder.mkdir(parents=True, exist_ok=True)
-    save_tf1_checkpoint(bert, str(folder / "bert_model.ckpt"))
-    (folder / "bert_config.json").write_text(bert.config.to_google_json())
-    return folder
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_save_then_load_onto_a_fresh_backbone_in_one_call(tiny_config, source, kind, tmp_path):
     model = make(kind, tiny_config, source)
@@ -470,245 +382,3 @@ def test_the_package_root_exports_the_api():
     assert ab.load_pretrained is models.load_pretrained
     for name in ("load_adapter", "save_adapter"):
         assert name in ab.__all__
-
-
-# ------------------------------------------------------------------ LoRA merging
-LORA = AdapterConfig(size=M, adapter_type="lora", lora_alpha=8,
-                     lora_targets=["key", "attention_output", "intermediate"], lora_dropout=0.2)
-# The kernels LORA's targets update, in every layer.
-LORA_KERNELS = ("attention/self/key", "attention/output/dense", "intermediate/dense")
-
-
-def kernels(model):
-    return {n: v.numpy().copy() for n, v in tf1_variables(model).items() if n.endswith("/kernel")}
-
-
-@pytest.mark.parametrize("kind", ["classifier", "multi"])
-def test_a_named_lora_adapter_trains_saves_loads_merges_and_unmerges(tiny_config, source, kind,
-                                                                    tmp_path):
-    model = make(kind, tiny_config, source)
-    model.add_adapter("other", AdapterConfig(size=M), num_labels=2)
-    model.add_adapter("lora", LORA, num_labels=2, labels=["no", "yes"], train_pooler=False)
-    report = model.train_adapter("lora", verbose=False)
-    # key and attention_output: r (16 + 16) each, intermediate: r (16 + 32); two layers.
-    assert LORA.param_count(tiny_config) == 2 * M * (32 + 32 + 48) == 896
-    own = 896 + (1 + 2 * 2) * 2 * 16 + (2 * 16 + 2)  # + every LayerNorm copy + head
-    assert count(model.trainable_weights) == own
-    assert {id(v) for v in model.trainable_weights} == {
-        id(v) for v in model.adapter_variables("lora").values()}
-    assert "adapters" in report and parameter_line(own, count(model.weights)) in report
-    assert sorted(n for n in model.adapter_variables("lora") if "_lora_" in n) == sorted(
-        f"bert/encoder/layer_{i}/{block}/adapters/{weight}_lora_{ab_}"
-        for i in range(2) for block, weight in (("attention/self", "key"),
-                                               ("attention/output", "dense"),
-                                               ("intermediate", "dense"))
-        for ab_ in "AB")
-    lora_layers = [layer for layer in model.bert._flatten_layers()  # noqa: SLF001
-                   if isinstance(layer, ab.LoraAdapter)]
-    assert len(lora_layers) == 2 * 3  # per layer: self-attention, attention output, intermediate
-    assert {layer.dropout_rate for layer in lora_layers} == {0.2}
-    assert {layer.scale for layer in lora_layers} == {2.0}  # alpha / r
-
-    frozen = {n: v for n, v in kernels(model).items()}
-    start = {n: v.numpy().copy() for n, v in model.adapter_variables("lora").items()}
-    model.compile(optimizer=tf_keras.optimizers.Adam(3e-2),
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    inputs = tiny_inputs(batch=8, seed=4, pad_last=0)
-    labels = (inputs["input_ids"][:, 1] % 2).astype("int32")
-    losses = model.fit(inputs, labels, epochs=6, batch_size=8, verbose=0).history["loss"]
-    assert losses[-1] < losses[0]
-    for name, value in frozen.items():
-        np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)
-    moved = [n for n, v in model.adapter_variables("lora").items()
-             if not np.array_equal(v.numpy(), start[n])]
-    assert sorted(moved) == sorted(start)
-    # Dropout acts on the updates' input while training only.
-    layer = lora_layers[0]
-    x = tf.ones([1, 3, 16])
-    tf.keras.utils.set_random_seed(7)
-    assert differ(layer(x, training=True), layer(x, training=False))
-
-    expected = run(model)
-    model.save_adapter(str(tmp_path / "lora"))  # the active adapter
-    stored = json.loads((tmp_path / "lora" / "adapter_config.json").read_text())
-    assert stored["adapter_config"] == LORA.to_dict()
-    assert stored["adapter_config"]["lora_targets"] == ["key", "attention_output",
-                                                        "intermediate"]
-    folder = write_backbone(source, tmp_path / "backbone")
-    loaded = ab.load_adapter(str(tmp_path / "lora"), backbone=str(folder))
-    assert loaded.adapter_names == ["lora"] and loaded.labels["lora"] == ["no", "yes"]
-    same(run(loaded), expected)
-    two_lines = ab.load_pretrained(str(folder), head="classifier")
-    assert two_lines.load_adapter(str(tmp_path / "lora")) == "lora"
-    same(run(two_lines), expected)
-
-    before = kernels(loaded)
-    predicted = loaded.predict(tiny_inputs(), verbose=0)  # a traced function to reset
-    loaded.merge_adapter()  # the active adapter
-    assert loaded.bert.merged_adapters() == ["lora"]
-    changed = sorted(n for n, v in kernels(loaded).items() if not np.array_equal(v, before[n]))
-    assert changed == sorted(f"bert/encoder/layer_{i}/{k}/kernel"
-                             for i in range(2) for k in LORA_KERNELS)
-    np.testing.assert_allclose(run(loaded), expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(loaded.predict(tiny_inputs(), verbose=0), predicted,
-                               rtol=1e-5, atol=1e-5)
-    # While merged: saving (adapter files or Keras), loading and training are refused,
-    # and nothing is written.
-    with pytest.raises(AdapterFileError, match="adapter 'lora' is merged into the backbone's "
-                                               "kernels: unmerge it"):
-        loaded.save_adapter(str(tmp_path / "merged"))
-    with pytest.raises(AdapterFileError, match="unmerge it"):
-        ab.save_adapter(loaded, str(tmp_path / "merged"))
-    with pytest.raises(AdapterFileError, match="unmerge it .* before loading"):
-        loaded.load_adapter(str(tmp_path / "lora"), name="again")
-    assert loaded.adapter_names == ["lora"]
-    for target in ("merged.keras", "merged_savedmodel"):
-        with pytest.raises(ValueError, match="before saving the model with Keras"):
-            loaded.save(str(tmp_path / target))
-        assert not (tmp_path / target).exists()
-    assert not (tmp_path / "merged").exists()
-    with pytest.raises(ValueError, match="before training adapter 'lora'"):
-        loaded.train_adapter("lora")
-    with pytest.raises(ValueError, match="merged already"):
-        loaded.merge_adapter("lora")
-    loaded.unmerge_adapter()
-    for name, value in before.items():
-        np.testing.assert_array_equal(tf1_variables(loaded)[name].numpy(), value, err_msg=name)
-    same(run(loaded), expected)
-    with pytest.raises(ValueError, match="no adapter of the model is merged"):
-        loaded.unmerge_adapter()
-    with loaded.adapter_merged():
-        np.testing.assert_allclose(run(loaded), expected, rtol=1e-5, atol=1e-5)
-    same(run(loaded), expected)
-    # The package's functions do the same (default: the active adapter).
-    ab.merge_adapter(loaded)
-    assert loaded.bert.merged_adapters() == ["lora"]
-    ab.unmerge_adapter(loaded)
-    same(run(loaded), expected)
-    # Unmerged, it saves again: the same file as before merging.
-    loaded.save_adapter(str(tmp_path / "after"))
-    after = json.loads((tmp_path / "after" / "adapter_config.json").read_text())
-    assert after["backbone_fingerprint"] == stored["backbone_fingerprint"]
-    assert after["weights_sha256"] == stored["weights_sha256"]
-
-
-def test_merge_methods_choose_the_adapter_and_restore_the_active_one(tiny_config, source):
-    model = make("multi", tiny_config, source)
-    model.add_adapter("h", AdapterConfig(size=M), num_labels=2)
-    for name in ("a", "b"):
-        model.add_adapter(name, LORA, num_labels=2)
-        perturb(model, name)
-    outputs = {}
-    for name in ("a", "b"):
-        model.set_active_adapters(name)
-        outputs[name] = run(model)
-    model.set_active_adapters("h")
-    with pytest.raises(ValueError, match=r"adapter 'h' has nothing to merge \(houlsby "
-                                         r"adapters\)"):
-        model.merge_adapter()
-    model.merge_adapter("a")  # activates it: the shared kernels hold its update
-    assert model.active_adapter == "a" and model.bert.merged_adapters() == ["a"]
-    np.testing.assert_allclose(run(model), outputs["a"], rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="'a' is merged already"):
-        model.merge_adapter("b")
-    with pytest.raises(ValueError, match="adapter 'a' is merged .* before running adapter 'b'"):
-        model(dict(tiny_inputs(), adapter_names=["a", "b"]), training=False)
-    with pytest.raises(ValueError, match="adapter 'b' is not merged"):
-        model.unmerge_adapter("b")
-    with pytest.raises(KeyError, match="no adapter named 'zz'"):
-        model.unmerge_adapter("zz")
-    model.unmerge_adapter("a")
-    model.set_active_adapters("h")
-    with model.adapter_merged("b"):
-        assert model.active_adapter == "b"
-        np.testing.assert_allclose(run(model), outputs["b"], rtol=1e-5, atol=1e-5)
-    assert model.active_adapter == "h" and model.bert.merged_adapters() == []
-    with pytest.raises(RuntimeError):  # unmerged after an error too
-        with model.adapter_merged("b"):
-            raise RuntimeError("inside")
-    assert model.active_adapter == "h" and model.bert.merged_adapters() == []
-    model.set_active_adapters(None)
-    with pytest.raises(ValueError, match=r"MultiAdapterModel has no active adapter to merge: "
-                                         r"pass name=\.\.\. \(adapters: \['h', 'a', 'b'\]\)"):
-        model.merge_adapter()
-
-
-def test_the_single_set_of_a_runner_style_model_merges_by_method(tiny_config, source):
-    model = ab.BertClassifier(tiny_config, 2, LORA)
-    model.build_with_dummy_inputs()
-    copy_weights(source, model)
-    rng = np.random.default_rng(5)
-    for name, variable in tf1_variables(model).items():
-        if "_lora_" in name:
-            variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
-    expected = run(model)
-    before = kernels(model)
-    model.merge_adapter()  # no named adapter: the model's own set
-    assert model.bert.merged_adapters() == [None]
-    np.testing.assert_allclose(run(model), expected, rtol=1e-5, atol=1e-5)
-    model.unmerge_adapter()
-    for name, value in before.items():
-        np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)
-    same(run(model), expected)
-
-
-# ------------------------------------------------------- a family of one's own
-def docs_family_example() -> str:
-    """The "Adding an adapter family" block of docs/adapters.md."""
-    text = (REPO / "docs" / "adapters.md").read_text()
-    start = text.index("<!-- family-example")
-    return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
-
-
-@pytest.fixture
-def gated_family(tmp_path, monkeypatch):
-    """Runs the docs' block (on a tiny backbone standing in for MiniLM) as a module, which
-    registers the "gated" family; unregisters it afterwards."""
-    from adapter_bert.model import checkpoints
-    from adapter_bert.model.config import adapter_families, unregister_adapter_family
-    from tests.runner_utils import write_tiny_backbone
-    tiny = write_tiny_backbone(tmp_path / "minilm_stand_in", BERT_VOCAB)
-    monkeypatch.setattr(checkpoints, "default_backbone_dir", lambda: str(tiny))
-    # A module file rather than exec: AutoGraph reads the layer's source.
-    (tmp_path / "docs_gated_family.py").write_text(docs_family_example())
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield importlib.import_module("docs_gated_family")
-    finally:
-        sys.modules.pop("docs_gated_family", None)
-        if "gated" in [family.name for family in adapter_families()]:
-            unregister_adapter_family("gated")
-
-
-def test_the_docs_family_goes_through_add_save_and_load(gated_family, tiny_config, source,
-                                                        tmp_path):
-    config = AdapterConfig(size=M, adapter_type="gated", gated_init=0.5)
-    model = make("classifier", tiny_config, source)
-    model.add_adapter("gate", config, num_labels=3, labels=["a", "b", "c"], train_pooler=False)
-    gates = [layer for layer in model.bert._flatten_layers()  # noqa: SLF001
-             if isinstance(layer, gated_family.GatedAdapter)]
-    assert len(gates) == 2 * 2 and {float(g.gate.numpy()) for g in gates} == {0.5}
-    model.train_adapter("gate", verbose=False)
-    # Per slot 2 * 16 * M + M + 16 + 1 (the gate); two slots in each of two layers.
-    assert config.param_count(tiny_config) == 4 * (2 * 16 * M + M + 16 + 1)
-    own = config.param_count(tiny_config) + (1 + 2 * 2) * 2 * 16 + (3 * 16 + 3)
-    assert count(model.trainable_weights) == own
-    assert parameter_summary(model)["adapters"] == (config.param_count(tiny_config),) * 2
-    perturb(model, "gate")
-    expected = run(model)
-    model.save_adapter(str(tmp_path / "gate"))
-    stored = json.loads((tmp_path / "gate" / "adapter_config.json").read_text())
-    assert stored["adapter_config"]["adapter_type"] == "gated"
-    assert stored["adapter_config"]["gated_init"] == 0.5
-    loaded = ab.load_adapter(str(tmp_path / "gate"),
-                             backbone=str(write_backbone(source, tmp_path / "backbone")))
-    assert loaded.labels == {"gate": ["a", "b", "c"]}
-    assert sum(isinstance(layer, gated_family.GatedAdapter)
-               for layer in loaded.bert._flatten_layers()) == 4  # noqa: SLF001
-    same(run(loaded), expected)
-    multi = make("multi", tiny_config, source)
-    assert multi.load_adapter(str(tmp_path / "gate")) == "gate"
-    same(run(multi), expected)
-    with pytest.raises(ValueError, match=r"nothing to merge \(gated adapters\)"):
-        loaded.merge_adapter()
