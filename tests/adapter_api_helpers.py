@@ -96,3 +96,19 @@ def write_backbone(bert, folder):
     save_tf1_checkpoint(bert, str(folder / "bert_model.ckpt"))
     (folder / "bert_config.json").write_text(bert.config.to_google_json())
     return folder
+
+
+def fit_briefly(model, learning_rate, examples, epochs):
+    """Fits `model` on `examples` tiny inputs labelled by token parity; returns the losses."""
+    import tf_keras
+    model.compile(optimizer=tf_keras.optimizers.Adam(learning_rate),
+                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    inputs = tiny_inputs(batch=examples, seed=4, pad_last=0)
+    labels = (inputs["input_ids"][:, 1] % 2).astype("int32")
+    return model.fit(inputs, labels, epochs=epochs, batch_size=8, verbose=0).history["loss"]
+
+
+def assert_unchanged(model, expected):
+    """Every TF1-named weight in `expected` still has its value."""
+    for name, value in expected.items():
+        np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)

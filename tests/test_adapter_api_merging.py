@@ -11,15 +11,14 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-import tf_keras
 
 import adapter_bert as ab
 from adapter_bert.adapters.files import AdapterFileError
 from adapter_bert.adapters.tuning import parameter_line, parameter_summary
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import tf1_variables
-from tests.adapter_api_helpers import (M, copy_weights, count, differ, make, perturb, run, same,
-                                       write_backbone)
+from tests.adapter_api_helpers import (M, assert_unchanged, copy_weights, count, differ,
+                                       fit_briefly, make, perturb, run, same, write_backbone)
 from tests.adapter_api_helpers import source  # noqa: F401 (a fixture)
 from tests.conftest import BERT_VOCAB, REPO, tiny_inputs
 
@@ -63,14 +62,9 @@ def test_a_named_lora_adapter_trains_saves_loads_merges_and_unmerges(tiny_config
 
     frozen = {n: v for n, v in kernels(model).items()}
     start = {n: v.numpy().copy() for n, v in model.adapter_variables("lora").items()}
-    model.compile(optimizer=tf_keras.optimizers.Adam(3e-2),
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    inputs = tiny_inputs(batch=8, seed=4, pad_last=0)
-    labels = (inputs["input_ids"][:, 1] % 2).astype("int32")
-    losses = model.fit(inputs, labels, epochs=6, batch_size=8, verbose=0).history["loss"]
+    losses = fit_briefly(model, 3e-2, examples=8, epochs=6)
     assert losses[-1] < losses[0]
-    for name, value in frozen.items():
-        np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)
+    assert_unchanged(model, frozen)
     moved = [n for n, v in model.adapter_variables("lora").items()
              if not np.array_equal(v.numpy(), start[n])]
     assert sorted(moved) == sorted(start)
