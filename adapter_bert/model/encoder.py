@@ -177,8 +177,9 @@ class BertSelfAttention(ModifiableBlock):
         batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
         keep, keep_scale = self.dropout.keep_mask(
             [batch, self.config.num_attention_heads, length, length], training=training)
-        # Softmax in float32 whatever the compute dtype (mixed precision safety); the
-        # probabilities are recomputed for the gradient rather than kept (see the module).
+        # The softmax accumulates in float32 in every dtype (float16's is float32 end to
+        # end); the probabilities are recomputed for the gradient rather than kept (see
+        # model/attention_kernel.py).
         context = attention_context(query, key, value, attention_adder,
                                     1.0 / math.sqrt(self.config.head_size), keep, keep_scale)
         context = tf.transpose(context, [0, 2, 1, 3])                    # [B, T, N, D]
