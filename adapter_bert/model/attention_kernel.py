@@ -18,9 +18,9 @@ The result is the same function: outputs and gradients match the op-by-op comput
 Scales are applied where the tensor is smallest: the dropout's inverse keep probability
 multiplies the context (and its gradient), not the probabilities.
 
-Under mixed precision (16-bit query, key and value) the [B, N, T, T] work stays in the
-16-bit dtype. The scores leave the matmul rounded to 16 bits and the probabilities are
-rounded to 16 bits before their product with the values whatever the softmax computes in
+Under mixed_bfloat16 (bfloat16 query, key and value) the [B, N, T, T] work stays in
+bfloat16. The scores leave the matmul rounded to bfloat16 and the probabilities are
+rounded to bfloat16 before their product with the values whatever the softmax computes in
 between, and TensorFlow's CPU softmax and sums accumulate in float32 internally, rounding
 only their outputs; casting the square tensors to float32 and back (six casts per layer
 in a training step) would add passes, not precision. The scores' scale is folded into the
@@ -28,6 +28,8 @@ query ([B, N, T, D], a quarter of the scores' size at D = 32, T = 128), and the 
 agree with float32 as closely as the cast version's (tests/test_attention_kernel.py).
 On a CPU outside XLA the softmax gradient's element-wise work is one XLA-fused pass
 computed in float32 (`_fused_softmax_dropout_backward`), as activations.py does for GELU.
+float16 (GPUs' mixed_float16) keeps the float32 softmax: its range is too narrow for
+scores and padding offsets.
 """
 
 from typing import Optional
