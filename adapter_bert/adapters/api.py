@@ -704,6 +704,3 @@ def file_head_kind(description: dict, directory: str) -> Optional[str]:
 def pop_adapter_fields(config: dict):
     """Removes the adapter API's fields from a `get_config` dict: (adapters, active)."""
     return config.pop("adapters", None), config.pop("active_adapter", None)
-
-
-# ---------------------------------------------------------------- the models

@@ -1,8 +1,9 @@
 """Dropout, LayerNorm, Dense and a float32 sum that make fewer passes over memory on a CPU.
 
 Outside its matrix products, a BERT training step on a CPU is bound by memory traffic:
-each element-wise TensorFlow op reads and writes whole activations. Two layers of the
-encoder spend more of that traffic than they need to:
+each element-wise TensorFlow op reads and writes whole activations. Three layers of the
+encoder spend more of that traffic than they need to, and so do mixed precision's float32
+sums (`float32_sum`, below):
 
 - Keras' `Dropout` draws one 32-bit random float per element, and the attention-probability
   dropout alone covers batch x heads x length^2 elements per layer. `Dropout` here draws
