@@ -66,6 +66,9 @@ MODES = ("adapter", "full")
 GLUE_FOLDERS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
 # A run's dtype in its id; float32 runs (the specs without a "dtype") carry no tag.
 DTYPE_TAGS = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
+# A spec's "optimizer", when it has one, names the runner flags it adds (and tags its id):
+# "corrected" is plain bias-corrected AdamW, what AdapterHub and PyTorch users train with.
+OPTIMIZER_FLAGS = {None: [], "corrected": ["--adam_bias_correction"]}
 # Item targets for the MRPC adapter cells (mean accuracy, mean F1, lowest seed accuracy).
 MRPC_TARGET = (80.0, 86.0, 78.0)
 
@@ -80,6 +83,8 @@ def run_id(spec) -> str:
         parts.append("fixedpad")
     if spec.get("dtype", "float32") != "float32":
         parts.append(DTYPE_TAGS[spec["dtype"]])
+    if spec.get("optimizer"):
+        parts.append(spec["optimizer"])
     parts.append(f"seed{spec['seed']}")
     return "_".join(parts)
 
@@ -188,6 +193,7 @@ def command_for(spec, output_dir, work_dir):
               f"--dtype={spec.get('dtype', 'float32')}"]
     if spec["mode"] != "adapter":
         common.append(f"--tuning_mode={spec['mode']}")
+    common += OPTIMIZER_FLAGS[spec.get("optimizer")]
     if spec.get("backbone") == "tf1":
         prefix = tf1_backbone(work_dir)
         folder = os.path.dirname(prefix)
@@ -252,13 +258,41 @@ def result_record(spec, command, output_dir, wall):
                       **({"dev_mcc": 100 * results["eval_mcc"]} if "eval_mcc" in results
                          else {}),
                       trainable_params=int(results["trainable_params"]),
-                      trainable_percent=float(results["trainable_percent"]))
+                      trainable_percent=float(results["trainable_percent"]),
+                      dev_loss=results.get("eval_loss"))
+        curve = train_loss_per_epoch(output_dir, spec["epochs"])
+        if curve:
+            record["train_loss_per_epoch"] = curve
     else:
         with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
             results = json.load(f)
         record.update(exact_match=results["exact_match"], f1=results["f1"])
     record["optimizer_log"] = _optimizer_line(os.path.join(output_dir, "run.log"))
     return record
+
+
+def train_loss_per_epoch(output_dir, epochs):
+    """The mean training loss of each epoch, from the batch losses the runner's
+    TensorBoard log keeps every 10 steps (`<output_dir>/logs/train`); [] without a log.
+    How fast a run fits its training set is what tells a step size that is too large
+    (the loss stays near the class prior's) from one that overfits (it falls far below)."""
+    import glob
+    from tensorflow.core.util import event_pb2
+    import tensorflow as tf
+    losses = {}
+    for path in glob.glob(os.path.join(output_dir, "logs", "train", "events*")):
+        for raw in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                if value.tag == "batch_loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor))
+    if not losses:
+        return []
+    last = max(losses)
+    by_epoch = [[] for _ in range(epochs)]
+    for step, loss in losses.items():  # steps count from 1; the last step ends the last epoch
+        by_epoch[min(epochs - 1, (step - 1) * epochs // last)].append(loss)
+    return [round(sum(v) / len(v), 4) for v in by_epoch if v]
 
 
 # A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running

@@ -9,7 +9,8 @@ robust_defaults = bench_module("robust_defaults")
 def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     specs = glue_table.specs()
     ids = [robust_defaults.run_id(s) for s in specs]
-    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3  # 3-epoch rows, 20 epochs, 3e-3, 3e-4
+    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA bias-corrected
+    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 3
     # Seed 42 of every small-task 3-epoch cell comes first, SST-2's other seeds last.
     assert [(s["task"], s["mode"], s["seed"]) for s in specs[:6]] == [
         (task, mode, 42) for task in ("cola", "mrpc", "rte") for mode in ("adapter", "full")]
@@ -30,6 +31,10 @@ def test_commands_are_the_runner_at_its_defaults(tmp_path):
     assert "--task_name=CoLA" in command and "--num_train_epochs=20" in command
     assert "--learning_rate=1e-3" in command and "--seed=43" in command
     assert not [a for a in command if a.startswith(("--adam", "--warmup", "--adapter_init"))]
+    corrected = glue_table.spec("cola", "adapter", "1e-3", 3, 42, "corrected")
+    assert robust_defaults.run_id(corrected) == "cola_minilm_adapter_1e-3_3ep_corrected_seed42"
+    command = robust_defaults.command_for(corrected, str(tmp_path / "out"), str(tmp_path))
+    assert [a for a in command if a.startswith("--adam")] == ["--adam_bias_correction"]
 
 
 def _record(task, mode, lr, epochs, seed, **metrics):
@@ -60,9 +65,11 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
         in lines[2]
     # Full fine-tuning has one task done: no average yet.
     assert rows[1]["average"] is None and lines[3].split("|")[-3].strip() == "—"
-    # The 20-epoch protocol and the sweep cells have no SST-2 cell; peers' rows follow.
+    # The 20-epoch protocol and the sweep cells have no SST-2 cell, the bias-corrected row
+    # has CoLA only; the peers' rows follow.
     assert "n/a" in lines[4] and "n/a" in lines[5] and "n/a" in lines[6]
-    assert lines[7].startswith("| AdapterHub")
+    assert lines[7].startswith("| adapters, bias-corrected") and lines[7].count("n/a") == 4
+    assert lines[8].startswith("| AdapterHub")
 
 
 def test_a_cola_record_has_mcc_and_no_accuracy(tmp_path):
@@ -75,3 +82,22 @@ def test_a_cola_record_has_mcc_and_no_accuracy(tmp_path):
     spec = glue_table.spec("cola", "adapter", "1e-3", 3, 42)
     record = robust_defaults.result_record(spec, ["python", "x"], str(out), 12.0)
     assert record["dev_accuracy"] is None and abs(record["dev_mcc"] - 23.83) < 1e-9
+
+
+def test_a_record_keeps_the_dev_loss_and_the_training_loss_of_each_epoch(tmp_path):
+    import tensorflow as tf
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "eval_results.txt").write_text(
+        "eval_loss = 0.61\neval_mcc = 0.2383\nglobal_step = 60\ntrainable_params = 753794\n"
+        "trainable_percent = 3.2339\n")
+    (out / "run.log").write_text("Optimizer: Google's AdamW\n")
+    writer = tf.summary.create_file_writer(str(out / "logs" / "train"))
+    with writer.as_default():  # the runner logs the batch loss every 10 steps
+        for step, loss in zip(range(10, 70, 10), (0.7, 0.6, 0.5, 0.4, 0.3, 0.1)):
+            tf.summary.scalar("batch_loss", loss, step=step)
+    writer.close()
+    spec = glue_table.spec("cola", "adapter", "1e-3", 3, 42)
+    record = robust_defaults.result_record(spec, ["python", "x"], str(out), 12.0)
+    assert record["dev_loss"] == 0.61
+    assert record["train_loss_per_epoch"] == [0.65, 0.45, 0.2]
