@@ -260,7 +260,7 @@ def result_record(spec, command, output_dir, wall):
                       trainable_params=int(results["trainable_params"]),
                       trainable_percent=float(results["trainable_percent"]),
                       dev_loss=results.get("eval_loss"))
-        curve = train_loss_per_epoch(output_dir, spec["epochs"])
+        curve = train_loss_per_epoch(output_dir, spec["epochs"], results.get("global_step"))
         if curve:
             record["train_loss_per_epoch"] = curve
     else:
@@ -271,9 +271,10 @@ def result_record(spec, command, output_dir, wall):
     return record
 
 
-def train_loss_per_epoch(output_dir, epochs):
+def train_loss_per_epoch(output_dir, epochs, total_steps=None):
     """The mean training loss of each epoch, from the batch losses the runner's
-    TensorBoard log keeps every 10 steps (`<output_dir>/logs/train`); [] without a log.
+    TensorBoard log keeps every 10 steps (`<output_dir>/logs/train`): None for an epoch
+    the log does not cover (a resumed run whose first log is gone), [] without a log.
     How fast a run fits its training set is what tells a step size that is too large
     (the loss stays near the class prior's) from one that overfits (it falls far below)."""
     import glob
@@ -288,11 +289,11 @@ def train_loss_per_epoch(output_dir, epochs):
                     losses[event.step] = float(tf.make_ndarray(value.tensor))
     if not losses:
         return []
-    last = max(losses)
+    total_steps = int(total_steps or max(losses))
     by_epoch = [[] for _ in range(epochs)]
-    for step, loss in losses.items():  # steps count from 1; the last step ends the last epoch
-        by_epoch[min(epochs - 1, (step - 1) * epochs // last)].append(loss)
-    return [round(sum(v) / len(v), 4) for v in by_epoch if v]
+    for step, loss in losses.items():  # steps count from 1
+        by_epoch[min(epochs - 1, (step - 1) * epochs // total_steps)].append(loss)
+    return [round(sum(v) / len(v), 4) if v else None for v in by_epoch]
 
 
 # A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running

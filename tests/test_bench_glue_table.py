@@ -9,8 +9,11 @@ robust_defaults = bench_module("robust_defaults")
 def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     specs = glue_table.specs()
     ids = [robust_defaults.run_id(s) for s in specs]
-    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA bias-corrected
-    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 3
+    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA bias-corrected, CoLA's extra seeds
+    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 3 + 2 * 3
+    assert glue_table.seeds_of("cola", "full", "5e-5", 3) == (42, 43, 44, 45, 46, 47)
+    assert glue_table.seeds_of("cola", "adapter", "1e-3", 20) == (42, 43, 44)
+    assert glue_table.seeds_of("mrpc", "adapter", "1e-3", 3) == (42, 43, 44)
     # Seed 42 of every small-task 3-epoch cell comes first, SST-2's other seeds last.
     assert [(s["task"], s["mode"], s["seed"]) for s in specs[:6]] == [
         (task, mode, 42) for task in ("cola", "mrpc", "rte") for mode in ("adapter", "full")]
@@ -63,6 +66,9 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
     assert adapters["average"] == (22.0 + 90.0 + 86.0 + 60.0) / 4
     assert "| 22.00 ± 2.83 (2) | 90.00 (1) | 86.00 (1) | 80.00 (1) | 60.00 (1) | 64.50 |" \
         in lines[2]
+    # CoLA's cells at the defaults have six seeds: three of them done still shows the count.
+    records.update([_record("cola", "adapter", "1e-3", 3, 44, dev_mcc=22.0)])
+    assert "| 22.00 ± 2.00 (3) | 90.00 (1) |" in glue_table.table(records)[1][2]
     # Full fine-tuning has one task done: no average yet.
     assert rows[1]["average"] is None and lines[3].split("|")[-3].strip() == "—"
     # The 20-epoch protocol and the sweep cells have no SST-2 cell, the bias-corrected row
