@@ -217,6 +217,20 @@ def test_killed_run_resumes_from_its_last_checkpoint(backbone, mrpc_dir, tmp_pat
     assert "ckpt-6" in rerun.stderr and "Restored" in rerun.stderr
     assert f"steps 7..{total} of {total}" in rerun.stderr
     assert (tmp_path / "out" / f"checkpoints/ckpt-{total}.index").exists()
+    # TensorBoard's curve goes on from step 7: the loss is logged at global steps 10 and
+    # 20 (every 10 steps), not at the resumed call's own 10th step.
+    assert _logged_steps(tmp_path / "out" / "logs" / "train", "batch_loss") == [10, 20]
+
+
+def _logged_steps(log_dir, tag):
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+    steps = []
+    for path in sorted(log_dir.glob("events*")):
+        for raw in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(raw.numpy())
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return sorted(steps)
 
 
 def test_default_dtype_is_this_machines_native_one_and_logged(backbone, mrpc_dir, tmp_path):

@@ -344,6 +344,20 @@ class _StepCheckpointCallback(keras.callbacks.Callback):
             self.boundary = step // self.every
 
 
+class _GlobalStepTensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard logging every 10 steps, numbered by the global step: `fit`
+    restarts the model's step counter at 0, so without this a resumed run would log its
+    steps over those of the run it resumes, and its curve would start again at 0."""
+
+    def __init__(self, log_dir: str, start: int):
+        super().__init__(log_dir, update_freq=10)
+        self.start = start
+
+    def on_train_begin(self, logs=None):
+        self.model._train_counter.assign(self.start)  # pylint: disable=protected-access
+        super().on_train_begin(logs)
+
+
 class _StopOnSignal(keras.callbacks.Callback):
     """After the step in which SIGTERM or SIGINT arrived (on any worker, see
     `preemption`): saves a checkpoint at that step, unless one was just saved, and
@@ -493,7 +507,7 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
     callbacks = [
         step_checkpoints,
         stop,
-        keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=10),
+        _GlobalStepTensorBoard(os.path.join(write_dir, "logs"), start=done),
         keras.callbacks.TerminateOnNaN(),
         *extra_callbacks,
     ]
