@@ -143,22 +143,40 @@ def _task_cells(task, runs, expected=len(SEEDS)):
     return entry, cells
 
 
+def _averages(means):
+    """The average of the tasks' first metrics over all four tasks and over the small
+    ones (CoLA, MRPC, RTE), each None until every task in it has a figure."""
+    def over(tasks):
+        return statistics.mean(means[t] for t in tasks) if all(t in means for t in tasks) else None
+    return over(TASKS), over(SMALL_TASKS)
+
+
+def _row_end(means, share):
+    """The line's last cells: both averages and the share of weights trained."""
+    return " | " + " | ".join(f"{a:.2f}" if a is not None else "—" for a in _averages(means)) \
+        + f" | {share} |"
+
+
 def _peer_rows(peer_records):
-    """The peers' rows: their runs over seeds (bench.glue_peers), then the seed-42 runs
-    the comparison was first made with."""
+    """The peers' rows: their runs over seeds (bench.glue_peers) where there are any, then
+    the seed-42 runs the comparison was first made with."""
     lines = []
     for name, system in (
             ("AdapterHub Houlsby (size 64), 1e-3 x 3, bias-corrected", "adapterhub"),
             ("PyTorch `transformers` full fine-tuning, 5e-5 x 3", "full")):
-        cells, runs_seen = [], []
+        cells, runs_seen, means = [], [], {}
         for task in TASKS:
             runs = [peer_records[n] for n in (glue_peers.record_name(task, system, s)
                                               for s in SEEDS) if n in peer_records]
             runs_seen += runs
-            cells += _task_cells(task, runs)[1]
-        share = (f"{100.0 * runs_seen[0]['trainable_params'] / runs_seen[0]['total_params']:.1f}%"
-                 if runs_seen else "—")
-        lines.append(f"| {name} | " + " | ".join(cells) + " | — | " + share + " |")
+            entry, task_cells = _task_cells(task, runs)
+            cells += task_cells
+            if entry[METRICS[task][0][0]]["values"]:
+                means[task] = entry[METRICS[task][0][0]]["mean"]
+        if not runs_seen:
+            continue  # a peer not run over seeds has only its seed-42 row
+        share = f"{100.0 * runs_seen[0]['trainable_params'] / runs_seen[0]['total_params']:.1f}%"
+        lines.append(f"| {name} | " + " | ".join(cells) + _row_end(means, share))
     for name, figures, share in (
             ("AdapterHub Houlsby (size 64), 1e-3 x 3, bias-corrected, seed 42", ADAPTERHUB,
              "2.6%"),
@@ -166,7 +184,8 @@ def _peer_rows(peer_records):
              "100%")):
         cells = [f"{figures[t][k]:.2f}" if t in figures else "—"
                  for t in TASKS for k, _ in METRICS[t]]
-        lines.append(f"| {name} | " + " | ".join(cells) + " | — | " + share + " |")
+        means = {t: figures[t][METRICS[t][0][0]] for t in figures}
+        lines.append(f"| {name} | " + " | ".join(cells) + _row_end(means, share))
     return lines
 
 
@@ -178,11 +197,12 @@ def table(records, peer_records=None):
     header = ["| row | " + " | ".join(
         f"{robust_defaults.GLUE_FOLDERS[task]} {name}" for task in TASKS
         for _, name in METRICS[task])
-        + " | average | trains |", "|---" * (2 + sum(len(METRICS[t]) for t in TASKS) + 1) + "|"]
+        + " | average | CoLA, MRPC, RTE average | trains |",
+        "|---" * (2 + sum(len(METRICS[t]) for t in TASKS) + 2) + "|"]
     lines = list(header)
     for name, mode, lr, epochs, tasks, *optimizer in ROWS:
         row = {"row": name, "mode": mode, "lr": lr, "epochs": epochs, "tasks": {}}
-        cells, task_means, params = [], [], None
+        cells, means, params = [], {}, None
         for task in TASKS:
             if task not in tasks:
                 cells += ["n/a"] * len(METRICS[task])
@@ -194,14 +214,12 @@ def table(records, peer_records=None):
             cells += task_cells
             first = METRICS[task][0][0]
             if entry[first]["values"]:
-                task_means.append(entry[first]["mean"])
+                means[task] = entry[first]["mean"]
             params = params or (runs[0].get("trainable_percent") if runs else None)
             row["tasks"][task] = entry
-        average = (statistics.mean(task_means) if len(task_means) == len(tasks) else None)
-        row["average"] = average
-        lines.append(f"| {name} | " + " | ".join(cells) + " | "
-                     + (f"{average:.2f}" if average is not None else "—") + " | "
-                     + (f"{params:.1f}%" if params else "—") + " |")
+        row["average"], row["small_task_average"] = _averages(means)
+        lines.append(f"| {name} | " + " | ".join(cells)
+                     + _row_end(means, f"{params:.1f}%" if params else "—"))
         rows.append(row)
     return rows, lines + _peer_rows(peer_records or {})
 

@@ -23,20 +23,11 @@ import time
 
 
 def _model(model_dir: str):
-    import adapters
     import torch
-    from transformers import BertForSequenceClassification
+    # Run as a script, this folder is on the path: the model is the GLUE peer's.
+    from peer_glue import build_model
     torch.manual_seed(42)
-    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=2)
-    adapters.init(model)
-    # Bottleneck 64 on hidden 384: reduction factor 6.
-    model.add_adapter("task", config=adapters.DoubleSeqBnConfig(reduction_factor=6,
-                                                                non_linearity="gelu"))
-    model.train_adapter("task")
-    for name, parameter in model.named_parameters():
-        if "LayerNorm" in name:
-            parameter.requires_grad = True
-    return model
+    return build_model("adapterhub", model_dir)
 
 
 def _batch(batch: int, seq: int, vocab: int):

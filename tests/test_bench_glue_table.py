@@ -64,13 +64,16 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
     assert abs(adapters["tasks"]["cola"]["dev_mcc"]["sd"] - 2.8284) < 1e-4
     # The average of each task's first metric: (22 + 90 + 86 + 60) / 4.
     assert adapters["average"] == (22.0 + 90.0 + 86.0 + 60.0) / 4
-    assert "| 22.00 ± 2.83 (2) | 90.00 (1) | 86.00 (1) | 80.00 (1) | 60.00 (1) | 64.50 |" \
+    # The small tasks' average: (22 + 86 + 60) / 3.
+    assert adapters["small_task_average"] == (22.0 + 86.0 + 60.0) / 3
+    assert "| 22.00 ± 2.83 (2) | 90.00 (1) | 86.00 (1) | 80.00 (1) | 60.00 (1) | 64.50 | 56.00 |" \
         in lines[2]
     # CoLA's cells at the defaults have six seeds: three of them done still shows the count.
     records.update([_record("cola", "adapter", "1e-3", 3, 44, dev_mcc=22.0)])
     assert "| 22.00 ± 2.00 (3) | 90.00 (1) |" in glue_table.table(records)[1][2]
     # Full fine-tuning has one task done: no average yet.
-    assert rows[1]["average"] is None and lines[3].split("|")[-3].strip() == "—"
+    assert rows[1]["average"] is None and lines[3].split("|")[-4].strip() == "—"
+    assert rows[1]["small_task_average"] is None and lines[3].split("|")[-3].strip() == "—"
     # The 20-epoch protocol and the sweep cells have no SST-2 cell, the bias-corrected row
     # has CoLA only; the peers' rows follow.
     assert "n/a" in lines[4] and "n/a" in lines[5] and "n/a" in lines[6]
@@ -78,13 +81,19 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
     assert lines[8].startswith("| AdapterHub")
 
 
-def test_a_cola_record_has_mcc_and_no_accuracy(tmp_path):
+def _cola_run_folder(tmp_path, global_step):
+    """What a finished CoLA run leaves for its record: eval_results.txt and run.log."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "eval_results.txt").write_text(
-        "eval_loss = 0.61\neval_mcc = 0.2383\nglobal_step = 801\ntrainable_params = 753794\n"
-        "trainable_percent = 3.2339\n")
+        f"eval_loss = 0.61\neval_mcc = 0.2383\nglobal_step = {global_step}\n"
+        "trainable_params = 753794\ntrainable_percent = 3.2339\n")
     (out / "run.log").write_text("Optimizer: Google's AdamW\n")
+    return out
+
+
+def test_a_cola_record_has_mcc_and_no_accuracy(tmp_path):
+    out = _cola_run_folder(tmp_path, 801)
     spec = glue_table.spec("cola", "adapter", "1e-3", 3, 42)
     record = robust_defaults.result_record(spec, ["python", "x"], str(out), 12.0)
     assert record["dev_accuracy"] is None and abs(record["dev_mcc"] - 23.83) < 1e-9
@@ -92,12 +101,7 @@ def test_a_cola_record_has_mcc_and_no_accuracy(tmp_path):
 
 def test_a_record_keeps_the_dev_loss_and_the_training_loss_of_each_epoch(tmp_path):
     import tensorflow as tf
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "eval_results.txt").write_text(
-        "eval_loss = 0.61\neval_mcc = 0.2383\nglobal_step = 60\ntrainable_params = 753794\n"
-        "trainable_percent = 3.2339\n")
-    (out / "run.log").write_text("Optimizer: Google's AdamW\n")
+    out = _cola_run_folder(tmp_path, 60)
     writer = tf.summary.create_file_writer(str(out / "logs" / "train"))
     with writer.as_default():  # the runner logs the batch loss every 10 steps
         for step, loss in zip(range(10, 70, 10), (0.7, 0.6, 0.5, 0.4, 0.3, 0.1)):
