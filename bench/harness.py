@@ -5,13 +5,15 @@ A benchmark builds a `run_classifier.py` / `run_squad.py` command, hands it to `
 instead of trained, times the command and reads the `eval_results.json` or
 `eval_results.txt` it wrote), turns the results into rows, and writes them with
 `write_results` (`<stem>.json` and `<stem>.md`, each atomically: an interrupted benchmark
-never leaves half a results file).
+never leaves half a results file). `train_loss_per_epoch` reads how fast a run fitted its
+training set from its TensorBoard log.
 
 Example:
     done = harness.run(harness.runner_command("run_classifier", flags), output_dir)
     done.wall_s, done.results["eval_accuracy"]
 """
 
+import glob
 import json
 import os
 import shutil
@@ -76,6 +78,37 @@ def collect_results(output_dir: str) -> Dict[str, object]:
             return read_eval_results(path)
     raise FileNotFoundError(f"{output_dir}: no eval_results.json or eval_results.txt; "
                             "did the command evaluate (--do_eval / --do_predict)?")
+
+
+def train_loss_per_epoch(output_dir: str, epochs: int,
+                         total_steps: Optional[int] = None) -> List[Optional[float]]:
+    """The mean training loss of each epoch, from the batch losses the runner's
+    TensorBoard log keeps every 10 steps (`<output_dir>/logs/train`), the epochs counted
+    by `total_steps` (default: the last step logged): None for an epoch with no loss
+    logged, [] without a log.
+    How fast a run fits its training set is what tells a step size that is too large
+    (the loss stays near the class prior's) from one that overfits (it falls far below)."""
+    from tensorflow.core.util import event_pb2
+    import tensorflow as tf
+    losses = {}
+    for path in glob.glob(os.path.join(output_dir, "logs", "train", "events*")):
+        for raw in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                if value.tag == "batch_loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor))
+    if not losses:
+        return []
+    total_steps = int(total_steps or max(losses))
+    by_epoch = [[] for _ in range(epochs)]
+    for step, loss in losses.items():  # steps count from 1
+        by_epoch[min(epochs - 1, (step - 1) * epochs // total_steps)].append(loss)
+    return [round(sum(v) / len(v), 4) if v else None for v in by_epoch]
+
+
+# A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running
+# that run, so that several drivers (or a driver restarted while its runs go on) never run
+# the same spec twice.
 
 
 def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None) -> Run:

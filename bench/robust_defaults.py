@@ -51,7 +51,7 @@ import sys
 import threading
 import time
 
-from bench.harness import REPO, listed_choices, write_json
+from bench.harness import REPO, listed_choices, train_loss_per_epoch, write_json
 from bench.harness import read_eval_results as read_results
 from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
 
@@ -270,35 +270,6 @@ def result_record(spec, command, output_dir, wall):
     record["optimizer_log"] = _optimizer_line(os.path.join(output_dir, "run.log"))
     return record
 
-
-def train_loss_per_epoch(output_dir, epochs, total_steps=None):
-    """The mean training loss of each epoch, from the batch losses the runner's
-    TensorBoard log keeps every 10 steps (`<output_dir>/logs/train`): None for an epoch
-    the log does not cover (a resumed run whose first log is gone), [] without a log.
-    How fast a run fits its training set is what tells a step size that is too large
-    (the loss stays near the class prior's) from one that overfits (it falls far below)."""
-    import glob
-    from tensorflow.core.util import event_pb2
-    import tensorflow as tf
-    losses = {}
-    for path in glob.glob(os.path.join(output_dir, "logs", "train", "events*")):
-        for raw in tf.data.TFRecordDataset(path):
-            event = event_pb2.Event.FromString(raw.numpy())
-            for value in event.summary.value:
-                if value.tag == "batch_loss":
-                    losses[event.step] = float(tf.make_ndarray(value.tensor))
-    if not losses:
-        return []
-    total_steps = int(total_steps or max(losses))
-    by_epoch = [[] for _ in range(epochs)]
-    for step, loss in losses.items():  # steps count from 1
-        by_epoch[min(epochs - 1, (step - 1) * epochs // total_steps)].append(loss)
-    return [round(sum(v) / len(v), 4) if v else None for v in by_epoch]
-
-
-# A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running
-# that run, so that several drivers (or a driver restarted while its runs go on) never run
-# the same spec twice.
 
 def _alive(pid: int) -> bool:
     try:
