@@ -103,8 +103,9 @@ def specs():
     runs += [spec(task, "adapter", lr, 3, seed) for lr in ("3e-3", "3e-4") for seed in SEEDS
              for task in SMALL_TASKS]
     runs += [spec("cola", "adapter", "1e-3", 3, seed, "corrected") for seed in SEEDS]
-    runs += [spec("cola", mode, lr, 3, seed) for seed in COLA_EXTRA_SEEDS
-             for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))]
+    runs += [spec("cola", mode, lr, 3, seed)
+             for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))
+             for seed in seeds_of("cola", mode, lr, 3)[len(SEEDS):]]
     runs += [spec("sst-2", mode, lr, 3, 42) for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))]
     runs += [spec(task, "adapter", "1e-3", 20, seed) for seed in SEEDS for task in
              ("rte", "mrpc", "cola")]
@@ -143,6 +144,11 @@ def _task_cells(task, runs, expected=len(SEEDS)):
     return entry, cells
 
 
+def _first_metric_mean(task, entry):
+    """The mean of the task's first GLUE metric in its table entry (None without runs)."""
+    return entry[METRICS[task][0][0]]["mean"]
+
+
 def _averages(means):
     """The average of the tasks' first metrics over all four tasks and over the small
     ones (CoLA, MRPC, RTE), each None until every task in it has a figure."""
@@ -171,8 +177,8 @@ def _peer_rows(peer_records):
             runs_seen += runs
             entry, task_cells = _task_cells(task, runs)
             cells += task_cells
-            if entry[METRICS[task][0][0]]["values"]:
-                means[task] = entry[METRICS[task][0][0]]["mean"]
+            if _first_metric_mean(task, entry) is not None:
+                means[task] = _first_metric_mean(task, entry)
         if not runs_seen:
             continue  # a peer not run over seeds has only its seed-42 row
         share = f"{100.0 * runs_seen[0]['trainable_params'] / runs_seen[0]['total_params']:.1f}%"
@@ -212,9 +218,8 @@ def table(records, peer_records=None):
             runs = [records[i] for i in ids if i in records]
             entry, task_cells = _task_cells(task, runs, len(ids))
             cells += task_cells
-            first = METRICS[task][0][0]
-            if entry[first]["values"]:
-                means[task] = entry[first]["mean"]
+            if _first_metric_mean(task, entry) is not None:
+                means[task] = _first_metric_mean(task, entry)
             params = params or (runs[0].get("trainable_percent") if runs else None)
             row["tasks"][task] = entry
         row["average"], row["small_task_average"] = _averages(means)
