@@ -271,6 +271,10 @@ def result_record(spec, command, output_dir, wall):
     return record
 
 
+# A claim file `<work_dir>/<run>.claim` holds "<pid> <start time>" of the process running
+# that run, so that several drivers (or a driver restarted while its runs go on) never run
+# the same spec twice.
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
