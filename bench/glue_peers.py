@@ -15,13 +15,13 @@ Usage:
 """
 
 import argparse
-import glob
 import json
 import os
 import subprocess
 import sys
 
 from bench.harness import REPO, RESULTS, write_json
+from bench.robust_defaults import read_records
 from adapter_bert.model.checkpoints import default_backbone_dir
 
 PEER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_glue.py")
@@ -38,11 +38,7 @@ def record_name(task: str, system: str, seed: int) -> str:
 
 def read_peer_records(results_dir: str = PEER_RESULTS) -> dict:
     """{record name: record} for every finished peer run."""
-    records = {}
-    for path in glob.glob(os.path.join(results_dir, "*.json")):
-        with open(path, encoding="utf-8") as handle:
-            records[os.path.basename(path)[:-len(".json")]] = json.load(handle)
-    return records
+    return read_records(results_dir)
 
 
 def run_one(task: str, system: str, seed: int, args) -> dict:
