@@ -53,16 +53,17 @@ def main(argv=None) -> int:
     from adapter_bert.tasks import base
 
     def export():
-        from adapter_bert.tasks.flags import FlagError
+        from adapter_bert.tasks.flags import FlagError, check_numeric_flags
         from adapter_bert.serving.export import require_serving_extra
         from adapter_bert.serving.multi_adapter import export_multi_adapter
         from adapter_bert.precision import apply_dtype
+        check_numeric_flags(FLAGS)
+        if FLAGS.max_seq_length < 3:  # a pair task's [CLS] a [SEP] b [SEP] must fit
+            raise FlagError(f"--max_seq_length must be at least 3, got {FLAGS.max_seq_length}")
         if not FLAGS.adapters:
             raise FlagError("--adapters is required (adapter directories, comma-separated)")
         if not FLAGS.export_dir:
             raise FlagError("--export_dir is required")
-        if FLAGS.max_seq_length < 3:
-            raise FlagError(f"--max_seq_length must be at least 3, got {FLAGS.max_seq_length}")
         require_serving_extra()
         apply_dtype(FLAGS.dtype)
         path = export_multi_adapter(FLAGS.adapters, FLAGS.export_dir, FLAGS.init_checkpoint,

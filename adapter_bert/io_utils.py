@@ -32,8 +32,11 @@ import shutil
 import tempfile
 from typing import Callable, Iterator, List, Optional, Tuple
 
-# Names of the temporary files `atomic_write_with` creates: ".<target>.<random>.tmp".
-_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+# Names of the temporary files `atomic_write_with` creates:
+# ".<target>.adapter_bert.<random>.tmp". The package's name in it is the mark that lets
+# `remove_stale_temporaries` delete such a file: a user's file is never taken for one.
+_TEMPORARY_TAG = ".adapter_bert."
+_TEMPORARY = re.compile(r"^\..+\.adapter_bert\.[a-z0-9_]{8}\.tmp$")
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 # Filesystems whose rename is a copy + delete: written in one go instead.
 OBJECT_STORES = frozenset({"gs", "s3"})
@@ -252,6 +255,18 @@ def read_text(path: str, encoding: str = "utf-8") -> str:
     return read_bytes(path).decode(encoding)
 
 
+def modified_time(path: str) -> float:
+    """When the file `path` was last written, in seconds since the epoch (any filesystem;
+    FileNotFoundError if missing)."""
+    if is_local(path):
+        return os.path.getmtime(path)
+    import tensorflow as tf
+    try:
+        return _gfile().stat(path).mtime_nsec / 1e9
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(2, "No such file or directory", path) from None
+
+
 def remove(path: str) -> None:
     """Deletes the file `path` (FileNotFoundError if missing, on every filesystem)."""
     if is_local(path):
@@ -307,7 +322,8 @@ def _atomic_local(path: str, write: Callable[[str], None]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + _TEMPORARY_TAG,
+                                   suffix=".tmp",
                                    dir=directory)
         os.close(fd)
     except OSError as e:
@@ -351,7 +367,7 @@ def _atomic_remote(path: str, data: bytes) -> None:
         with gfile.GFile(path, "wb") as f:  # one upload: the object appears whole
             f.write(data)
         return
-    tmp = f"{directory}/.{os.path.basename(path)}.{os.urandom(6).hex()[:8]}.tmp"
+    tmp = f"{directory}/.{os.path.basename(path)}{_TEMPORARY_TAG}{os.urandom(6).hex()[:8]}.tmp"
     try:
         with gfile.GFile(tmp, "wb") as f:
             f.write(data)

@@ -271,14 +271,25 @@ def test_an_unreachable_server_is_one_line_and_leaves_nothing(google, monkeypatc
     _assert_nothing_cached(google)
 
 
-def test_an_incomplete_cache_folder_is_replaced(google, server):
-    stale = google / FOLDER
-    stale.mkdir(parents=True)
-    (stale / "bert_config.json").write_text("{}")  # no marker: a copy that never finished
+def test_a_cache_folder_no_download_wrote_is_refused_and_kept(google, server):
+    foreign = google / FOLDER
+    foreign.mkdir(parents=True)
+    (foreign / "bert_config.json").write_text("{}")  # no marker: put there by hand
+    with pytest.raises(CheckpointError) as error:
+        resolve_backbone(FOLDER)
+    assert str(error.value) == (
+        f"{FOLDER}: the cache folder {foreign} holds files but no {gc.MARKER} (it was not "
+        f"written by a download of this package); nothing was deleted: move it away, or "
+        f"set {gc.CACHE_ENV} to another folder")
+    assert server.requests == []
+    assert (foreign / "bert_config.json").read_text() == "{}"
+
+
+def test_an_empty_cache_folder_is_filled(google, server):
+    (google / FOLDER).mkdir(parents=True)
     files = resolve_backbone(FOLDER)
     assert len(server.requests) == 1
     assert json.loads(Path(files.config_file).read_text())["num_hidden_layers"] == 2
-    assert sorted(os.listdir(google)) == [FOLDER]
 
 
 def test_an_existing_path_wins_over_the_name(google, server, tiny_files):
@@ -303,6 +314,24 @@ def test_a_filesystem_cache_gets_the_marker_last(google, server, tiny_files, mon
     with tf.io.gfile.GFile(f"{folder}/vocab.txt", "rb") as f:
         assert f.read() == tiny_files["vocab.txt"]
     assert resolve_backbone(FOLDER) == files and len(server.requests) == 1
+
+
+def test_a_filesystem_cache_copy_killed_half_way_is_completed(google, server, monkeypatch):
+    """A gs:// copy killed between files leaves the partial marker: the folder is the
+    package's own, and the next fetch completes it; without that marker it is refused."""
+    import tensorflow as tf
+    cache = f"ram://google_half_{os.getpid()}"
+    monkeypatch.setenv(gc.CACHE_ENV, cache)
+    folder = f"{cache}/{gc.CACHE_SUBDIR}/{FOLDER}"
+    tf.io.gfile.makedirs(folder)
+    for name, text in ((gc.PARTIAL_MARKER, "{}"), ("bert_config.json", "{")):
+        with tf.io.gfile.GFile(f"{folder}/{name}", "w") as f:
+            f.write(text)
+    files = resolve_backbone(FOLDER)
+    assert json.loads(tf.io.gfile.GFile(files.config_file).read())["num_hidden_layers"] == 2
+    assert sorted(tf.io.gfile.listdir(folder)) == sorted(
+        [gc.MARKER, "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+         "bert_model.ckpt.index", "tokenizer_config.json", "vocab.txt"])
 
 
 def test_an_interrupted_download_leaves_nothing(google, server, monkeypatch):

@@ -59,7 +59,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(root):
 
 def test_stale_temporaries_are_removed_on_any_filesystem(root):
     io_utils.makedirs(root + "/run/adapter")
-    stale = root + "/run/adapter/.adapter_config.json.ab12cd34.tmp"
+    stale = root + "/run/adapter/.adapter_config.json.adapter_bert.ab12cd34.tmp"
     io_utils.atomic_write_bytes(stale, b"half")
     io_utils.atomic_write_bytes(root + "/run/keep.txt", b"x")
     assert io_utils.remove_stale_temporaries(root + "/run") == [stale]

@@ -25,7 +25,7 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_bytes, atomic_write_text
 from adapter_bert.model.naming import tf1_variables
@@ -176,8 +176,11 @@ def read_adapter_config(directory: str) -> dict:
         raise AdapterFileError(f"{directory}: no {CONFIG_NAME}; not an adapter directory")
     try:
         description = json.loads(io_utils.read_text(path))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise AdapterFileError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(description, dict):
+        raise AdapterFileError(f"{path}: expected a JSON object at the top level, got "
+                               f"{type(description).__name__}")
     version = description.get("format_version")
     if version not in READABLE_VERSIONS:
         newer = isinstance(version, int) and version > FORMAT_VERSION
@@ -185,7 +188,32 @@ def read_adapter_config(directory: str) -> dict:
             f"{path}: format_version {version!r} is not supported (this adapter_bert reads "
             f"versions {', '.join(map(str, READABLE_VERSIONS))}"
             + ("; the file was written by a newer adapter_bert: upgrade it)" if newer else ")"))
+    _check_description_types(description, path)
     return description
+
+
+# The type of each field of adapter_config.json that a reader uses (None allowed unless
+# the field is required: "backbone").
+_DESCRIPTION_TYPES = {"task": str, "labels": list, "head": str, "tuning_mode": str,
+                      "adapter_config": dict, "resadapter": dict, "backbone": dict,
+                      "backbone_fingerprint": str, "weights_sha256": str, "fusion": list}
+
+
+def _check_description_types(description: dict, path: str) -> None:
+    """Raises AdapterFileError naming the first field of the wrong type."""
+    if not isinstance(description.get("backbone"), dict):
+        raise AdapterFileError(f"{path}: field 'backbone' must be a JSON object (the backbone's "
+                               f"config), got {description.get('backbone')!r}")
+    for key, kind in _DESCRIPTION_TYPES.items():
+        value = description.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise AdapterFileError(f"{path}: field {key!r} must be a JSON "
+                                   f"{'object' if kind is dict else kind.__name__}, got "
+                                   f"{value!r}")
+    for key in ("labels", "fusion"):
+        if not all(isinstance(item, str) for item in description.get(key) or []):
+            raise AdapterFileError(f"{path}: field {key!r} must be a list of strings, got "
+                                   f"{description[key]!r}")
 
 
 def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
@@ -236,9 +264,19 @@ def check_fingerprint(description: dict, model, source: str) -> Optional[str]:
 
 
 def adapter_config_of(directory: str) -> Optional[AdapterConfig]:
-    """The AdapterConfig stored in an adapter directory (None for adapter-free files)."""
-    values = read_adapter_config(directory)["adapter_config"]
-    return AdapterConfig.from_dict(values) if values else None
+    """The AdapterConfig stored in an adapter directory (None for adapter-free files).
+
+    Raises:
+        AdapterFileError: the file is unreadable, or its `adapter_config` is not one.
+    """
+    values = read_adapter_config(directory).get("adapter_config")
+    if not values:
+        return None
+    try:
+        return AdapterConfig.from_dict(values)
+    except ConfigError as e:
+        raise AdapterFileError(f"{os.path.join(directory, CONFIG_NAME)}: adapter_config: "
+                               f"{e}") from None
 
 
 def check_backbone(description: dict, config: BertConfig, source: str) -> None:

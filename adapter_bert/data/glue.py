@@ -118,28 +118,76 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
             f"0x{data[e.start]:02x} at byte column {column})") from e
     if text.startswith("\ufeff"):  # MRPC train/dev start with a UTF-8 BOM.
         text = text[1:]
+    if not text.strip():
+        raise GlueDataError(f"{task} {path}: file is empty")
     lines = text.split("\n")
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     while lines and not lines[-1].strip():
         lines.pop()  # The newline at the end of the last line, blank lines after it.
-    return list(csv.reader(lines, delimiter="\t", quotechar=None))
+    allow_fields_of_any_length()
+    reader = csv.reader(lines, delimiter="\t", quotechar=None)
+    try:
+        return list(reader)
+    except csv.Error as e:  # e.g. a lone carriage return inside a line
+        raise GlueDataError(f"{task} {path} line {reader.line_num}: {e}") from None
+
+
+def allow_fields_of_any_length() -> None:
+    """Lifts the csv module's field limit (128 KiB by default, process-wide): a field as
+    long as the file itself is read, as Google's readers and the IANA TSV format allow."""
+    limit = 2**31 - 1  # the largest value a C long holds everywhere (Windows included)
+    if csv.field_size_limit() < limit:
+        csv.field_size_limit(limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsSource:
+    """Where a task lives in TensorFlow Datasets' `glue` builder.
+
+    Attributes:
+        config: the `glue/<config>` name.
+        text, pair: the features holding text_a and text_b (pair None: single texts).
+        label_names: the TSV label of each ClassLabel id (empty: a float score).
+        splits: our split name -> TFDS's.
+    """
+
+    config: str
+    text: str
+    pair: Optional[str] = None
+    label_names: Tuple[str, ...] = ()
+    splits: Tuple[Tuple[str, str], ...] = (("train", "train"), ("dev", "validation"),
+                                           ("test", "test"))
 
 
 class DataProcessor:
-    """Base class: reads the splits of one GLUE task from a `data_dir`.
+    """Base class: one GLUE task, described whole, and the reader of its files.
 
-    Subclasses set `task`, `labels`, `is_regression` and one `_Layout` per
-    split in `layouts`; `splits` lists the split names `get_examples` accepts.
+    The description is what the runner, the metrics, TFDS and the ablation read:
+    `task` (its name), `labels`, `is_regression`, `metrics` (a kind of
+    `metrics.classification`), `eval_splits` and `test_splits` (what --do_eval and
+    --do_predict read and write), `folder` (its folder in glue_data) and `tfds` (its
+    place in TFDS's `glue`, or None). Subclasses set those and one `_Layout` per split in
+    `layouts`; `splits` lists the split names `get_examples` accepts.
     """
 
     task = ""
     labels: Sequence[str] = ()
     is_regression = False
     layouts: Dict[str, _Layout] = {}
+    metrics = "accuracy"
+    eval_splits: Sequence[Tuple[str, str]] = (("dev", "eval_"),)
+    test_splits: Sequence[Tuple[str, str]] = (("test", "test_results.tsv"),)
+    folder = ""
+    tfds: Optional[TfdsSource] = None
 
     @property
     def splits(self) -> List[str]:
         return list(self.layouts)
+
+    @property
+    def pair(self) -> bool:
+        """Whether the task's examples are sentence pairs."""
+        return any(layout.text_b is not None for layout in self.layouts.values())
 
     def get_labels(self) -> List[str]:
         """Returns the label vocabulary (empty for regression tasks)."""

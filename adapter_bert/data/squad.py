@@ -155,6 +155,8 @@ def _load_json(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise SquadDataError(f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise SquadDataError(f"{path}: JSON nested too deeply to be a SQuAD file") from None
 
 
 def _get(obj: Any, key: str, kind, path: str, where: str, qid: Optional[str] = None):
@@ -189,11 +191,12 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
 
     Raises:
       SquadDataError: missing file, non-UTF-8 bytes, malformed JSON (with
-        line and column), or a missing/mistyped key (with its JSON path and
-        question id).
+        line and column), a missing/mistyped key (with its JSON path and
+        question id), or a question id used twice.
     """
     data = _get(_load_json(path), "data", list, path, "top level")
     examples = SquadExampleList(path=path)
+    seen = {}  # question id -> where it was first met
     for a_i, article in enumerate(data):
         for p_i, paragraph in enumerate(_get(article, "paragraphs", list, path, f"data[{a_i}]")):
             where_p = f"data[{a_i}].paragraphs[{p_i}]"
@@ -201,6 +204,12 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
             for q_i, qa in enumerate(_get(paragraph, "qas", list, path, where_p)):
                 where = f"{where_p}.qas[{q_i}]"
                 qid = _get(qa, "id", str, path, where)
+                if qid in seen:
+                    # Predictions are keyed by id: a second question would overwrite the
+                    # first's answer and both would be graded against one.
+                    raise SquadDataError(f"{path}: {where}: question id {qid!r} is used "
+                                         f"again (first at {seen[qid]}); ids must be unique")
+                seen[qid] = where
                 question = _get(qa, "question", str, path, where, qid)
                 impossible = False
                 if version_2_with_negative:

@@ -168,7 +168,8 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
     word pieces, as by Google's tokenizer; longer ones become [UNK].
 
     Raises:
-        TokenizerError: the file is missing, empty or not UTF-8 (naming the line).
+        TokenizerError: the file is missing, empty or not UTF-8 (naming the line), or
+            lacks a special token BERT's inputs use ([CLS], [SEP], [PAD], [UNK]).
     """
     if not vocab_file or not io_utils.isfile(vocab_file):
         raise TokenizerError(f"{vocab_file}: vocabulary file not found (pass --vocab_file)")
@@ -182,13 +183,15 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
         raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
                              f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
                              f"a line") from None
-    return WordPieceTokenizer(read_vocab(data), do_lower_case)
+    tokenizer = WordPieceTokenizer(read_vocab(data), do_lower_case)
+    _check_special_tokens(tokenizer, vocab_file)
+    return tokenizer
 
 
-def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -> None:
-    """Raises TokenizerError if the vocabulary is not one the checkpoint can have been
-    trained with: a BERT special token the runners use is missing from it (the tokenizer
-    would add it past the embedding table), or its size is not the config's vocab_size."""
+def _check_special_tokens(tokenizer, vocab_file: str) -> None:
+    """A BERT vocabulary holds the special tokens the runners use: without them the
+    tokenizer would add them past the embedding table (or, for [UNK], fail on the first
+    unknown word)."""
     in_file = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False)
     missing = [token for token in USED_SPECIAL_TOKENS if token not in in_file]
     if missing:
@@ -196,6 +199,13 @@ def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -
             f"{vocab_file} has no {', '.join(missing)} token: not the WordPiece vocabulary of "
             f"a BERT checkpoint (a vocab.txt of another kind of model?); pass the vocab.txt "
             f"of --init_checkpoint")
+
+
+def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -> None:
+    """Raises TokenizerError if the vocabulary is not one the checkpoint can have been
+    trained with: a BERT special token the runners use is missing from it (the tokenizer
+    would add it past the embedding table), or its size is not the config's vocab_size."""
+    _check_special_tokens(tokenizer, vocab_file)
     size = len(tokenizer.get_vocab())
     if size != config.vocab_size:
         raise TokenizerError(

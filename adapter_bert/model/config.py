@@ -7,6 +7,7 @@ be written into adapter files to describe the backbone an adapter fits.
 
 import dataclasses
 import json
+import math
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
@@ -81,6 +82,8 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
 
     def __post_init__(self):
+        check_types({field.name: getattr(self, field.name) for field in dataclasses.fields(self)},
+                    {field.name: field.type for field in dataclasses.fields(self)})
         self.hidden_act = canonical_activation(self.hidden_act)
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
@@ -136,7 +139,7 @@ class BertConfig:
     @classmethod
     def _from_google_values(cls, values: dict, path: str) -> "BertConfig":
         _check_fields(values, path, required=_GOOGLE_REQUIRED, ignored=frozenset())
-        kwargs = {k: values[k] for k in _GOOGLE_REQUIRED}
+        kwargs = _typed_fields(cls, values, path)
         # Google's modeling.py implements "gelu" with the tanh approximation.
         kwargs["hidden_act"] = {"gelu": "gelu_tanh"}.get(values["hidden_act"], values["hidden_act"])
         return _construct(cls, kwargs, path)
@@ -152,7 +155,7 @@ class BertConfig:
                 raise ConfigError(f"{path}: field {field!r} is {values[field]!r}; "
                                   f"only {expected!r} is supported")
         _check_fields(values, path, required=_GOOGLE_REQUIRED, ignored=_HF_IGNORED)
-        kwargs = {k: values[k] for k in _GOOGLE_REQUIRED}
+        kwargs = _typed_fields(cls, values, path)
         # In transformers, "gelu" is the exact (erf) GELU; "gelu_new" the tanh form.
         kwargs["hidden_act"] = {"gelu": "gelu_erf"}.get(values["hidden_act"], values["hidden_act"])
         kwargs["layer_norm_eps"] = values.get("layer_norm_eps", 1e-12)
@@ -331,6 +334,15 @@ class AdapterConfig:
         self._validate(dict(options or {}, **more_options))
 
     def _validate(self, given: Dict[str, Any]) -> None:
+        check_types({"size": self.size, "activation": self.activation,
+                     "init_scale": self.init_scale, "adapter_type": self.adapter_type},
+                    {"size": int, "activation": str, "init_scale": float, "adapter_type": str})
+        if self.positions is not None:
+            check_types({"positions": self.positions}, {"positions": str})
+        if not isinstance(self.leave_out, (list, tuple)) or not all(
+                _is_int(i) for i in self.leave_out):
+            raise ConfigError(f"leave_out must be a list of layer indices (integers), got "
+                              f"{self.leave_out!r}")
         family = adapter_family(self.adapter_type)
         if int(self.size) <= 0:
             raise ConfigError(f"adapter size must be a positive integer, got {self.size}")
@@ -442,6 +454,39 @@ class AdapterConfig:
         return cls(**values)
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string"}
+
+
+def check_types(values: Dict[str, Any], types: Dict[str, Any]) -> None:
+    """Checks that each value has its field's type: int (not a bool), float (an int or a
+    float, finite) or str; other annotations are not checked.
+
+    Raises:
+        ConfigError: naming the key, the expected type and the value found, e.g.
+            `hidden_size must be an integer, got '384' (str)`.
+    """
+    for key, value in values.items():
+        kind = types.get(key)
+        if kind in ("int", int):
+            good = _is_int(value)
+        elif kind in ("float", float):
+            good = (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+        elif kind in ("str", str):
+            good = isinstance(value, str)
+        else:
+            continue
+        if not good:
+            expected = _TYPE_NAMES[{"int": int, "float": float, "str": str}.get(kind, kind)]
+            if kind in ("float", float):
+                expected = "a finite number"
+            raise ConfigError(f"{key} must be {expected}, got {value!r} "
+                              f"({type(value).__name__})")
+
+
 def _read_json_object(path: str) -> dict:
     if not io_utils.isfile(path):
         raise ConfigError(f"{path}: config file not found")
@@ -451,6 +496,8 @@ def _read_json_object(path: str) -> dict:
         raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})")
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply to be a config") from None
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected a JSON object at the top level")
     return values
@@ -466,6 +513,16 @@ def _check_fields(values: dict, path: str, required: Sequence[str], ignored: fro
         raise ConfigError(f"{path}: unknown field {unknown[0]!r}"
                           + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
                           + "; expected the fields of a BERT config: " + ", ".join(required))
+
+
+def _typed_fields(cls, values: dict, path: str) -> dict:
+    """The Google fields of `values`, each checked to have its BertConfig type."""
+    kwargs = {k: values[k] for k in _GOOGLE_REQUIRED}
+    try:
+        check_types(kwargs, {field.name: field.type for field in dataclasses.fields(cls)})
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return kwargs
 
 
 def _construct(cls, kwargs: dict, path: str):

@@ -32,15 +32,18 @@ Integrity, in this order; any failure leaves nothing in the cache:
 
 The cache: `$ADAPTER_BERT_CACHE/google_bert/<name>/`, by default
 `$XDG_CACHE_HOME/adapter_bert/...` or `~/.cache/adapter_bert/google_bert/<name>/`.
-A folder is complete when its marker file (`MARKER`, written last) is there; a folder
-without it is ignored and replaced.
+A folder is complete when its marker file (`MARKER`, written last) is there. A non-empty
+folder at that place without the marker was not written by this module (a fetch never
+leaves one): it is refused in one line naming it, never deleted.
 - Local cache: the zip is downloaded and unpacked into a hidden `.<name>.*.partial`
   folder beside the target, the marker written into it, and the folder renamed to
   `<name>` in one atomic `os.rename`. A killed process leaves only a `.partial` folder,
   removed by a later fetch once it is a day old.
 - Any `tf.io.gfile` cache (`gs://bucket/cache`): unpacked locally in a temporary folder,
-  then each file is copied into `<cache>/google_bert/<name>/` and the marker written last,
-  so a reader never takes a half-copied folder for a checkpoint.
+  then `PARTIAL_MARKER` is written into `<cache>/google_bert/<name>/`, each file copied
+  and the marker written last, so a reader never takes a half-copied folder for a
+  checkpoint, and a copy killed half-way (its partial marker there) is completed by the
+  next fetch.
 
 The base URL is `ADAPTER_BERT_GOOGLE_BERT_URL` (default `DEFAULT_BASE_URL`); a mirror
 with the same `<release>/<name>.zip` layout works, `file://` included.
@@ -77,6 +80,9 @@ CACHE_ENV = "ADAPTER_BERT_CACHE"
 CACHE_SUBDIR = "google_bert"
 # Written last into a cache folder: its presence means the folder is complete.
 MARKER = ".adapter_bert_complete.json"
+# Written first into a `tf.io.gfile` cache folder, before any file is copied: a copy that
+# was killed half-way is then still known as this module's, and a later fetch completes it.
+PARTIAL_MARKER = ".adapter_bert_partial.json"
 REQUIRED_FILES = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index",
                   "bert_model.ckpt.data-00000-of-00001")
 # Seconds without a byte from the server before the download is given up.
@@ -252,6 +258,7 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
     final = _join(root, name)
     if io_utils.isfile(_join(final, MARKER)):
         return final
+    _check_not_foreign(final, name)
     url = entry.url(base_url)
     stream = stream if stream is not None else sys.stderr
     local = io_utils.is_local(root)
@@ -300,6 +307,17 @@ class _Failure(Exception):
 def _join(directory: str, name: str) -> str:
     return os.path.join(directory, name) if io_utils.is_local(directory) else \
         f"{directory.rstrip('/')}/{name}"
+
+
+def _check_not_foreign(final: str, name: str) -> None:
+    """Refuses a non-empty cache folder without the marker: not a fetch's, so not ours
+    to replace."""
+    names = io_utils.listdir(final) if io_utils.isdir(final) else []
+    if names and PARTIAL_MARKER not in names:
+        raise GoogleCheckpointError(
+            f"{name}: the cache folder {final} holds files but no {MARKER} (it was not "
+            f"written by a download of this package); nothing was deleted: move it away, "
+            f"or set {CACHE_ENV} to another folder")
 
 
 def _remove_stale_partials(root: str, name: str) -> None:
@@ -415,13 +433,8 @@ def _check_config(folder: str, entry: GoogleCheckpoint) -> None:
 
 
 def _publish_local(unpacked: str, final: str) -> None:
-    """Renames the checked folder to `final` in one step. A folder already at `final`
-    without a marker (not ours, or damaged by hand) is moved aside and deleted first."""
-    if os.path.exists(final) and not os.path.isfile(os.path.join(final, MARKER)):
-        aside = tempfile.mkdtemp(prefix=os.path.basename(final) + ".", suffix=".partial",
-                                 dir=os.path.dirname(final))
-        os.rename(final, os.path.join(aside, "old"))
-        shutil.rmtree(aside, ignore_errors=True)
+    """Renames the checked folder to `final` in one step (an empty folder there is
+    replaced; anything else was refused before the download, `_check_not_foreign`)."""
     try:
         os.rename(unpacked, final)
     except OSError:
@@ -432,18 +445,26 @@ def _publish_local(unpacked: str, final: str) -> None:
 
 def _publish_remote(unpacked: str, final: str, marker: str) -> None:
     """Copies each file into `final` on a `tf.io.gfile` filesystem, the marker last; on
-    failure the copied files are deleted again."""
+    failure the files it copied (and only those) are deleted again."""
     import tensorflow as tf
+    copied = []
     try:
         io_utils.makedirs(final)
+        io_utils.atomic_write_text(_join(final, PARTIAL_MARKER), marker)
         for base in sorted(os.listdir(unpacked)):
-            tf.io.gfile.copy(os.path.join(unpacked, base), _join(final, base), overwrite=True)
+            target = _join(final, base)
+            if tf.io.gfile.exists(target):  # a killed copy's; some filesystems (ram://)
+                tf.io.gfile.remove(target)  # append to a file copied over, not replace it
+            tf.io.gfile.copy(os.path.join(unpacked, base), target)
+            copied.append(target)
         io_utils.atomic_write_text(_join(final, MARKER), marker)
+        io_utils.remove(_join(final, PARTIAL_MARKER))
     except (tf.errors.OpError, OSError) as e:
-        try:
-            tf.io.gfile.rmtree(final)
-        except tf.errors.OpError:
-            pass
+        for path in copied + [_join(final, PARTIAL_MARKER)]:
+            try:
+                tf.io.gfile.remove(path)
+            except tf.errors.OpError:
+                pass
         raise _Failure(f"cannot copy into the cache {final} ({str(e).splitlines()[0]})") from None
 
 

@@ -32,6 +32,14 @@ from adapter_bert.serving.tokenizer import BertInputEncoder
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 INFO_FILE = "export_info.json"
+# Recorded in every export's INFO_FILE: the mark that this package wrote the folder, which
+# is what allows a later export to replace it.
+WRITER = "adapter_bert"
+# What a SavedModel export holds; a folder with anything else in it is not replaced.
+EXPORT_ENTRIES = frozenset({"saved_model.pb", "variables", "assets", "fingerprint.pb",
+                            "assets.extra", INFO_FILE})
+# Exports written before INFO_FILE named its writer: recognised by their kind.
+_EARLIER_KINDS = frozenset({"classifier", "squad", "multi_adapter"})
 # Rows per network call inside a serving signature. A batch padded to its longest row
 # wastes the padding of all its shorter rows (on MRPC dev, batches of 64 in file order:
 # 50% more token positions than real tokens); groups of 8 rows of similar length waste
@@ -143,21 +151,65 @@ def _signatures(module: _ClassifierModule, pair: bool) -> Dict[str, Callable]:
             "from_features": from_features.get_concrete_function()}
 
 
+def _written_by_us(info_file: str) -> bool:
+    try:
+        with open(info_file, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and (info.get("written_by") == WRITER
+                                       or info.get("kind") in _EARLIER_KINDS)
+
+
+def check_export_dir(export_dir: str) -> None:
+    """Refuses an `export_dir` that an export may not replace.
+
+    An export replaces only what an export wrote: a missing or empty folder, or a folder
+    holding an earlier export of this package (its `export_info.json` names the writer)
+    and nothing else. A run's --output_dir, a parent of other files or another program's
+    model is never removed.
+
+    Raises:
+        ExportError: naming the folder, the flag and what is in the way.
+    """
+    path = os.path.abspath(export_dir)
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        kind = "a symbolic link" if os.path.islink(path) else "a file"
+        raise ExportError(f"--export_dir={path} is {kind}, not a folder; nothing was "
+                          f"replaced: name a new folder or an earlier export")
+    names = sorted(os.listdir(path))
+    if not names:
+        return
+    if INFO_FILE not in names or not _written_by_us(os.path.join(path, INFO_FILE)):
+        raise ExportError(f"--export_dir={path} holds files that no export of adapter_bert "
+                          f"wrote ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); "
+                          f"nothing was replaced: name a new folder or an earlier export")
+    others = [name for name in names if name not in EXPORT_ENTRIES]
+    if others:
+        raise ExportError(f"--export_dir={path} holds an earlier export and also "
+                          f"{', '.join(others[:5])}; nothing was replaced: move those away or "
+                          f"name a new folder")
+
+
 def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, Callable],
                       info: dict) -> str:
     """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole.
 
     The SavedModel is written beside `export_dir` and moved into place when complete,
-    so an interrupted export leaves any earlier export as it was.
+    so an interrupted export leaves any earlier export as it was. An existing
+    `export_dir` is replaced only if it is empty or an earlier export (`check_export_dir`).
 
     Raises:
+        ExportError: `export_dir` holds something other than an earlier export.
         WriteError: it could not be written (no space, no permission, ...): names
             `export_dir` and the reason; what was staged is removed.
     """
     export_dir = os.path.abspath(export_dir)
     parent = os.path.dirname(export_dir)
-    if os.path.exists(export_dir) and not os.path.isdir(export_dir):
-        raise ExportError(f"--export_dir={export_dir} exists and is a file, not a directory")
+    check_export_dir(export_dir)
+    info = {"written_by": WRITER, **info}
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.", dir=parent)
     os.chmod(staging, 0o755)  # mkdtemp makes it private; a model is meant to be shared
@@ -168,6 +220,7 @@ def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, 
             f.write("\n")
         old = None
         if os.path.exists(export_dir):
+            check_export_dir(export_dir)  # again: something may have been put there since
             old = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.old.", dir=parent)
             os.rename(export_dir, os.path.join(old, "model"))
         os.rename(staging, export_dir)

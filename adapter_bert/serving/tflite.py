@@ -16,9 +16,10 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_bytes
 from adapter_bert.model.fast_layers import portable_kernels
-from adapter_bert.serving.export import FEATURES
+from adapter_bert.serving.export import FEATURES, ExportError
 
 
 def _network_function(model, batch_size: Optional[int], max_seq_length: Optional[int],
@@ -47,6 +48,27 @@ def tflite_classifier(model, max_seq_length: Optional[int], batch_size: Optional
     return converter.convert()
 
 
+# A TFLite flatbuffer's file identifier, at bytes 4-8.
+_TFLITE_IDENTIFIER = b"TFL3"
+
+
+def check_tflite_target(tflite_file: str) -> None:
+    """Refuses a `tflite_file` that holds something other than a TFLite model.
+
+    Raises:
+        ExportError: naming the path and what is there.
+    """
+    if not io_utils.exists(tflite_file):
+        return
+    if io_utils.isdir(tflite_file):
+        raise ExportError(f"{tflite_file} is a folder; nothing was replaced: name a .tflite file")
+    with io_utils.open_file(tflite_file, "rb") as f:
+        head = f.read(8)
+    if head[4:8] != _TFLITE_IDENTIFIER:
+        raise ExportError(f"{tflite_file} exists and is not a TFLite model; nothing was "
+                          f"replaced: name a new file or an earlier TFLite export")
+
+
 def export_tflite(model, tflite_file: str, max_seq_length: Optional[int],
                   batch_size: Optional[int] = 1, regression: bool = False) -> str:
     """Writes a sentence (pair) classifier's network as a TFLite model of builtin ops.
@@ -60,7 +82,9 @@ def export_tflite(model, tflite_file: str, max_seq_length: Optional[int],
     Args:
         model: a built task model mapping Google-named int32 features to float32
             logits [B, num_labels] (`BertClassifier`, `ResAdapterClassifier`).
-        tflite_file: where to write the model (replaced whole if it exists).
+        tflite_file: where to write the model. An existing file there is replaced only
+            if it is a TFLite model (its flatbuffer identifier says so); anything else
+            there is refused, never overwritten.
         max_seq_length: the row width; None leaves it dynamic (set it with the
             interpreter's `resize_tensor_input`).
         batch_size: rows per call; None leaves it dynamic. Static shapes let the
@@ -71,8 +95,10 @@ def export_tflite(model, tflite_file: str, max_seq_length: Optional[int],
         The path written.
 
     Raises:
+        ExportError: `tflite_file` is a folder or a file that is not a TFLite model.
         tf.lite converter errors (`ConverterError`) naming any op without a builtin kernel.
     """
+    check_tflite_target(tflite_file)
     atomic_write_bytes(tflite_file, tflite_classifier(model, max_seq_length, batch_size,
                                                       regression))
     return tflite_file

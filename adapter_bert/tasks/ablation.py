@@ -376,9 +376,7 @@ def classifier_main(flag_values) -> int:
     Raises:
         FlagError: a bad flag (`flags.validate_ablation`), or no trained weights to ablate.
     """
-    from absl import logging
-
-    from adapter_bert.tasks.flags import FlagError, validate_ablation
+    from adapter_bert.tasks.flags import validate_ablation
     from adapter_bert.tasks.classifier import ClassifierRun
 
     class AblationRun(ClassifierRun):
@@ -386,6 +384,18 @@ def classifier_main(flag_values) -> int:
         quiet_evaluation = True  # one printed line per span (below), not a progress display
 
     run = AblationRun(flag_values)
+    try:
+        return _ablate(run, flag_values)
+    finally:
+        run.close()
+
+
+def _ablate(run, flag_values) -> int:
+    """The ablation of a built run: every span evaluated, the files written and named."""
+    from absl import logging
+
+    from adapter_bert.tasks.flags import FlagError
+
     if not any(adapter_blocks_by_layer(run.model)):
         raise FlagError("the model has no adapters: pass --load_adapter with an adapter-tuned "
                         "run's adapter directory")

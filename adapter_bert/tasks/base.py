@@ -26,6 +26,7 @@ from adapter_bert.io_utils import atomic_write_text, makedirs, remove_stale_temp
 from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resolve_backbone
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.tasks.flags import FlagError, was_set
+from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output_dir,
                                            write_record)
@@ -96,8 +97,8 @@ class TaskRun:
         check_reused_output_dir(flag_values, self.HEAD)
         self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
         self.read_data()
-        self.strategy, self.static_shapes, self.role = prepare_run(flag_values, strategy,
-                                                                   runner=self.HEAD)
+        self.strategy, self.static_shapes, self.role, self.lock = prepare_run(
+            flag_values, strategy, runner=self.HEAD)
         if static_shapes is not None:
             self.static_shapes = bool(static_shapes)
         try:
@@ -105,7 +106,7 @@ class TaskRun:
                 self.strategy, self.backbone, flag_values, self.HEAD,
                 num_labels=self.num_labels, train_pooler=self.train_pooler)
         except BaseException:
-            self.role.close()
+            self.close()
             raise
 
     @property
@@ -115,8 +116,11 @@ class TaskRun:
         return self.role.write_dir
 
     def close(self) -> None:
-        """Deletes what a non-chief worker wrote; call when the run is over."""
+        """Deletes what a non-chief worker wrote and releases the chief's lock on
+        --output_dir; call when the run is over."""
         self.role.close()
+        if self.lock is not None:
+            self.lock.release()
 
     def validate_flags(self, flag_values) -> None:
         raise NotImplementedError
@@ -136,6 +140,8 @@ class TaskRun:
 
     def save_trained_adapter(self, task: str, labels) -> None:
         """Writes the trained weights into <output_dir>/adapter (see `adapters.files`)."""
+        if self.lock is not None:
+            self.lock.check()
         save_adapter(self.model, os.path.join(self.write_dir, ADAPTER_DIR), task, labels,
                      self.flags.tuning_mode)
 
@@ -202,30 +208,45 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
             flags in <output_dir>/run_flags.json (`tasks.run_record`).
 
     Returns:
-        (strategy, static_shapes, role): static_shapes is True where batches must have
-        fixed shapes (TPU); role (`WorkerRole`) says where this process writes: only the
-        chief creates and cleans --output_dir.
+        (strategy, static_shapes, role, lock): static_shapes is True where batches must
+        have fixed shapes (TPU); role (`WorkerRole`) says where this process writes: only
+        the chief creates, locks (`tasks.run_lock`; lock is None on other workers) and
+        cleans --output_dir.
+
+    Raises:
+        FlagError: another run holds the lock on --output_dir.
     """
     strategy = strategy or get_strategy(
         flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
         flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
     preemption.reclaim_signals()  # a multi-worker strategy's runtime takes SIGTERM over
     role = worker_role(strategy, flag_values.output_dir)
+    lock = None
     if role.is_chief:
-        if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
-            clear_output_dir(flag_values.output_dir)
         prepare_output_dir(flag_values.output_dir)
-        if flag_values.do_train:
-            write_record(flag_values.output_dir, flag_values, runner)
-        for stale in remove_stale_temporaries(flag_values.output_dir):
-            logging.info("Removed %s, left by a run killed while writing it", stale)
+        lock = run_lock.acquire(flag_values.output_dir)
+        try:
+            _prepare_locked_output_dir(flag_values, runner)
+        except BaseException:
+            lock.release()
+            raise
     set_seed(flag_values.seed)
     if getattr(flag_values, "deterministic", False):
         # With the seed above: same flags, same machine -> bit-identical results.
         tf.config.experimental.enable_op_determinism()
         logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
     apply_dtype(flag_values.dtype, strategy=strategy)
-    return strategy, static_shapes_required(strategy), role
+    return strategy, static_shapes_required(strategy), role, lock
+
+
+def _prepare_locked_output_dir(flag_values, runner: str) -> None:
+    """The chief's first writes, under the lock: clearing, the record, stale temporaries."""
+    if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
+        clear_output_dir(flag_values.output_dir)
+    if flag_values.do_train:
+        write_record(flag_values.output_dir, flag_values, runner)
+    for stale in remove_stale_temporaries(flag_values.output_dir):
+        logging.info("Removed %s, left by a run killed while writing it", stale)
 
 
 def merged_for_export(model, flag_values):

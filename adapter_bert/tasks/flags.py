@@ -5,6 +5,8 @@ port adds (adapters, tuning mode, distribution, dtype, seed, ...) are defined he
 once, so both entry points read the same way.
 """
 
+import dataclasses
+import math
 import os
 
 from absl import flags
@@ -81,7 +83,8 @@ def _define_training_flags():
     flags.DEFINE_bool(
         "overwrite_output_dir", False,
         "With --do_train: delete what an earlier run wrote in --output_dir (checkpoints, "
-        "logs, adapter, results, run_flags.json; the feature cache is kept) and train anew. "
+        "logs, adapter, results, run_flags.json; the feature cache and files a run does not "
+        "write are kept) and train anew. "
         "Without it, a folder trained with other training flags is refused and one trained "
         "with the same flags resumes. Refuses a non-empty folder with neither "
         "run_flags.json nor checkpoints/.")
@@ -312,10 +315,81 @@ def was_set(values, name: str) -> bool:
         return False
 
 
-def check_positive(name: str, value, allow_zero: bool = False) -> None:
-    """Raises FlagError unless the flag's value is > 0 (or >= 0)."""
-    if value is None or (value < 0 if allow_zero else value <= 0):
-        raise FlagError(f"--{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values a numeric flag takes: finite, within [low, high] (or the open ends), an
+    integer for integer flags. The ceilings keep a value from overflowing a step count or
+    a tensor shape far later; they lie well above any value that makes sense."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self, integer: bool) -> str:
+        if math.isinf(self.high):
+            return f"a finite number {'>' if self.low_open else '>='} {self.low:g}"
+        if integer:
+            return f"an integer in [{int(self.low)}, {int(self.high)}]"
+        return (f"a finite number in {'(' if self.low_open else '['}{self.low:g}, "
+                f"{self.high:g}{')' if self.high_open else ']'}")
+
+
+_STEPS = Bounds(1, 2**31 - 1)
+_BATCH = Bounds(1, 2**20)
+_TOKENS = Bounds(1, 2**16)
+# A rate has no ceiling: a huge one diverges, which the training loop reports.
+_RATE = Bounds(0, math.inf, low_open=True)
+# Every numeric flag of every entry point (tests/robustness/test_numeric_flags.py walks
+# them all): checked first by `check_numeric_flags`, before anything is loaded.
+NUMERIC_BOUNDS = {
+    "train_batch_size": _BATCH, "eval_batch_size": _BATCH, "predict_batch_size": _BATCH,
+    "max_seq_length": Bounds(2, 2**16),  # [CLS] [SEP] at least; pairs need 3 (checked later)
+    "save_checkpoints_steps": _STEPS, "iterations_per_loop": _STEPS,
+    "num_tpu_cores": Bounds(1, 2**16), "top_k_layers": Bounds(1, 2**10),
+    "adapter_size": _TOKENS, "seed": Bounds(0, 2**32 - 1),  # NumPy's seed range
+    "doc_stride": _TOKENS, "max_query_length": _TOKENS, "n_best_size": Bounds(1, 10**4),
+    "max_answer_length": _TOKENS,
+    "learning_rate": _RATE, "adapter_learning_rate": _RATE,
+    "num_train_epochs": Bounds(0, 10**6, low_open=True),
+    "warmup_proportion": Bounds(0, 1), "adapter_init_scale": Bounds(0, 10),
+    "lora_alpha": Bounds(0, 10**6, low_open=True), "lora_dropout": Bounds(0, 1, high_open=True),
+    "adam_epsilon": Bounds(0, 1, low_open=True),
+    "null_score_diff_threshold": Bounds(-10**6, 10**6),
+    "dev_fraction": Bounds(0, 1, low_open=True, high_open=True),
+}
+
+
+def check_numeric_flags(values) -> None:
+    """Checks every numeric flag `values` has against `NUMERIC_BOUNDS` (None: unset).
+
+    Raises:
+        FlagError: the first flag out of bounds, e.g. `--num_train_epochs must be a finite
+            number in (0, 1e+06], got nan`.
+    """
+    for name, bounds in NUMERIC_BOUNDS.items():
+        value = getattr(values, name, None)
+        if value is None or bounds.admits(value) and (
+                not _is_integer_flag(values, name) or float(value).is_integer()):
+            continue
+        raise FlagError(f"--{name} must be {bounds.describe(_is_integer_flag(values, name))}, "
+                        f"got {value}")
+
+
+def _is_integer_flag(values, name: str) -> bool:
+    try:
+        return values[name].flag_type() == "int"
+    except (TypeError, KeyError, AttributeError):
+        return isinstance(getattr(values, name, None), int)
 
 
 def _path_is(name: str, path: str, query) -> bool:
@@ -361,6 +435,7 @@ def validate_common(values) -> None:
     Raises:
         FlagError: naming the flag and what was expected.
     """
+    check_numeric_flags(values)
     actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a, False)]
     if not actions and not getattr(values, "export_dir", None):
         names = "`do_train`, `do_eval` or `do_predict`" if hasattr(values, "do_eval") \
@@ -375,22 +450,10 @@ def validate_common(values) -> None:
     if getattr(values, "overwrite_output_dir", False) and not values.do_train:
         raise FlagError("--overwrite_output_dir only applies with --do_train (it deletes the "
                         "earlier run's outputs before training anew)")
-    for name in ("train_batch_size", "predict_batch_size", "eval_batch_size", "max_seq_length",
-                 "save_checkpoints_steps", "iterations_per_loop", "adapter_size"):
-        if hasattr(values, name):
-            check_positive(name, getattr(values, name))
-    check_positive("num_train_epochs", values.num_train_epochs)
-    if values.learning_rate is not None:
-        check_positive("learning_rate", values.learning_rate)
-    if getattr(values, "adam_epsilon", None) is not None:
-        check_positive("adam_epsilon", values.adam_epsilon)
     if getattr(values, "adapter_learning_rate", None) is not None:
-        check_positive("adapter_learning_rate", values.adapter_learning_rate)
         if values.tuning_mode != "adapter":
             raise FlagError("--adapter_learning_rate is only used with --tuning_mode=adapter, "
                             f"got --tuning_mode={values.tuning_mode}")
-    if not 0.0 <= values.warmup_proportion <= 1.0:
-        raise FlagError(f"--warmup_proportion must be in [0, 1], got {values.warmup_proportion}")
     for name in ("bert_config_file", "vocab_file"):
         path = getattr(values, name)
         if path and not _path_is(name, path, io_utils.isfile):
@@ -406,6 +469,26 @@ def validate_common(values) -> None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
     if values.load_adapter and not _path_is("load_adapter", values.load_adapter, io_utils.isdir):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
+    if getattr(values, "export_dir", None):
+        check_export_target(values.export_dir, values.output_dir)
+
+
+def check_export_target(export_dir: str, output_dir: str) -> None:
+    """Refuses, before anything runs, an --export_dir that the export could not replace
+    (`serving.export.check_export_dir`) or that holds the run's own --output_dir.
+
+    Raises:
+        FlagError: naming both flags; ExportError: naming what is in the way.
+    """
+    from adapter_bert.serving.export import check_export_dir
+    if io_utils.is_local(export_dir) and io_utils.is_local(output_dir):
+        export = os.path.abspath(io_utils.expand(export_dir))
+        output = os.path.abspath(io_utils.expand(output_dir))
+        if output == export or output.startswith(export.rstrip(os.sep) + os.sep):
+            raise FlagError(f"--export_dir={export_dir} holds --output_dir={output_dir}: an "
+                            f"export replaces its folder whole; name a folder of its own "
+                            f"(e.g. {os.path.join(output_dir, 'export')})")
+        check_export_dir(export)
 
 
 def validate_family_flags(flag_values) -> None:
@@ -553,8 +636,6 @@ def validate_squad(values) -> None:
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
         if getattr(values, action) and not _path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
-    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-        check_positive(name, getattr(values, name))
     # Google's only window check. A --doc_stride as long as the context window or
     # longer is fine: the next window starts min(window, doc_stride) tokens later.
     if values.max_seq_length <= values.max_query_length + 3:

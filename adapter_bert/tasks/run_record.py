@@ -25,11 +25,18 @@ from absl import logging
 
 from adapter_bert import io_utils
 from adapter_bert.tasks.flags import FlagError
+from adapter_bert.tasks.run_lock import LOCK_NAME
 
 RECORD_NAME = "run_flags.json"
 CHECKPOINT_DIR = "checkpoints"
 # Kept by --overwrite_output_dir: its entries are keyed by data file, tokenizer and flags.
 FEATURE_CACHE_DIR = "feature_cache"
+# Every entry a runner writes into --output_dir: all that --overwrite_output_dir deletes.
+RUN_OUTPUTS = frozenset({
+    RECORD_NAME, CHECKPOINT_DIR, "logs", "adapter", "eval_results.txt", "eval_results.json",
+    "test_results.tsv", "test_mismatched_results.tsv", "predictions.json",
+    "nbest_predictions.json", "null_odds.json", "ablation_matrix.csv",
+    "ablation_results.csv", "ablation.json", "ablation_heatmap.png"})
 
 # Flags whose values define what a training run trains, in the order they are reported.
 # A flag the runner does not define is skipped.
@@ -82,15 +89,19 @@ def read_record(output_dir: str) -> Optional[Dict[str, object]]:
         return None
     try:
         record = json.loads(io_utils.read_text(path))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         logging.warning("%s could not be read (%s): flags not compared", path, e)
         return None
-    return record.get("flags") if isinstance(record, dict) else None
+    flags = record.get("flags") if isinstance(record, dict) else None
+    if not isinstance(flags, dict):
+        logging.warning("%s holds no flags record: flags not compared", path)
+        return None
+    return flags
 
 
 def _show(value) -> str:
     if isinstance(value, list):
-        return ",".join(value) if value else "''"
+        return ",".join(map(str, value)) if value else "''"
     return "unset" if value is None else str(value)
 
 
@@ -146,25 +157,28 @@ def looks_like_run_dir(path: str) -> bool:
 
 
 def _check_may_clear(path: str) -> List[str]:
-    """The names --overwrite_output_dir would delete in `path` (none for a missing or
-    empty folder).
+    """The entries of `path` that --overwrite_output_dir deletes: those of `RUN_OUTPUTS`
+    present (none for a missing or empty folder).
 
     Raises:
         FlagError: `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
     """
     if not io_utils.isdir(path):
         return []
-    names = [name for name in io_utils.listdir(path) if name != FEATURE_CACHE_DIR]
+    names = [name for name in io_utils.listdir(path)
+             if name not in (FEATURE_CACHE_DIR, LOCK_NAME)]
     if names and not looks_like_run_dir(path):
         raise FlagError(f"--overwrite_output_dir: {path} does not look like a run folder (no "
                         f"{RECORD_NAME} and no {CHECKPOINT_DIR}/checkpoint); nothing deleted: "
                         f"pass a run's --output_dir or a new folder")
-    return names
+    return sorted(name.rstrip("/") for name in names if name.rstrip("/") in RUN_OUTPUTS)
 
 
 def clear_output_dir(path: str) -> List[str]:
-    """--overwrite_output_dir: deletes everything in the run folder `path` but the feature
-    cache; a symbolic link is removed, never followed.
+    """--overwrite_output_dir: deletes what a run wrote in the run folder `path`, the
+    feature cache excepted. Only the names a run writes (`RUN_OUTPUTS`) are deleted:
+    anything else in the folder (the user's notes, an export, another program's files)
+    is kept and named in the log. A symbolic link is removed, never followed.
 
     Returns:
         The names deleted.
@@ -173,8 +187,8 @@ def clear_output_dir(path: str) -> List[str]:
         FlagError: `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
     """
     names = _check_may_clear(path)
-    if not names:
-        return []
+    kept = sorted(set(n.rstrip("/") for n in io_utils.listdir(path)) - set(names)
+                  - {FEATURE_CACHE_DIR, LOCK_NAME}) if io_utils.isdir(path) else []
     for name in names:
         target = os.path.join(path, name)
         if io_utils.is_local(target):
@@ -188,5 +202,9 @@ def clear_output_dir(path: str) -> List[str]:
                 tf.io.gfile.rmtree(target)
             else:
                 tf.io.gfile.remove(target)
-    logging.info("--overwrite_output_dir: deleted %s from %s", ", ".join(names), path)
+    if names:
+        logging.info("--overwrite_output_dir: deleted %s from %s", ", ".join(names), path)
+    if kept:
+        logging.warning("--overwrite_output_dir: kept %s in %s (not written by a run)",
+                        ", ".join(kept), path)
     return names

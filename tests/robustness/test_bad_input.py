@@ -213,11 +213,11 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
         return {"do_eval": "false"}, (r"At least one of `do_train`, `do_eval` or `do_predict` "
                                       r"must be True\.$")
     if case == "train_batch_size_zero":
-        return {"train_batch_size": 0}, r"--train_batch_size must be > 0, got 0$"
+        return {"train_batch_size": 0}, r"--train_batch_size must be an integer in \[1, 1048576\], got 0$"
     if case == "negative_epochs":
-        return {"num_train_epochs": -1}, r"--num_train_epochs must be > 0, got -1\.0$"
+        return {"num_train_epochs": -1}, r"--num_train_epochs must be a finite number in \(0, 1e\+06\], got -1\.0$"
     if case == "warmup_out_of_range":
-        return {"warmup_proportion": 1.5}, r"--warmup_proportion must be in \[0, 1\], got 1\.5$"
+        return {"warmup_proportion": 1.5}, r"--warmup_proportion must be a finite number in \[0, 1\], got 1\.5$"
     raise AssertionError(case)
 
 
@@ -396,7 +396,7 @@ def squad_case(case, squad_slice, tmp: Path):
             r"The max_seq_length \(64\) must be greater than max_query_length \(61\) \+ 3$")
     if case == "doc_stride_zero":
         path.write_text(json.dumps(data))
-        return {flag: path, "doc_stride": 0}, r"--doc_stride must be > 0, got 0$"
+        return {flag: path, "doc_stride": 0}, r"--doc_stride must be an integer in \[1, 65536\], got 0$"
     raise AssertionError(case)
 
 

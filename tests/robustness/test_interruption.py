@@ -144,13 +144,14 @@ def test_deterministic_runs_give_identical_metrics(backbone, mrpc_lines, tmp_pat
 
 
 def test_stale_temporaries_are_the_only_files_removed(tmp_path):
-    """Only the `.name.XXXXXXXX.tmp` files of killed atomic writes go; everything else stays."""
+    """Only the `.name.adapter_bert.XXXXXXXX.tmp` files of killed atomic writes go;
+    everything else stays, a file merely shaped like one included."""
     from adapter_bert.io_utils import atomic_write_text, remove_stale_temporaries
     atomic_write_text(str(tmp_path / "adapter" / "adapter_config.json"), "{}\n")
-    stale = [tmp_path / ".eval_results.txt.k3_9zq0a.tmp",
-             tmp_path / "adapter" / ".adapter_model.safetensors.ab12cd34.tmp"]
+    stale = [tmp_path / ".eval_results.txt.adapter_bert.k3_9zq0a.tmp",
+             tmp_path / "adapter" / ".adapter_model.safetensors.adapter_bert.ab12cd34.tmp"]
     kept = [tmp_path / ".gitignore", tmp_path / "notes.tmp", tmp_path / ".x.tmp",
-            tmp_path / "eval_results.txt"]
+            tmp_path / "eval_results.txt", tmp_path / ".draft.txt.k3_9zq0a.tmp"]
     for path in stale + kept:
         path.write_text("x")
     assert remove_stale_temporaries(str(tmp_path)) == sorted(map(str, stale))

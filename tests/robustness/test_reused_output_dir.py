@@ -1,7 +1,8 @@
 """A reused --output_dir (issue 32): a training run records its training flags in
 run_flags.json; a rerun with other training flags stops before loading anything, naming
-them; the same flags resume; --overwrite_output_dir clears a run folder and trains anew;
-eval-only runs take any eval flags; a folder without a record keeps resuming.
+them; the same flags resume; --overwrite_output_dir deletes what a run wrote there (never
+the user's files) and trains anew; eval-only runs take any eval flags; a
+folder without a record keeps resuming.
 """
 
 import json
@@ -126,7 +127,9 @@ def test_overwrite_output_dir_trains_anew(trained, backbone, tmp_path, capfd):
     out = _copy(trained[0], tmp_path / "out")
     (out / "feature_cache").mkdir(exist_ok=True)
     (out / "feature_cache" / "kept.txt").write_text("cache")
-    (out / "notes.txt").write_text("deleted with the run")
+    (out / "notes.txt").write_text("the user's, not the run's")
+    (out / "export").mkdir()
+    (out / "export" / "saved_model.pb").write_bytes(b"an export")
     old_results = (out / "eval_results.txt").read_text()
     code, _ = run_in_process("run_classifier", [
         "--do_train", "--do_eval", "--overwrite_output_dir",
@@ -134,7 +137,9 @@ def test_overwrite_output_dir_trains_anew(trained, backbone, tmp_path, capfd):
     assert code == 0, capfd.readouterr().err[-3000:]
     assert json.loads((out / "run_flags.json").read_text())["flags"]["adapter_size"] == 4
     assert "global_step = 3" in (out / "eval_results.txt").read_text() != old_results
-    assert not (out / "notes.txt").exists()
+    # Only what a run writes is deleted: the user's file and the export stay.
+    assert (out / "notes.txt").read_text() == "the user's, not the run's"
+    assert (out / "export" / "saved_model.pb").read_bytes() == b"an export"
     assert (out / "feature_cache" / "kept.txt").read_text() == "cache"
     assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == [
         "ckpt-2.index", "ckpt-3.index"]

@@ -202,6 +202,7 @@ def test_a_serving_export_that_cannot_be_written_names_it_and_keeps_the_earlier_
     export_dir = tmp_path / "export"
     export_dir.mkdir()
     (export_dir / "saved_model.pb").write_bytes(b"the earlier export")
+    (export_dir / "export_info.json").write_text('{"written_by": "adapter_bert"}')
 
     def save_part_then_fail(module, directory, signatures=None):
         Path(directory, "variables").mkdir()
@@ -214,5 +215,5 @@ def test_a_serving_export_that_cannot_be_written_names_it_and_keeps_the_earlier_
         write_saved_model(str(export_dir), tf.Module(), {}, {})
     assert str(error.value) == f"cannot write {export_dir}: No space left on device"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
-    assert sorted(p.name for p in export_dir.iterdir()) == ["saved_model.pb"]
+    assert sorted(p.name for p in export_dir.iterdir()) == ["export_info.json", "saved_model.pb"]
     assert (export_dir / "saved_model.pb").read_bytes() == b"the earlier export"
