@@ -122,11 +122,43 @@ def test_special_tokens_and_vocabulary(tokenizer):
     assert tokenizer.is_fast
 
 
-def test_truncation_is_refused_and_pairs_must_match(tokenizer):
-    with pytest.raises(ValueError, match="truncate_seq_pair"):
+def test_truncation_needs_room_and_pairs_must_match(tokenizer):
+    with pytest.raises(ValueError, match=r"truncation=True needs max_length, the row length "
+                                         r"with special tokens, of at least 3; got None"):
         tokenizer("a b c", truncation=True)
+    with pytest.raises(ValueError, match="of at least 4; got 3"):
+        tokenizer("a b c", "d", truncation=True, max_length=3)
     with pytest.raises(ValueError, match="2 texts but 1 text pairs"):
         tokenizer(["a", "b"], ["c"])
+
+
+@pytest.mark.parametrize("max_length", [4, 6, 9, 16, 128])
+def test_truncation_is_googles_and_equals_the_runners_features(tokenizer, max_length):
+    """`truncation=True, max_length=N` gives the rows run_classifier.py's features hold
+    (Google's `_truncate_seq_pair`: the extra piece of an odd budget goes to the first text,
+    a tie drops from the second), with offsets cut alongside."""
+    from adapter_bert.data.features import convert_examples_to_features
+    from adapter_bert.data.glue import InputExample
+    examples = [InputExample(f"x-{i}", a, b or None) for i, (a, b) in enumerate(PAIRS)]
+    examples += [InputExample("x-single", TEXTS[15]), InputExample("x-empty-b", "a b", "")]
+    features = convert_examples_to_features(examples, ["0"], max_length, tokenizer,
+                                            log_examples=0)
+    texts = [e.text_a for e in examples]
+    pairs = [e.text_b or "" for e in examples]
+    cut = tokenizer(texts, pairs, truncation=True, max_length=max_length,
+                    return_offsets_mapping=True)
+    for row, example in enumerate(examples):
+        length = int(features["input_mask"][row].sum())
+        assert cut["input_ids"][row] == features["input_ids"][row][:length].tolist(), example
+        assert cut["token_type_ids"][row] == features["segment_ids"][row][:length].tolist()
+        assert cut["attention_mask"][row] == [1] * length
+        full = tokenizer(example.text_a, example.text_b, return_offsets_mapping=True) \
+            if example.text_b else tokenizer(example.text_a, return_offsets_mapping=True)
+        kept = dict(zip(range(length), cut["offset_mapping"][row]))
+        assert all(offset in full["offset_mapping"] for offset in kept.values())
+    one = tokenizer("one two three four five", truncation=True, max_length=4)
+    assert one["input_ids"] == [tokenizer.cls_token_id, *tokenizer.convert_tokens_to_ids(
+        ["one", "two"]), tokenizer.sep_token_id]
 
 
 def test_vocabulary_is_read_as_transformers_load_vocab():

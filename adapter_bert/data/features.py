@@ -62,8 +62,8 @@ def _chunk_ids(tokenizer, chunk: Sequence) -> Tuple[List[List[int]], List[Option
     return ids_a, ids_b
 
 
-def _layout(tokens_a: List[int], tokens_b: Optional[List[int]], max_seq_length: int,
-            cls_id: int, sep_id: int) -> Tuple[List[int], int]:
+def bert_layout(tokens_a: List[int], tokens_b: Optional[List[int]], max_seq_length: int,
+                cls_id: int, sep_id: int) -> Tuple[List[int], int]:
     """BERT's `[CLS] a [SEP] (b [SEP])`, truncated as Google does; returns the ids and the
     length of the segment-0 part."""
     tokens_a = list(tokens_a)
@@ -137,7 +137,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
         ids_a, ids_b = _chunk_ids(tokenizer, chunk)
         for j, example in enumerate(chunk):
             row = start + j
-            ids, num_a = _layout(ids_a[j], ids_b[j], max_seq_length, cls_id, sep_id)
+            ids, num_a = bert_layout(ids_a[j], ids_b[j], max_seq_length, cls_id, sep_id)
             features["input_ids"][row, :len(ids)] = ids
             features["input_mask"][row, :len(ids)] = 1
             features["segment_ids"][row, num_a:len(ids)] = 1

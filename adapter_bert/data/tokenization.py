@@ -10,6 +10,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokeniz
 from tokenizers.models import WordPiece
 
 from adapter_bert import io_utils
+from adapter_bert.data.features import truncate_seq_pair
 from adapter_bert.model.config import BertConfig
 
 
@@ -119,29 +120,44 @@ class WordPieceTokenizer:
     def __call__(self, text: TextInput, text_pair: Optional[TextInput] = None, *,
                  add_special_tokens: bool = True, return_offsets_mapping: bool = False,
                  return_token_type_ids: bool = True, return_attention_mask: bool = True,
-                 truncation: bool = False, verbose: bool = True) -> Dict[str, list]:
+                 truncation: bool = False, max_length: Optional[int] = None,
+                 verbose: bool = True) -> Dict[str, list]:
         """Encodes a text (or a pair) or a list of texts (or of pairs), in one batch.
 
         Returns a dict of `input_ids`, `token_type_ids`, `attention_mask` and, with
         `return_offsets_mapping`, `offset_mapping` (`(start, end)` character offsets into
         the text; `(0, 0)` for [CLS] and [SEP]): a list per text, or one list of such
-        lists for a list of texts. `verbose` is accepted and ignored (nothing is cut).
+        lists for a list of texts. `verbose` is accepted and ignored.
+
+        With `truncation=True`, each row is cut to `max_length` tokens, special tokens
+        included, as Google's BERT cuts it (what run_classifier.py feeds the model): a
+        single text keeps its first `max_length - 2` pieces; a pair drops pieces from the
+        end of the longer text, of the second on a tie, until `max_length - 3` remain.
+        A second text of no pieces is no second segment, as in Google's code.
 
         Raises:
-            ValueError: `truncation` is asked for: cut the ids afterwards, as
-                `features.truncate_seq_pair` does Google's way.
+            ValueError: `truncation` without `max_length`, or a `max_length` with no room
+                for text; texts and pairs of different counts.
         """
-        if truncation:
-            raise ValueError("WordPieceTokenizer does not truncate: cut the ids afterwards "
-                             "(adapter_bert.data.features.truncate_seq_pair)")
         single = isinstance(text, str)
         texts = [text] if single else list(text)
         if text_pair is not None:
             pairs = [text_pair] if single else list(text_pair)
             if len(pairs) != len(texts):
                 raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
+            if truncation:
+                return self._truncated(texts, pairs, max_length, add_special_tokens,
+                                       return_offsets_mapping, return_token_type_ids,
+                                       return_attention_mask, single)
             texts = list(zip(texts, pairs))
-        encodings = self.backend_tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
+        elif truncation:
+            return self._truncated(texts, None, max_length, add_special_tokens,
+                                   return_offsets_mapping, return_token_type_ids,
+                                   return_attention_mask, single)
+        # Without offsets, `encode_batch_fast` skips computing them (the same ids).
+        encode = self.backend_tokenizer.encode_batch if return_offsets_mapping \
+            else self.backend_tokenizer.encode_batch_fast
+        encodings = encode(texts, add_special_tokens=add_special_tokens)
         fields = {"input_ids": [e.ids for e in encodings]}
         if return_token_type_ids:
             fields["token_type_ids"] = [e.type_ids for e in encodings]
@@ -150,6 +166,48 @@ class WordPieceTokenizer:
         if return_offsets_mapping:
             fields["offset_mapping"] = [e.offsets for e in encodings]
         return {k: v[0] for k, v in fields.items()} if single else fields
+
+
+    def _truncated(self, texts, pairs, max_length, add_special_tokens, offsets, type_ids,
+                   attention_mask, single) -> Dict[str, list]:
+        """`__call__` with truncation: pieces of each text, cut and laid out as Google's."""
+        specials = (3 if pairs is not None else 2) if add_special_tokens else 0
+        if max_length is None or max_length < specials + 1:
+            raise ValueError(f"truncation=True needs max_length, the row length with special "
+                             f"tokens, of at least {specials + 1}; got {max_length}")
+        encode = self.backend_tokenizer.encode_batch if offsets \
+            else self.backend_tokenizer.encode_batch_fast
+        first = encode(texts, add_special_tokens=False)
+        second = encode(pairs, add_special_tokens=False) if pairs is not None else None
+        fields = {name: [] for name, wanted in (("input_ids", True), ("token_type_ids", type_ids),
+                                                ("attention_mask", attention_mask),
+                                                ("offset_mapping", offsets)) if wanted}
+        for i, a in enumerate(first):
+            b = second[i] if second is not None and len(second[i].ids) else None
+            row = _cut_row(a, b, max_length, add_special_tokens, self.cls_token_id,
+                           self.sep_token_id)
+            for name in fields:
+                fields[name].append(row[name])
+        return {k: v[0] for k, v in fields.items()} if single else fields
+
+
+def _cut_row(a, b, max_length: int, special: bool, cls_id: int, sep_id: int) -> dict:
+    """One encoded text (and pair) cut to `max_length` as Google's BERT does; ids, types,
+    mask and offsets, special tokens added when `special`."""
+    pieces_a = list(zip(a.ids, a.offsets))
+    pieces_b = list(zip(b.ids, b.offsets)) if b is not None else None
+    if pieces_b is not None:
+        truncate_seq_pair(pieces_a, pieces_b, max_length - (3 if special else 0))
+    else:
+        del pieces_a[max_length - (2 if special else 0):]
+    edge = [(cls_id, (0, 0))] if special else []
+    end = [(sep_id, (0, 0))] if special else []
+    segment_a = edge + pieces_a + end
+    segment_b = (pieces_b + end) if pieces_b is not None else []
+    rows = segment_a + segment_b
+    return {"input_ids": [i for i, _ in rows], "offset_mapping": [o for _, o in rows],
+            "token_type_ids": [0] * len(segment_a) + [1] * len(segment_b),
+            "attention_mask": [1] * len(rows)}
 
 
 def read_vocab(data: bytes) -> Dict[str, int]:
@@ -169,7 +227,7 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
 
     Raises:
         TokenizerError: the file is missing, empty or not UTF-8 (naming the line), or
-            lacks a special token BERT's inputs use ([CLS], [SEP], [PAD], [UNK]).
+            has no [UNK] (the line names every special token the runners use that it lacks).
     """
     if not vocab_file or not io_utils.isfile(vocab_file):
         raise TokenizerError(f"{vocab_file}: vocabulary file not found (pass --vocab_file)")
@@ -183,16 +241,16 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
         raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
                              f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
                              f"a line") from None
-    tokenizer = WordPieceTokenizer(read_vocab(data), do_lower_case)
-    _check_special_tokens(tokenizer, vocab_file)
-    return tokenizer
+    vocab = read_vocab(data)
+    if WordPieceTokenizer.unk_token not in vocab:  # WordPiece cannot tokenise without it
+        _check_special_tokens(vocab, vocab_file)
+    return WordPieceTokenizer(vocab, do_lower_case)
 
 
-def _check_special_tokens(tokenizer, vocab_file: str) -> None:
+def _check_special_tokens(in_file, vocab_file: str) -> None:
     """A BERT vocabulary holds the special tokens the runners use: without them the
     tokenizer would add them past the embedding table (or, for [UNK], fail on the first
     unknown word)."""
-    in_file = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False)
     missing = [token for token in USED_SPECIAL_TOKENS if token not in in_file]
     if missing:
         raise TokenizerError(
@@ -205,7 +263,8 @@ def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -
     """Raises TokenizerError if the vocabulary is not one the checkpoint can have been
     trained with: a BERT special token the runners use is missing from it (the tokenizer
     would add it past the embedding table), or its size is not the config's vocab_size."""
-    _check_special_tokens(tokenizer, vocab_file)
+    _check_special_tokens(tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False),
+                          vocab_file)
     size = len(tokenizer.get_vocab())
     if size != config.vocab_size:
         raise TokenizerError(
