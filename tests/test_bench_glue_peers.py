@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from adapter_bert.metrics.glue import compute_metrics
+from adapter_bert.metrics.classification import compute_metrics
 from tests.conftest import bench_module
 
 glue_peers = bench_module("glue_peers")
@@ -21,17 +21,17 @@ def test_peer_scores_match_the_packages_glue_metrics(seed):
     labels = rng.integers(0, 2, 200).tolist()
     predictions = [y if rng.random() < 0.7 else 1 - y for y in labels]
     ours = peer_glue.scores(predictions, labels)
-    mrpc = compute_metrics("MRPC", predictions, labels)
+    mrpc = compute_metrics("accuracy_f1", predictions, labels)
     assert ours["dev_accuracy"] == pytest.approx(100 * mrpc["accuracy"], rel=1e-12)
     assert ours["dev_f1"] == pytest.approx(100 * mrpc["f1"], rel=1e-12)
-    assert ours["dev_mcc"] == pytest.approx(100 * compute_metrics("CoLA", predictions, labels)["mcc"],
+    assert ours["dev_mcc"] == pytest.approx(100 * compute_metrics("mcc", predictions, labels)["mcc"],
                                             rel=1e-12)
 
 
 def test_peer_scores_of_one_class_output_are_mcc_zero():
     labels = [0, 1, 1, 0, 1]
     ours = peer_glue.scores([1] * 5, labels)
-    assert ours["dev_mcc"] == 0.0 == 100 * compute_metrics("CoLA", [1] * 5, labels)["mcc"]
+    assert ours["dev_mcc"] == 0.0 == 100 * compute_metrics("mcc", [1] * 5, labels)["mcc"]
     assert ours["dev_accuracy"] == 60.0 and ours["dev_f1"] == pytest.approx(75.0)
 
 

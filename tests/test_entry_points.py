@@ -20,7 +20,9 @@ from tests.runner_utils import run_subprocess
 # (entry point, flags --helpshort must list, a help text it must show)
 HELP_CASES = [
     ("run_classifier.py", ["--task_name", "--data_dir", "--learning_rate", "--adapter_size",
-                           "--tuning_mode", "--output_dir"], "The name of the task to train."),
+                           "--tuning_mode", "--output_dir", "--train_file", "--text_column",
+                           "--label_column", "--dev_fraction", "--tfds_name"],
+     "The name of the task to train: a GLUE task"),
     ("run_squad.py", ["--train_file", "--predict_file", "--doc_stride", "--adapter_size",
                       "--version_2_with_negative", "--learning_rate"],
      "When splitting up a long document into chunks"),

@@ -301,6 +301,8 @@ class DataProcessor:
 BINARY_LABELS = ("0", "1")
 _NLI3 = ("contradiction", "entailment", "neutral")
 _NLI2 = ("entailment", "not_entailment")
+# TFDS's ClassLabel order of the three NLI labels (glue/mnli, glue/ax).
+_NLI3_TFDS = ("entailment", "neutral", "contradiction")
 
 # Header columns of the files download_glue_data.py writes (`_Layout.columns`).
 _MRPC = ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
@@ -328,6 +330,9 @@ class ColaProcessor(DataProcessor):
 
     task = "CoLA"
     labels = BINARY_LABELS
+    metrics = "mcc"
+    folder = "CoLA"
+    tfds = TfdsSource("cola", "sentence", label_names=BINARY_LABELS)
     layouts = {
         "train": _Layout("train.tsv", 4, text_a=3, label=1, header=False),
         "dev": _Layout("dev.tsv", 4, text_a=3, label=1, header=False),
@@ -340,6 +345,8 @@ class Sst2Processor(DataProcessor):
 
     task = "SST-2"
     labels = BINARY_LABELS
+    folder = "SST-2"
+    tfds = TfdsSource("sst2", "sentence", label_names=BINARY_LABELS)
     layouts = {
         "train": _Layout("train.tsv", 2, text_a=0, label=1, columns=("sentence", "label")),
         "dev": _Layout("dev.tsv", 2, text_a=0, label=1, columns=("sentence", "label")),
@@ -352,6 +359,9 @@ class MrpcProcessor(DataProcessor):
 
     task = "MRPC"
     labels = BINARY_LABELS
+    metrics = "accuracy_f1"
+    folder = "MRPC"
+    tfds = TfdsSource("mrpc", "sentence1", "sentence2", BINARY_LABELS)
     layouts = {
         "train": _Layout("train.tsv", 5, text_a=3, text_b=4, label=0, columns=_MRPC),
         "dev": _Layout("dev.tsv", 5, text_a=3, text_b=4, label=0, columns=_MRPC),
@@ -366,6 +376,9 @@ class StsbProcessor(DataProcessor):
     task = "STS-B"
     labels = ()
     is_regression = True
+    metrics = "correlation"
+    folder = "STS-B"
+    tfds = TfdsSource("stsb", "sentence1", "sentence2")
     layouts = {
         "train": _Layout("train.tsv", 10, text_a=7, text_b=8, label=9, index=0,
                          columns=_STSB + ("score",)),
@@ -380,6 +393,9 @@ class QqpProcessor(DataProcessor):
 
     task = "QQP"
     labels = BINARY_LABELS
+    metrics = "accuracy_f1"
+    folder = "QQP"
+    tfds = TfdsSource("qqp", "question1", "question2", BINARY_LABELS)
     _columns = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
     layouts = {
         "train": _Layout("train.tsv", 6, text_a=3, text_b=4, label=5, index=0,
@@ -402,6 +418,15 @@ class MnliProcessor(DataProcessor):
 
     task = "MNLI"
     labels = _NLI3
+    folder = "MNLI"
+    eval_splits = (("dev_matched", "eval_"), ("dev_mismatched", "eval_mismatched_"))
+    test_splits = (("test_matched", "test_results.tsv"),
+                   ("test_mismatched", "test_mismatched_results.tsv"))
+    tfds = TfdsSource("mnli", "premise", "hypothesis", _NLI3_TFDS, (
+        ("train", "train"), ("dev", "validation_matched"),
+        ("dev_matched", "validation_matched"), ("dev_mismatched", "validation_mismatched"),
+        ("test", "test_matched"), ("test_matched", "test_matched"),
+        ("test_mismatched", "test_mismatched")))
     _dev = dict(text_a=8, text_b=9, label=-1, index=0,
                 columns=_MNLI + ("label1", "label2", "label3", "label4", "label5",
                                  "gold_label"))
@@ -431,6 +456,8 @@ class QnliProcessor(DataProcessor):
 
     task = "QNLI"
     labels = _NLI2
+    folder = "QNLI"
+    tfds = TfdsSource("qnli", "question", "sentence", _NLI2)
     layouts = _indexed_pair_layouts("question", "sentence")
 
 
@@ -439,6 +466,8 @@ class RteProcessor(QnliProcessor):
 
     task = "RTE"
     layouts = _indexed_pair_layouts("sentence1", "sentence2")
+    folder = "RTE"
+    tfds = TfdsSource("rte", "sentence1", "sentence2", _NLI2)
 
 
 class WnliProcessor(QnliProcessor):
@@ -446,6 +475,8 @@ class WnliProcessor(QnliProcessor):
 
     task = "WNLI"
     labels = BINARY_LABELS
+    folder = "WNLI"
+    tfds = TfdsSource("wnli", "sentence1", "sentence2", BINARY_LABELS)
     layouts = _indexed_pair_layouts("sentence1", "sentence2")
 
 
@@ -458,6 +489,9 @@ class AxProcessor(DataProcessor):
 
     task = "AX"
     labels = _NLI3
+    metrics = "mcc"
+    folder = "diagnostic"
+    tfds = TfdsSource("ax", "premise", "hypothesis", _NLI3_TFDS, (("test", "test"),))
     layouts = {
         "test": _Layout("diagnostic.tsv", 3, text_a=1, text_b=2, index=0,
                         columns=("index", "sentence1", "sentence2")),
@@ -478,6 +512,7 @@ class XnliProcessor(DataProcessor):
 
     task = "XNLI"
     labels = _NLI3
+    folder = "XNLI"
 
     def __init__(self, language: str = "zh"):
         self.language = language
@@ -566,13 +601,6 @@ def get_processor(task_name: str) -> DataProcessor:
     return PROCESSORS[canonical_task_name(task_name)]()
 
 
-# Folder of each task in a glue_data folder as download_glue_data.py writes it.
-GLUE_DATA_FOLDERS = {
-    "cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP",
-    "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI", "ax": "diagnostic",
-}
-
-
 def how_to_get_data(task_name: str, data_dir: Optional[str] = None) -> str:
     """How to point run_classifier.py at a task's data, for an error's one line.
 
@@ -585,7 +613,7 @@ def how_to_get_data(task_name: str, data_dir: Optional[str] = None) -> str:
       data_dir: The --data_dir given, if any.
     """
     task = canonical_task_name(task_name)
-    folder = GLUE_DATA_FOLDERS[task]
+    folder = PROCESSORS[task].folder
     first_file = next(iter(PROCESSORS[task].layouts.values())).filename
     if data_dir and io_utils.isfile(os.path.join(data_dir, folder, first_file)):
         return f"did you mean --data_dir={os.path.join(data_dir, folder)}?"

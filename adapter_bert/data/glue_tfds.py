@@ -14,54 +14,17 @@ from urllib.parse import urlsplit
 
 from absl import logging
 
-from adapter_bert.data.glue import (BINARY_LABELS, GLUE_DATA_FOLDERS, GlueDataError,
-                                     InputExample, canonical_task_name)
-
-# TFDS `glue/<config>` names and the field(s) holding text_a / text_b.
-_TFDS_CONFIGS = {
-    "cola": ("cola", "sentence", None),
-    "sst-2": ("sst2", "sentence", None),
-    "mrpc": ("mrpc", "sentence1", "sentence2"),
-    "sts-b": ("stsb", "sentence1", "sentence2"),
-    "qqp": ("qqp", "question1", "question2"),
-    "mnli": ("mnli", "premise", "hypothesis"),
-    "qnli": ("qnli", "question", "sentence"),
-    "rte": ("rte", "sentence1", "sentence2"),
-    "wnli": ("wnli", "sentence1", "sentence2"),
-    "ax": ("ax", "premise", "hypothesis"),
-}
-
-# TFDS ClassLabel names, by integer id, translated to the TSV label strings.
-# (cola: unacceptable/acceptable, sst2: negative/positive, mrpc:
-# not_equivalent/equivalent, qqp: not_duplicate/duplicate, wnli:
-# not_entailment/entailment -- all 0/1 in the TSVs.)
-_TFDS_LABELS = {
-    "cola": BINARY_LABELS, "sst-2": BINARY_LABELS, "mrpc": BINARY_LABELS, "qqp": BINARY_LABELS,
-    "wnli": BINARY_LABELS,
-    "mnli": ("entailment", "neutral", "contradiction"),
-    "ax": ("entailment", "neutral", "contradiction"),
-    "qnli": ("entailment", "not_entailment"),
-    "rte": ("entailment", "not_entailment"),
-}
-
-# Our split names -> TFDS split names.
-_TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
-_TFDS_MNLI_SPLITS = {
-    "train": "train",
-    "dev": "validation_matched", "dev_matched": "validation_matched",
-    "dev_mismatched": "validation_mismatched",
-    "test": "test_matched", "test_matched": "test_matched",
-    "test_mismatched": "test_mismatched",
-}
+from adapter_bert.data.glue import (DataProcessor, GlueDataError, InputExample,
+                                     canonical_task_name, get_processor)
 
 
-def _tfds_task(task_name: str) -> str:
-    """The canonical name of a task TFDS's `glue` holds; GlueDataError for XNLI."""
-    name = canonical_task_name(task_name)
-    if name not in _TFDS_CONFIGS:
+def _tfds_processor(task_name: str) -> DataProcessor:
+    """The processor of a task TFDS's `glue` holds; GlueDataError for XNLI."""
+    processor = get_processor(task_name)
+    if processor.tfds is None:
         raise GlueDataError(f"{task_name} is not part of TFDS glue: read its TSV files "
                             "(--data_source=tsv)")
-    return name
+    return processor
 
 
 def _as_text(value) -> str:
@@ -91,32 +54,31 @@ def tfds_record_to_example(task_name: str, record: dict,
     Raises:
       GlueDataError: If a field is missing or the label id is out of range.
     """
-    name = _tfds_task(task_name)
-    _, field_a, field_b = _TFDS_CONFIGS[name]
-    needed = [field_a] + ([field_b] if field_b else []) + ["label", "idx"]
+    source = _tfds_processor(task_name).tfds
+    needed = [source.text] + ([source.pair] if source.pair else []) + ["label", "idx"]
     missing = [k for k in needed if k not in record]
     if missing:
         raise GlueDataError(
-            f"TFDS glue/{_TFDS_CONFIGS[name][0]} record is missing field(s) "
+            f"TFDS glue/{source.config} record is missing field(s) "
             f"{missing}; it has {sorted(record)}")
     idx = int(record["idx"])
-    text_b = _as_text(record[field_b]) if field_b else None
+    text_b = _as_text(record[source.pair]) if source.pair else None
     raw_label = record["label"]
-    if name == "sts-b":
+    if not source.label_names:  # a float score (STS-B)
         label = float(raw_label)
         label = None if label == -1 else label
     else:
         label_id = int(raw_label)
-        names = _TFDS_LABELS[name]
+        names = source.label_names
         if label_id == -1:
             label = None
         elif 0 <= label_id < len(names):
             label = names[label_id]
         else:
             raise GlueDataError(
-                f"TFDS glue/{_TFDS_CONFIGS[name][0]} record idx {idx}: label "
+                f"TFDS glue/{source.config} record idx {idx}: label "
                 f"id {label_id} out of range 0..{len(names) - 1}")
-    return InputExample(guid=f"{set_type}-{idx}", text_a=_as_text(record[field_a]),
+    return InputExample(guid=f"{set_type}-{idx}", text_a=_as_text(record[source.text]),
                         text_b=text_b, label=label)
 
 
@@ -139,11 +101,9 @@ def load_tfds_examples(task_name: str, split: str,
       GlueDataError: If the split is unknown or TFDS cannot load the data
         (e.g. no network and nothing in `data_dir`).
     """
-    name = _tfds_task(task_name)
-    config = _TFDS_CONFIGS[name][0]
-    splits = _TFDS_MNLI_SPLITS if name == "mnli" else _TFDS_SPLITS
-    if name == "ax":
-        splits = {"test": "test"}
+    name = canonical_task_name(task_name)
+    config = _tfds_processor(name).tfds.config
+    splits = dict(_tfds_processor(name).tfds.splits)
     if split not in splits:
         raise GlueDataError(
             f"TFDS glue/{config} has no split {split!r}; valid splits: "
@@ -158,7 +118,7 @@ def load_tfds_examples(task_name: str, split: str,
     try:
         builder = tfds.builder(f"glue/{config}", data_dir=data_dir)
         if not builder.is_prepared():
-            _download_and_prepare(builder, name)
+            download_and_prepare(builder, _other_ways(name))
         dataset = builder.as_dataset(split=splits[split], shuffle_files=False)
         records = list(tfds.as_numpy(dataset))
     except GlueDataError:
@@ -178,21 +138,23 @@ def load_tfds_examples(task_name: str, split: str,
 PROBE_TIMEOUT_S = 5.0
 
 
-def _download_and_prepare(builder, task: str) -> None:
-    """Downloads and prepares a `glue/<config>` builder, failing fast when offline.
+def download_and_prepare(builder, remedy: str) -> None:
+    """Downloads and prepares a TFDS builder, failing fast when offline.
 
     TFDS itself retries an unreachable host for minutes with a warning per retry; one
     short connection attempt per host tells first whether a download can work at all.
+
+    Raises:
+        GlueDataError: offline; the line ends with `remedy` (the other ways to the data).
     """
+    name = builder.name + (f"/{builder.builder_config.name}" if builder.builder_config else "")
     hosts = download_hosts(builder)
     if hosts and not any_host_reachable(hosts):
         raise GlueDataError(
-            f"{builder.name}/{builder.builder_config.name} is not in TFDS's data directory "
-            f"{builder.data_dir_root} and cannot be downloaded (no connection to "
-            f"{', '.join(h for h, _ in hosts)}); {_other_ways(task)}")
-    logging.info("Downloading %s/%s with tensorflow-datasets into %s (once: later runs "
-                 "read it from there)", builder.name, builder.builder_config.name,
-                 builder.data_dir_root)
+            f"{name} is not in TFDS's data directory {builder.data_dir_root} and cannot be "
+            f"downloaded (no connection to {', '.join(h for h, _ in hosts)}); {remedy}")
+    logging.info("Downloading %s with tensorflow-datasets into %s (once: later runs "
+                 "read it from there)", name, builder.data_dir_root)
     builder.download_and_prepare()
 
 
@@ -222,7 +184,7 @@ def any_host_reachable(hosts: Sequence[Tuple[str, int]],
 
 def _other_ways(task: str) -> str:
     """The two ways to get a task's data, for the end of an error line."""
-    folder = GLUE_DATA_FOLDERS[task]
+    folder = get_processor(task).folder
     return (f"connect to the internet for TFDS's download, or read a local glue_data folder "
             f"with --data_source=tsv --data_dir=<glue_data>/{folder} "
             f"(make demo GLUE_DIR=<glue_data>)")

@@ -294,8 +294,7 @@ def export_classifier_run(run, export_dir: str) -> str:
     Returns:
         The absolute path of the SavedModel.
     """
-    layouts = run.processor.layouts.values()
-    pair = any(layout.text_b is not None for layout in layouts)
+    pair = run.processor.pair
     return export_classifier(run.model, export_dir, run.backbone.files.vocab_file,
                              run.flags.do_lower_case, run.flags.max_seq_length,
                              None if run.is_regression else run.labels, pair, task=run.task)

@@ -28,14 +28,13 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from adapter_bert import io_utils
+from adapter_bert.metrics.classification import main_metric
 
 # The metric shown by default for each GLUE task (the first leaderboard figure).
-DEFAULT_METRICS = {"cola": "eval_mcc", "ax": "eval_mcc", "sts-b": "eval_pearson"}
-
-
-def default_metric(task: str) -> str:
-    """The dev metric an ablation reports for a canonical GLUE task name."""
-    return DEFAULT_METRICS.get(task, "eval_accuracy")
+def default_metric(metrics_kind: str) -> str:
+    """The dev metric an ablation reports: the main metric of the task's kind of metrics
+    (`metrics.classification.main_metric`), e.g. eval_mcc for CoLA."""
+    return "eval_" + main_metric(metrics_kind)
 
 
 def _backbone(model):
@@ -403,7 +402,7 @@ def _ablate(run, flag_values) -> int:
     if not flag_values.load_adapter and step == 0:
         raise FlagError(f"no trained weights: no --load_adapter and no checkpoint in "
                         f"--output_dir={flag_values.output_dir}")
-    metric = flag_values.ablation_metric or default_metric(run.task)
+    metric = flag_values.ablation_metric or default_metric(run.processor.metrics)
 
     def progress(span, values):
         # Printed below; the log keeps the unrounded value at debug level.

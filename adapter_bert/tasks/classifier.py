@@ -16,29 +16,15 @@ from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
-from adapter_bert.tasks.flags import FlagError, validate_classifier
+from adapter_bert.tasks.flags import FlagError, uses_own_data, validate_classifier
+from adapter_bert.tasks.own_data import HELD_OUT_ROWS, own_task
 from adapter_bert.io_utils import atomic_write_text
-from adapter_bert.metrics.glue import compute_metrics
+from adapter_bert.metrics.classification import compute_metrics
 from adapter_bert.data.feature_cache import records_digest
 from adapter_bert.tasks import base
 from adapter_bert.training.loop import fit_with_resume
 
 INPUT_KEYS = base.INPUT_KEYS
-
-
-def _eval_splits(task: str) -> List[Tuple[str, str]]:
-    """(split, result-key prefix) pairs evaluated by --do_eval."""
-    if task == "mnli":
-        return [("dev_matched", "eval_"), ("dev_mismatched", "eval_mismatched_")]
-    return [("dev", "eval_")]
-
-
-def _test_splits(task: str) -> List[Tuple[str, str]]:
-    """(split, output file) pairs written by --do_predict."""
-    if task == "mnli":
-        return [("test_matched", "test_results.tsv"),
-                ("test_mismatched", "test_mismatched_results.tsv")]
-    return [("test", "test_results.tsv")]
 
 
 class ClassifierRun(base.TaskRun):
@@ -54,17 +40,31 @@ class ClassifierRun(base.TaskRun):
     quiet_evaluation = False
 
     def validate_flags(self, flag_values) -> None:
-        self.task = self.check_flags(flag_values)
-        self.processor = get_processor(self.task)
-        self.labels = self.processor.get_labels()
+        task = self.check_flags(flag_values)
+        if uses_own_data(flag_values):
+            self.processor = own_task(flag_values)
+            self.task = self.processor.task
+        else:
+            self.task = task
+            self.processor = get_processor(task)
         self.is_regression = self.processor.is_regression
-        self.num_labels = 1 if self.is_regression else len(self.labels)
-        self._check_room_for_text(flag_values.max_seq_length)
+        self.held_out_lines = None
+        if not (uses_own_data(flag_values) and not self.processor.pair):
+            self._check_room_for_text(flag_values.max_seq_length)
+
+    @property
+    def labels(self) -> List[str]:
+        """The task's label names in logit order ([] for regression)."""
+        return self.processor.get_labels()
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.is_regression else len(self.labels)
 
     def _check_room_for_text(self, max_seq_length: int) -> None:
         """--max_seq_length must hold [CLS] and a [SEP] per text (what
         `convert_examples_to_features` needs), checked before anything is loaded."""
-        pairs = any(layout.text_b is not None for layout in self.processor.layouts.values())
+        pairs = self.processor.pair
         least = 3 if pairs else 2
         if max_seq_length < least:
             what = "sentence pairs need [CLS] and two [SEP]" if pairs \
@@ -75,20 +75,35 @@ class ClassifierRun(base.TaskRun):
     def read_data(self) -> None:
         # Every split the run needs is read now, so a bad dev or test file fails before
         # training rather than after it.
+        if getattr(self.flags, "dev_fraction", None) is not None:
+            self.held_out_lines = self.processor.hold_out(self.flags.dev_fraction,
+                                                          self.flags.seed)
         self._examples = {split: self._read_examples(split) for split in self._splits()}
+        if not self.is_regression and len(self.labels) < 2:
+            raise FlagError(f"{self.task}: the training data has {len(self.labels)} label "
+                            f"({', '.join(self.labels)}): a classifier needs two or more")
+        self._check_room_for_text(self.flags.max_seq_length)
+
+    def write_held_out_rows(self) -> None:
+        """--dev_fraction: lists the held-out rows' lines in dev_fraction_rows.txt."""
+        if self.held_out_lines is not None and self.role.is_chief:
+            atomic_write_text(os.path.join(self.write_dir, HELD_OUT_ROWS),
+                              "".join(f"{line}\n" for line in self.held_out_lines))
 
     # ----------------------------------------------------------------- data
     def _splits(self) -> List[str]:
         """The data splits the requested actions read."""
         splits = ["train"] if self.flags.do_train else []
         if self.flags.do_eval:
-            splits += [split for split, _ in _eval_splits(self.task)]
+            splits += [split for split, _ in self.processor.eval_splits]
         if self.flags.do_predict:
-            splits += [split for split, _ in _test_splits(self.task)]
+            splits += [split for split, _ in self.processor.test_splits]
         return splits
 
     def _read_examples(self, split: str):
-        if self.flags.data_source == "tfds":
+        if uses_own_data(self.flags):
+            examples = self.processor.get_examples(None, split)
+        elif self.flags.data_source == "tfds":
             examples = load_tfds_examples(self.task, split)
         else:
             try:
@@ -144,13 +159,20 @@ class ClassifierRun(base.TaskRun):
         # would otherwise fail on a weight's shape, without saying why.
         description = read_adapter_config(path)
         labels = description.get("labels")
-        if labels and list(labels) != list(self.labels) and self.task != "ax":
-            task = description.get("task") or "another task"
-            raise FlagError(f"--load_adapter={path} was trained for {task} with "
-                            f"{len(labels)} labels ({', '.join(map(str, labels))}), but "
+        task = description.get("task")
+        if self.task == "ax":  # GLUE's diagnostic set is scored with an MNLI model
+            return super().load_checked_adapter(path)
+        if labels and list(labels) != list(self.labels):
+            raise FlagError(f"--load_adapter={path} was trained for {task or 'another task'} "
+                            f"with {len(labels)} labels ({', '.join(map(str, labels))}), but "
                             f"{self.processor.task} has {len(self.labels)} "
                             f"({', '.join(self.labels)}): pass an adapter trained on "
                             f"{self.processor.task}")
+        if task and task.lower() != self.task.lower():
+            raise FlagError(f"--load_adapter={path} was trained for {task}, not "
+                            f"{self.processor.task}: pass an adapter trained on "
+                            f"{self.processor.task} (or --task_name={task} if the data is "
+                            f"{task}'s)")
         return super().load_checked_adapter(path)
 
     # ----------------------------------------------------------- inference
@@ -160,7 +182,7 @@ class ClassifierRun(base.TaskRun):
 
     def evaluate(self, global_step: int) -> Dict[str, object]:
         results: Dict[str, object] = {"global_step": global_step}
-        for split, prefix in _eval_splits(self.task):
+        for split, prefix in self.processor.eval_splits:
             features, count = self.features(split)
             log = logging.debug if self.quiet_evaluation else logging.info
             log("***** Evaluating %s: %d examples, batch %d *****", split, count,
@@ -173,8 +195,9 @@ class ClassifierRun(base.TaskRun):
             if prefix == "eval_":
                 results["loss"] = loss
             predictions = logits[:, 0] if self.is_regression else logits.argmax(-1)
-            metrics = compute_metrics(self.task, predictions,
-                                      labels[:, 0] if self.is_regression else labels)
+            metrics = compute_metrics(self.processor.metrics, predictions,
+                                      labels[:, 0] if self.is_regression else labels,
+                                      num_labels=None if self.is_regression else self.num_labels)
             for name, value in metrics.items():
                 results[prefix + name] = value
         results.update(self.param_results)
@@ -182,20 +205,33 @@ class ClassifierRun(base.TaskRun):
 
     def predict(self) -> List[str]:
         written = []
-        for split, filename in _test_splits(self.task):
+        for split, filename in self.processor.test_splits:
             features, count = self.features(split)
             logging.info("***** Predicting %s: %d examples, batch %d *****", split, count,
                          self.flags.predict_batch_size)
             logits = self.logits(features, count, self.flags.predict_batch_size,
                                  f"predict {split}")
-            rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
             path = os.path.join(self.write_dir, filename)
-            atomic_write_text(path, "".join("\t".join(str(float(p)) for p in row) + "\n"
-                                            for row in rows))
+            atomic_write_text(path, self._prediction_lines(logits))
             # main prints the path on stdout.
-            logging.debug("Wrote %d predictions to %s", len(rows), path)
+            logging.debug("Wrote %d predictions to %s", count, path)
             written.append(path)
         return written
+
+
+    def _prediction_lines(self, logits: np.ndarray) -> str:
+        """test_results.tsv: Google's rows of probabilities (GLUE's score), and for your
+        own data a header naming the columns and the predicted label name."""
+        rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
+        lines = ["\t".join(str(float(p)) for p in row) for row in rows]
+        if not uses_own_data(self.flags):
+            return "".join(line + "\n" for line in lines)
+        if self.is_regression:
+            return "score\n" + "".join(line + "\n" for line in lines)
+        predicted = [self.labels[i] for i in rows.argmax(-1)]
+        header = "\t".join(self.labels + ["predicted_label"])
+        return header + "\n" + "".join(f"{line}\t{label}\n"
+                                       for line, label in zip(lines, predicted))
 
 
 def _mean_loss(logits: np.ndarray, labels: np.ndarray, regression: bool) -> float:
@@ -226,6 +262,7 @@ def main(flag_values, strategy=None) -> int:
         require_serving_extra()  # before training, not after it
     run = ClassifierRun(flag_values, strategy)
     try:
+        run.write_held_out_rows()
         return _run_steps(run, flag_values)
     finally:
         run.close()

@@ -226,9 +226,14 @@ def define_classifier_flags():
     flags.DEFINE_string("data_dir", None,
                         "The input data dir. Should contain the .tsv files (or other data "
                         "files) for the task.")
-    flags.DEFINE_string("task_name", None, "The name of the task to train.")
+    flags.DEFINE_string("task_name", None,
+                        "The name of the task to train: a GLUE task (CoLA, SST-2, MRPC, ...), "
+                        "or, with --train_file/--dev_file/--test_file or --tfds_name, the name "
+                        "your task takes in the outputs (default: from the file name).")
     flags.DEFINE_enum("data_source", "tsv", ("tsv", "tfds"),
-                      "Read --data_dir's glue_data TSVs, or tensorflow_datasets glue/<task>.")
+                      "Read --data_dir's glue_data TSVs (or your own files), or "
+                      "tensorflow_datasets: glue/<task>, or any text set with --tfds_name.")
+    _define_own_data_flags()
     if "max_seq_length" not in FLAGS:
         flags.DEFINE_integer(
             "max_seq_length", 128,
@@ -239,6 +244,101 @@ def define_classifier_flags():
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
     _define_export_flag()
     _define_shared_groups()
+
+
+def _define_train_file_flag():
+    if "train_file" not in FLAGS:
+        flags.DEFINE_string("train_file", None,
+                            "Training data: run_classifier.py, your own CSV, TSV or JSON Lines "
+                            "file; run_squad.py, a SQuAD JSON file (e.g. train-v1.1.json). "
+                            "Any TensorFlow path (gs:// too).")
+
+
+def _define_own_data_flags():
+    """run_classifier.py's flags for a task on your own files or a TFDS text set."""
+    _define_train_file_flag()
+    flags.DEFINE_string("dev_file", None, "Your own dev data (CSV, TSV or JSON Lines), read "
+                                          "by --do_eval.")
+    flags.DEFINE_string("test_file", None, "Your own test data, predicted by --do_predict "
+                                           "(labels not needed).")
+    flags.DEFINE_enum("file_format", None, ("csv", "tsv", "jsonl"),
+                      "Format of --train_file/--dev_file/--test_file. Default: from the "
+                      "extension (.csv; .tsv, .tab; .jsonl, .json, .ndjson).")
+    flags.DEFINE_string("text_column", None,
+                        "The text column: a header name, or a 0-based position for a file "
+                        "without a header. Default: the first of sentence, text, content, "
+                        "review, tweet, ... in the header.")
+    flags.DEFINE_string("text_pair_column", None,
+                        "The second text of a sentence pair, as --text_column (default: "
+                        "sentence2 beside sentence1, hypothesis beside premise, ...).")
+    flags.DEFINE_string("label_column", None,
+                        "The label column, as --text_column. Default: the first of label, "
+                        "labels, class, category, target, ... in the header.")
+    flags.DEFINE_enum("header", None, ("true", "false"),
+                      "Whether the files start with a header line. Default: true, unless "
+                      "the columns are given by position.")
+    flags.DEFINE_list("labels", None,
+                      "The label names in the head's order, e.g. negative,neutral,positive. "
+                      "Default: the training file's labels, sorted (numbers numerically).")
+    flags.DEFINE_enum("task_type", "classification", ("classification", "regression"),
+                      "classification: labels are class names; regression: a float target.")
+    flags.DEFINE_float("dev_fraction", None,
+                       "Without --dev_file: hold out this fraction of --train_file as the dev "
+                       "set (stratified by label, fixed by --seed); the held-out rows are "
+                       "listed in <output_dir>/dev_fraction_rows.txt.")
+    flags.DEFINE_string("tfds_name", None,
+                        "With --data_source=tfds: any TFDS text set, name[:version] (e.g. "
+                        "imdb_reviews, ag_news_subset, yelp_polarity_reviews).")
+    flags.DEFINE_string("tfds_train_split", "train", "The TFDS split to train on.")
+    flags.DEFINE_string("tfds_dev_split", None,
+                        "The TFDS split --do_eval reads. Default: validation, else test.")
+    flags.DEFINE_string("tfds_test_split", None,
+                        "The TFDS split --do_predict reads. Default: test.")
+
+
+# The flags that say a run is on your own data rather than a GLUE task.
+OWN_DATA_FILES = ("train_file", "dev_file", "test_file")
+
+
+def uses_own_data(values) -> bool:
+    """Whether the run reads your own files or a TFDS text set (not GLUE)."""
+    return any(getattr(values, name, None) for name in OWN_DATA_FILES) \
+        or bool(getattr(values, "tfds_name", None))
+
+
+def validate_own_data(values) -> None:
+    """The checks of a run on your own files or a TFDS text set.
+
+    Raises:
+        FlagError: naming the flag and what was expected.
+    """
+    tfds = bool(getattr(values, "tfds_name", None))
+    if tfds and values.data_source != "tfds":
+        raise FlagError("--tfds_name reads a TensorFlow Datasets set: add --data_source=tfds")
+    if tfds and any(getattr(values, name) for name in OWN_DATA_FILES):
+        raise FlagError("--tfds_name and --train_file/--dev_file/--test_file both name the "
+                        "data: pass one of them")
+    if values.data_dir:
+        raise FlagError("--data_dir is a GLUE task's folder; your own files are named by "
+                        "--train_file, --dev_file and --test_file: drop --data_dir")
+    if values.dev_file and values.dev_fraction is not None:
+        raise FlagError(f"--dev_file and --dev_fraction={values.dev_fraction} both give a "
+                        f"dev set: pass one of them")
+    if values.dev_fraction is not None and not (values.train_file or tfds):
+        raise FlagError("--dev_fraction holds out part of --train_file: it needs --train_file")
+    if tfds:
+        return
+    needs = (("do_train", "train_file"), ("do_predict", "test_file"))
+    for action, name in needs:
+        if getattr(values, action) and not getattr(values, name):
+            raise FlagError(f"--{action} on your own data needs --{name}")
+    if values.do_eval and not values.dev_file and values.dev_fraction is None:
+        raise FlagError("--do_eval on your own data needs --dev_file (or --dev_fraction=0.1 "
+                        "to hold out part of --train_file)")
+    for name in OWN_DATA_FILES:
+        path = getattr(values, name)
+        if path and not _path_is(name, path, io_utils.isfile):
+            raise FlagError(f"--{name}={path}: file not found")
 
 
 def validate_classifier(values) -> str:
@@ -254,9 +354,15 @@ def validate_classifier(values) -> str:
         FlagError: naming the flag and what was expected.
     """
     validate_common(values)
+    if uses_own_data(values):
+        validate_own_data(values)
+        validate_resadapter_flags(values)
+        validate_family_flags(values)
+        return values.task_name or ""
     if not values.task_name:
         raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
-                        "QNLI, RTE, WNLI, AX, XNLI)")
+                        "QNLI, RTE, WNLI, AX, XNLI), or your own data with --train_file, "
+                        "--dev_file, --test_file (or --data_source=tfds --tfds_name=...)")
     try:
         task = canonical_task_name(values.task_name)
     except ValueError as e:
@@ -579,8 +685,7 @@ def define_squad_flags():
     """
     if "doc_stride" in FLAGS:
         return
-    flags.DEFINE_string("train_file", None,
-                        "SQuAD json for training. E.g., train-v1.1.json")
+    _define_train_file_flag()
     flags.DEFINE_string(
         "predict_file", None,
         "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")

@@ -35,7 +35,7 @@ FEATURE_CACHE_DIR = "feature_cache"
 RUN_OUTPUTS = frozenset({
     RECORD_NAME, CHECKPOINT_DIR, "logs", "adapter", "eval_results.txt", "eval_results.json",
     "test_results.tsv", "test_mismatched_results.tsv", "predictions.json",
-    "nbest_predictions.json", "null_odds.json", "ablation_matrix.csv",
+    "nbest_predictions.json", "null_odds.json", "dev_fraction_rows.txt", "ablation_matrix.csv",
     "ablation_results.csv", "ablation.json", "ablation_heatmap.png"})
 
 # Flags whose values define what a training run trains, in the order they are reported.
@@ -45,6 +45,8 @@ COMPARED_FLAGS = (
     "init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case",
     # task and data
     "task_name", "data_source", "data_dir", "train_file", "version_2_with_negative",
+    "file_format", "header", "text_column", "text_pair_column", "label_column", "labels",
+    "task_type", "dev_fraction", "tfds_name", "tfds_train_split",
     "max_seq_length", "doc_stride", "max_query_length", "padding",
     # schedule and optimizer
     "train_batch_size", "num_train_epochs", "warmup_proportion", "learning_rate",

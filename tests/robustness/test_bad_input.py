@@ -206,7 +206,9 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
             r"and two \[SEP\], so at least 3$")
     if case == "task_name_missing":
         return {"task_name": None}, (r"--task_name is required \(one of CoLA, SST-2, MRPC, "
-                                     r"STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX, XNLI\)$")
+                                     r"STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX, XNLI\), or your "
+                                     r"own data with --train_file, --dev_file, --test_file \(or "
+                                     r"--data_source=tfds --tfds_name=\.\.\.\)$")
     if case == "data_dir_missing_flag":
         return {"data_dir": None}, r"--data_dir is required: pass --data_dir=<glue_data>/MRPC"
     if case == "no_action":

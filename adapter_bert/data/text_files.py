@@ -1,0 +1,221 @@
+"""Your own data files: CSV, TSV or JSON Lines -> rows of named fields.
+
+The format comes from the extension (`.csv`, `.tsv`/`.tab`, `.jsonl`/`.json`/`.ndjson`)
+unless given:
+- CSV: RFC 4180 (fields in double quotes may hold commas, quotes doubled, newlines).
+- TSV: no quoting, as Google's readers and the IANA format read it: a `"` in a text is
+  just a character, and a field ends at the next tab.
+- JSON Lines: one JSON object per line; its keys are the columns.
+
+Every format: UTF-8 with or without a byte-order mark, `\n` or `\r\n` line ends, blank
+lines skipped, fields of any length. A row is `(line, fields)`, `line` the 1-based line
+where the row starts, so that every error can name it.
+
+Columns are named by a header name or by a 0-based position. A file has a header unless
+its columns are given by position (`header=None`) or `header=False` is given; JSON Lines
+always has names.
+"""
+
+import csv
+import io
+import json
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from adapter_bert import io_utils
+from adapter_bert.data.glue import allow_fields_of_any_length
+
+FORMATS = ("csv", "tsv", "jsonl")
+_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl",
+               ".json": "jsonl", ".ndjson": "jsonl"}
+
+Column = Union[str, int]
+
+
+class DataFileError(ValueError):
+    """A data file that cannot be read as asked; the message names the file (and line
+    and column where there is one)."""
+
+
+def file_format(path: str, given: Optional[str] = None) -> str:
+    """The format of `path`: `given` if set, else from its extension.
+
+    Raises:
+        DataFileError: an extension that names no format, and none given.
+    """
+    if given:
+        if given not in FORMATS:
+            raise DataFileError(f"--file_format={given}: expected one of {', '.join(FORMATS)}")
+        return given
+    name = path.lower()
+    for extension, kind in _EXTENSIONS.items():
+        if name.endswith(extension):
+            return kind
+    raise DataFileError(f"{path}: cannot tell the format from the file name; pass "
+                        f"--file_format=csv, tsv or jsonl")
+
+
+class Table:
+    """The rows of one data file, read whole.
+
+    Attributes:
+        path: the file.
+        kind: "csv", "tsv" or "jsonl".
+        columns: the header's names (JSON Lines: the keys of the first object), or None
+            for a file without a header.
+        rows: (line, fields): fields a list of strings (CSV, TSV) or a dict (JSON Lines).
+    """
+
+    def __init__(self, path: str, kind: str, columns: Optional[List[str]],
+                 rows: List[Tuple[int, object]]):
+        self.path = path
+        self.kind = kind
+        self.columns = columns
+        self.rows = rows
+        if kind != "jsonl":
+            self._check_widths()
+        if not self.rows:
+            raise DataFileError(f"{path}: no rows" + (" under the header" if self.columns
+                                                      and kind != "jsonl" else ""))
+
+    @classmethod
+    def read(cls, path: str, kind: str, header: bool) -> "Table":
+        """Reads a CSV, TSV or JSON Lines file (`header`: its first row names columns).
+
+        Raises:
+            DataFileError: naming the file, and the line where there is one.
+        """
+        text = _read_text(path)
+        if kind == "jsonl":
+            rows = list(_json_lines(text, path))
+            return cls(path, kind, list(rows[0][1]) if rows else None, rows)
+        rows = list(_delimited(text, path, kind))
+        columns = None
+        if header and rows:
+            columns = [name.strip() for name in rows[0][1]]
+            rows = rows[1:]
+        return cls(path, kind, columns, rows)
+
+    @classmethod
+    def of_records(cls, source: str, records: Sequence[Dict[str, object]]) -> "Table":
+        """Named records (a TFDS split) as a table; record i is "line" i + 1."""
+        rows = [(i + 1, record) for i, record in enumerate(records)]
+        return cls(source, "jsonl", list(records[0]) if records else None, rows)
+
+    def _check_widths(self) -> None:
+        width = len(self.columns) if self.columns is not None else len(self.rows[0][1]) \
+            if self.rows else 0
+        for line, fields in self.rows:
+            if len(fields) != width:
+                what = "the header has" if self.columns is not None else "line " \
+                    f"{self.rows[0][0]} has"
+                raise DataFileError(f"{self.path} line {line}: {len(fields)} fields, but "
+                                    f"{what} {width}" + _quote_hint(self.kind))
+
+    def describe_columns(self) -> str:
+        """The columns, for an error line: names, or how many positions there are."""
+        if self.columns is not None:
+            return "the file's columns are " + ", ".join(repr(c) for c in self.columns)
+        width = len(self.rows[0][1]) if self.rows else 0
+        return f"the file has no header and {width} columns (positions 0..{width - 1})"
+
+    def index_of(self, column: Column, flag: str) -> Union[int, str]:
+        """Where `column` is in each row: a position (CSV, TSV) or a key (JSON Lines).
+
+        Raises:
+            DataFileError: no such column; the line lists the file's columns.
+        """
+        if isinstance(column, int):
+            if self.kind == "jsonl":
+                raise DataFileError(f"--{flag}={column}: JSON Lines columns are named, not "
+                                    f"numbered; {self.describe_columns()}")
+            width = len(self.columns) if self.columns is not None else len(self.rows[0][1])
+            if not 0 <= column < width:
+                raise DataFileError(f"--{flag}={column}: {self.path} has no column at that "
+                                    f"position; {self.describe_columns()}")
+            return column
+        if self.columns is None or column not in self.columns:
+            raise DataFileError(f"--{flag}={column}: {self.path} has no such column; "
+                                f"{self.describe_columns()}")
+        return column if self.kind == "jsonl" else self.columns.index(column)
+
+    def values(self, index: Union[int, str]) -> Iterator[Tuple[int, object]]:
+        """(line, value) of one column over the rows (JSON Lines: None when absent)."""
+        for line, fields in self.rows:
+            yield line, fields.get(index) if isinstance(fields, dict) else fields[index]
+
+
+def _quote_hint(kind: str) -> str:
+    if kind == "csv":
+        return " (a text with a comma needs double quotes around it)"
+    if kind == "tsv":
+        return " (a text with a tab in it splits a TSV row)"
+    return ""
+
+
+def _read_text(path: str) -> str:
+    try:
+        data = io_utils.read_bytes(path)
+    except FileNotFoundError:
+        raise DataFileError(f"{path}: file not found") from None
+    except OSError as e:
+        raise DataFileError(f"{path}: cannot read it ({e.strerror or e})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise DataFileError(f"{path} line {line}: not valid UTF-8 (byte "
+                            f"0x{data[e.start]:02x}); save the file as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _delimited(text: str, path: str, kind: str) -> Iterator[Tuple[int, List[str]]]:
+    """Rows of a CSV or TSV text, blank lines skipped, with the line each starts on."""
+    if kind == "tsv":
+        for number, line in enumerate(text.split("\n"), 1):
+            line = line[:-1] if line.endswith("\r") else line
+            if line.strip():
+                yield number, line.split("\t")
+        return
+    allow_fields_of_any_length()
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
+    try:
+        for fields in reader:
+            if fields and any(field.strip() for field in fields):
+                yield start, fields
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise DataFileError(f"{path} line {reader.line_num}: not valid CSV ({e})") from None
+
+
+def _json_lines(text: str, path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            raise DataFileError(f"{path} line {number}: not a JSON object ({e})") from None
+        if not isinstance(value, dict):
+            raise DataFileError(f"{path} line {number}: expected a JSON object, got "
+                                f"{type(value).__name__}")
+        yield number, value
+
+
+def parse_column(value: Optional[str]) -> Optional[Column]:
+    """A column flag's value: a 0-based position ("1") or a header name."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip()
+    return int(text) if text.isdigit() else text
+
+
+def find_column(columns: Optional[Sequence[str]], candidates: Sequence[str]) -> Optional[str]:
+    """The first of `candidates` (case-insensitive) among a header's `columns`."""
+    if not columns:
+        return None
+    lowered = {name.lower(): name for name in columns}
+    for candidate in candidates:
+        if candidate in lowered:
+            return lowered[candidate]
+    return None

@@ -1,0 +1,323 @@
+"""A text-classification (or regression) task on the user's own files.
+
+`TextTask` reads the train, dev and test files of one task (`text_files`), finds the
+text, text-pair and label columns (or takes them from the flags), keeps the label names
+as strings, and gives `InputExample`s, as a GLUE processor does for GLUE's files. It is a
+task description like the GLUE processors (`data.glue.DataProcessor`): its label names,
+whether it is a regression, whether its rows are pairs, its metrics (`metrics.classification`'s
+"classification" or "regression") and its eval and test splits.
+"""
+
+import collections
+import dataclasses
+import math
+import os
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from absl import logging
+
+from adapter_bert.data.glue import InputExample
+from adapter_bert.data.text_files import (Column, DataFileError, Table, file_format,
+                                          find_column)
+
+# Header names taken for each role when the flag is not given (case-insensitive, in order).
+TEXT_NAMES = ("sentence", "text", "content", "review", "tweet", "document", "message",
+              "comment", "body", "sentence1", "question1", "premise", "text_a")
+LABEL_NAMES = ("label", "labels", "class", "category", "target", "gold_label", "score",
+               "sentiment")
+# A text column with a well-known partner: that partner is the pair's second text.
+PAIR_NAMES = {"sentence1": "sentence2", "question1": "question2", "premise": "hypothesis",
+              "text_a": "text_b"}
+TASK_TYPES = ("classification", "regression")
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """Which columns hold the text, the second text of a pair and the label.
+
+    Each is a header name, a 0-based position or None (found from the header, or absent).
+    `header`: whether the files start with a header line; None: they do unless the
+    columns are given by position.
+    """
+
+    text: Optional[Column] = None
+    pair: Optional[Column] = None
+    label: Optional[Column] = None
+    header: Optional[bool] = None
+
+    @property
+    def has_header(self) -> bool:
+        if self.header is not None:
+            return self.header
+        return not any(isinstance(c, int) for c in (self.text, self.pair, self.label))
+
+
+def task_name_of(path: str) -> str:
+    """A task name from a file name: `data/Tweets.csv` -> `tweets`, `spam_train.tsv` ->
+    `spam` (a trailing train/dev/test part is dropped)."""
+    stem = os.path.basename(path).split(".")[0].lower()
+    stem = re.sub(r"[^a-z0-9]+", "_", stem).strip("_")
+    trimmed = re.sub(r"_?(train|training|dev|valid|validation|test)$", "", stem)
+    return trimmed or stem or "task"
+
+
+class TextTask:
+    """One task on the user's files, described as the GLUE processors describe theirs.
+
+    Args:
+        name: the task's name in outputs (adapter directory, export).
+        files: split ("train", "dev", "test") -> path (any TensorFlow filesystem).
+        columns: where the texts and labels are (`Columns`).
+        file_format: "csv", "tsv" or "jsonl" for every file; None: by extension.
+        labels: the label names in logit order; None: the sorted names of the training
+            file (numbers in numeric order).
+        task_type: "classification" or "regression" (float targets).
+    """
+
+    metrics = "classification"
+
+    def __init__(self, name: str, files: Dict[str, str], columns: Columns,
+                 file_format: Optional[str] = None, labels: Optional[Sequence[str]] = None,
+                 task_type: str = "classification"):
+        self.task = name
+        self.files = dict(files)
+        self.columns = columns
+        self.file_format = file_format
+        self.is_regression = task_type == "regression"
+        self.metrics = "regression" if self.is_regression else "classification"
+        self.labels: Optional[List[str]] = None if labels is None else list(labels)
+        self.pair = columns.pair is not None
+        self._examples: Dict[str, List[InputExample]] = {}
+        self.eval_splits = [("dev", "eval_")]
+        self.test_splits = [("test", "test_results.tsv")]
+        self.label_counts: Dict[str, Dict[str, int]] = {}
+
+    @property
+    def splits(self) -> List[str]:
+        return list(self.files)
+
+    def get_labels(self) -> List[str]:
+        """The label names in logit order ([] for regression, or before they are known)."""
+        return list(self.labels or [])
+
+    # ------------------------------------------------------------------ reading
+    def get_examples(self, data_dir: Optional[str], split: str) -> List[InputExample]:
+        """The examples of `split` (`data_dir` is unused: each split has its file).
+
+        The training split is read first whatever the order of the calls, since it
+        fixes the label names the others are checked against.
+
+        Raises:
+            DataFileError: naming the file, line and column of what is wrong.
+        """
+        del data_dir
+        if split not in self.files:
+            raise DataFileError(f"{self.task}: no file for the {split} split")
+        if split != "train" and "train" in self.files and "train" not in self._examples:
+            self.get_examples(None, "train")
+        if split not in self._examples:
+            self._examples[split] = self._read(split)
+        return self._examples[split]
+
+    def _table(self, split: str) -> Table:
+        """The rows of `split` (subclasses read other sources)."""
+        path = self.files[split]
+        return Table.read(path, file_format(path, self.file_format), self.columns.has_header)
+
+    def _read(self, split: str) -> List[InputExample]:
+        table = self._table(split)
+        text, pair, label = self._resolve(table, labeled=split != "test")
+        texts = self._texts(table, text, "text_column")
+        pairs = self._texts(table, pair, "text_pair_column") if pair is not None else None
+        raw_labels = list(table.values(label)) if label is not None else None
+        if raw_labels is not None and split == "train" and self.labels is None \
+                and not self.is_regression:
+            self.labels = _sorted_labels(_label_strings(raw_labels, table, label))
+        examples = []
+        for i, (line, text_a) in enumerate(texts):
+            value = None
+            if raw_labels is not None:
+                value = self._label(raw_labels[i][1], table, line, label)
+            examples.append(InputExample(guid=f"{split}-{line}", text_a=text_a,
+                                         text_b=pairs[i][1] if pairs else None, label=value))
+        self._log(split, table, text, pair, label, examples)
+        return examples
+
+    def _resolve(self, table: Table, labeled: bool):
+        """(text, pair, label) indices of `table`; label None for an unlabeled test file."""
+        columns = self.columns
+        text = columns.text if columns.text is not None else find_column(table.columns,
+                                                                         TEXT_NAMES)
+        if text is None:
+            raise DataFileError(f"{table.path}: no text column found; pass --text_column "
+                                f"(a name or a 0-based position): {table.describe_columns()}")
+        pair = columns.pair
+        if pair is None and isinstance(text, str) and text.lower() in PAIR_NAMES:
+            pair = find_column(table.columns, [PAIR_NAMES[text.lower()]])
+        if self.pair and pair is None:
+            raise DataFileError(f"{table.path}: the training file has text pairs, this one "
+                                f"has no second text column; {table.describe_columns()}")
+        self.pair = self.pair or pair is not None
+        label = columns.label if columns.label is not None else find_column(table.columns,
+                                                                            LABEL_NAMES)
+        if label is None and labeled:
+            raise DataFileError(f"{table.path}: no label column found; pass --label_column "
+                                f"(a name or a 0-based position): {table.describe_columns()}")
+        if not labeled:
+            label = None  # test rows are predicted: a label column there is not read
+        return (table.index_of(text, "text_column"),
+                table.index_of(pair, "text_pair_column") if pair is not None else None,
+                table.index_of(label, "label_column") if label is not None else None)
+
+    @staticmethod
+    def _texts(table: Table, index, flag: str) -> List[Tuple[int, str]]:
+        texts = []
+        for line, value in table.values(index):
+            if not isinstance(value, str) or not value.strip():
+                what = "an empty text" if value is None or value == "" or (
+                    isinstance(value, str)) else f"{type(value).__name__} {value!r}, not a text"
+                raise DataFileError(f"{table.path} line {line}: {what} in column "
+                                    f"{_column_name(table, index)} (--{flag})")
+            texts.append((line, value))
+        return texts
+
+    def _label(self, value, table: Table, line: int, index):
+        if isinstance(value, str) and value in self._known:  # the common case, fast
+            return value
+
+        def where():
+            return f"{table.path} line {line}, column {_column_name(table, index)}"
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise DataFileError(f"{where()}: no label")
+        if self.is_regression:
+            try:
+                score = float(value)
+            except (TypeError, ValueError):
+                raise DataFileError(f"{where()}: target {value!r} is not a number "
+                                    f"(--task_type=regression)") from None
+            if not math.isfinite(score):
+                raise DataFileError(f"{where()}: target {value!r} is not a finite number")
+            return score
+        name = _label_string(value, where)
+        if self.labels is not None and name not in self.labels:
+            source = "--labels" if "train" not in self.files else "the training file"
+            raise DataFileError(f"{where()}: label {name!r} is not one of the labels of "
+                                f"{source} ({', '.join(self.labels)})")
+        return name
+
+    @property
+    def _known(self) -> frozenset:
+        """The label names as they appear in files: checked without more work."""
+        if self.is_regression or self.labels is None:
+            return frozenset()
+        if getattr(self, "_known_for", None) is not self.labels:
+            self._known_for, self._known_set = self.labels, frozenset(self.labels)
+        return self._known_set
+
+    def _log(self, split, table, text, pair, label, examples) -> None:
+        counts = collections.Counter(e.label for e in examples if e.label is not None)
+        if not self.is_regression:
+            self.label_counts[split] = dict(sorted(counts.items()))
+        used = [f"text={_column_name(table, text)}"]
+        if pair is not None:
+            used.append(f"pair={_column_name(table, pair)}")
+        if label is not None:
+            used.append(f"label={_column_name(table, label)}")
+        described = ("labels " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+                     if counts and not self.is_regression else
+                     f"targets {len(counts) and 'mean %.4g' % np.mean([e.label for e in examples])}"
+                     if counts else "unlabeled")
+        logging.info("%s: %d rows (%s), %s", table.path, len(examples), ", ".join(used),
+                     described)
+
+    # ------------------------------------------------------------------ held-out split
+    def hold_out(self, fraction: float, seed: int) -> List[int]:
+        """Moves a stratified `fraction` of the training examples into the dev split.
+
+        Deterministic for a seed: each label's examples (all of them, for regression)
+        are shuffled with it and the first round(fraction * count) held out, at least one
+        of any label with two or more examples.
+
+        Returns:
+            The file lines of the held-out rows, in file order.
+        """
+        train = self.get_examples(None, "train")
+        groups: Dict[object, List[int]] = collections.defaultdict(list)
+        for i, example in enumerate(train):
+            groups[None if self.is_regression else example.label].append(i)
+        generator = np.random.RandomState(seed)
+        held = []
+        for key in sorted(groups, key=str):
+            members = groups[key]
+            count = int(round(fraction * len(members)))
+            if count == 0 and len(members) >= 2 and fraction > 0:
+                count = 1
+            held.extend(generator.permutation(members)[:count].tolist())
+        held_set = set(held)
+        if len(held_set) == len(train):
+            raise DataFileError(f"--dev_fraction={fraction} holds out every training row")
+        self._examples["dev"] = [dataclasses.replace(train[i], guid=f"dev-{train[i].guid[6:]}")
+                                 for i in sorted(held_set)]
+        self._examples["train"] = [e for i, e in enumerate(train) if i not in held_set]
+        self.files["dev"] = self.files["train"]
+        return [int(train[i].guid.split("-", 1)[1]) for i in sorted(held_set)]
+
+
+def _column_name(table: Table, index) -> str:
+    if isinstance(index, int) and table.columns is not None:
+        return repr(table.columns[index])
+    return repr(index) if isinstance(index, str) else str(index)
+
+
+def _label_string(value, where) -> str:
+    """A label value as its name: strings as they are (stripped), integers as digits.
+
+    `where()` names the place for an error."""
+    if isinstance(value, bool) or isinstance(value, (list, dict)):
+        raise DataFileError(f"{where()}: label {value!r} is not a class name")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise DataFileError(f"{where()}: label {value!r} is a fraction: for a float "
+                                f"target pass --task_type=regression")
+        value = int(value)
+    text = str(value).strip()
+    if _is_fraction(text):
+        raise DataFileError(f"{where()}: label {text!r} is a fraction: for a float target "
+                            f"pass --task_type=regression")
+    return text
+
+
+def _is_fraction(text: str) -> bool:
+    """Whether a label reads as a number that is not a whole one ("0.37")."""
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(number) and not number.is_integer()
+
+
+def _label_strings(values, table: Table, index) -> List[str]:
+    """The label names of a training file's rows (empty labels are reported later)."""
+    names, seen = [], {}
+    for line, value in values:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if value not in seen if isinstance(value, str) else True:
+            name = _label_string(value, lambda line=line: f"{table.path} line {line}, column "
+                                                          f"{_column_name(table, index)}")
+            if isinstance(value, str):
+                seen[value] = name
+        else:
+            name = seen[value]
+        names.append(name)
+    return names
+
+
+def _sorted_labels(names: Sequence[str]) -> List[str]:
+    """The distinct label names, sorted; all-integer names in numeric order."""
+    distinct = set(names)
+    if all(re.fullmatch(r"-?\d+", name) for name in distinct):
+        return sorted(distinct, key=int)
+    return sorted(distinct)

@@ -1,0 +1,156 @@
+"""Classification and regression metrics, by kind, as GLUE's leaderboard and
+scikit-learn compute them.
+
+Each task names its kind (`metrics` of `data.glue.DataProcessor` and `data.text_task.
+TextTask`):
+
+| kind            | keys, in order (the first is the task's main metric)          | tasks         |
+|-----------------|---------------------------------------------------------------|---------------|
+| mcc             | mcc (Matthews correlation; multi-class for AX, GLUE's "R3")    | CoLA, AX      |
+| accuracy_f1     | accuracy, f1 (positive class = label id 1)                     | MRPC, QQP     |
+| correlation     | pearson, spearmanr, corr (their mean)                          | STS-B         |
+| accuracy        | accuracy                                                       | other GLUE    |
+| classification  | accuracy, macro_f1, mcc; with two labels also precision,      | your own data |
+|                 | recall and f1 of the second label                              |               |
+| regression      | pearson, spearmanr, mse                                        | your own data |
+
+MNLI: the leaderboard reports matched and mismatched accuracy separately; the runner
+computes each on its own dev set.
+
+Label ids are positions in the task's label list; for MRPC and QQP id 1 is the positive
+class ("equivalent" / "duplicate").
+"""
+
+import collections
+from typing import Optional
+
+import numpy as np
+import scipy.stats
+from sklearn import metrics as sk_metrics
+
+METRIC_NAMES = {
+    "mcc": ("mcc",),
+    "accuracy_f1": ("accuracy", "f1"),
+    "correlation": ("pearson", "spearmanr", "corr"),
+    "accuracy": ("accuracy",),
+    "classification": ("accuracy", "macro_f1", "mcc", "precision", "recall", "f1"),
+    "regression": ("pearson", "spearmanr", "mse"),
+}
+REGRESSION_KINDS = frozenset({"correlation", "regression"})
+
+
+def main_metric(kind: str) -> str:
+    """The metric a task of this kind is judged by (its first key)."""
+    return _names(kind)[0]
+
+
+def _names(kind: str):
+    if kind not in METRIC_NAMES:
+        raise ValueError(f"Unknown metric kind {kind!r}; known kinds: "
+                         f"{', '.join(METRIC_NAMES)}")
+    return METRIC_NAMES[kind]
+
+
+def _prepare(predictions, labels, weights, regression):
+    predictions = np.asarray(predictions)
+    labels = np.asarray(labels)
+    if regression:
+        if predictions.ndim == 2 and predictions.shape[1] == 1:
+            predictions = predictions[:, 0]
+        predictions = predictions.astype(np.float64)
+        labels = labels.astype(np.float64)
+    else:
+        if predictions.ndim == 2:  # Logits or probabilities.
+            predictions = np.argmax(predictions, axis=-1)
+        if (np.issubdtype(predictions.dtype, np.floating)
+                and np.any(predictions != np.round(predictions))):
+            raise ValueError(
+                "classification predictions must be class ids (or 2-D "
+                "logits); got non-integer values")
+        predictions = predictions.astype(np.int64)
+        labels = labels.astype(np.int64)
+    if predictions.ndim != 1 or predictions.shape != labels.shape:
+        raise ValueError(
+            f"predictions {predictions.shape} and labels {labels.shape} must "
+            "be 1-D with the same length")
+    if weights is not None:
+        weights = np.asarray(weights)
+        if weights.shape != labels.shape:
+            raise ValueError(
+                f"weights {weights.shape} must have the shape of labels "
+                f"{labels.shape}")
+        if not np.all((weights == 0) | (weights == 1)):
+            raise ValueError("weights must be a 0/1 mask (is_real_example)")
+        keep = weights.astype(bool)
+        predictions, labels = predictions[keep], labels[keep]
+    if labels.size == 0:
+        raise ValueError("no examples to score (after applying weights)")
+    return predictions, labels
+
+
+def compute_metrics(kind: str, predictions, labels, weights: Optional[np.ndarray] = None,
+                    num_labels: Optional[int] = None) -> "collections.OrderedDict[str, float]":
+    """Computes the metrics of one kind (the table in this module's docstring).
+
+    Args:
+      kind: a key of `METRIC_NAMES` (a task's `metrics`).
+      predictions: Class ids [N] (or logits/probabilities [N, C], argmaxed); for the
+        regression kinds, float scores [N] (or [N, 1]).
+      labels: Gold class ids [N]; gold float scores for the regression kinds.
+      weights: Optional 0/1 mask [N]; examples with 0 (padding examples,
+        `is_real_example == 0`) are left out.
+      num_labels: the task's number of classes ("classification": precision, recall and
+        f1 of label id 1 are added when it is 2; default: from the logits' width, else
+        the largest id seen).
+
+    Returns:
+      An `OrderedDict` of metric name -> Python float, in `METRIC_NAMES` order.
+
+    Raises:
+      ValueError: On an unknown kind, mismatched shapes, non-0/1 weights, or no
+        examples left to score.
+    """
+    _names(kind)
+    if num_labels is None and np.ndim(predictions) == 2 and kind not in REGRESSION_KINDS:
+        num_labels = np.shape(predictions)[1]
+    predictions, labels = _prepare(predictions, labels, weights,
+                                   regression=kind in REGRESSION_KINDS)
+    result = collections.OrderedDict()
+    if kind == "mcc":
+        result["mcc"] = _mcc(labels, predictions)
+    elif kind in ("accuracy_f1", "accuracy"):
+        result["accuracy"] = float(sk_metrics.accuracy_score(labels, predictions))
+        if kind == "accuracy_f1":
+            result["f1"] = _binary(labels, predictions, sk_metrics.f1_score)
+    elif kind == "correlation":
+        pearson, spearman = _correlations(predictions, labels)
+        result.update(pearson=pearson, spearmanr=spearman, corr=(pearson + spearman) / 2.0)
+    elif kind == "regression":
+        pearson, spearman = _correlations(predictions, labels)
+        result.update(pearson=pearson, spearmanr=spearman,
+                      mse=float(np.mean((predictions - labels) ** 2)))
+    else:
+        classes = num_labels or int(max(labels.max(), predictions.max())) + 1
+        result["accuracy"] = float(sk_metrics.accuracy_score(labels, predictions))
+        result["macro_f1"] = float(sk_metrics.f1_score(
+            labels, predictions, labels=list(range(classes)), average="macro",
+            zero_division=0.0))
+        result["mcc"] = _mcc(labels, predictions)
+        if classes == 2:
+            result["precision"] = _binary(labels, predictions, sk_metrics.precision_score)
+            result["recall"] = _binary(labels, predictions, sk_metrics.recall_score)
+            result["f1"] = _binary(labels, predictions, sk_metrics.f1_score)
+    return result
+
+
+def _mcc(labels, predictions) -> float:
+    return float(sk_metrics.matthews_corrcoef(labels, predictions))
+
+
+def _binary(labels, predictions, score) -> float:
+    return float(score(labels, predictions, pos_label=1, average="binary", zero_division=0.0))
+
+
+def _correlations(predictions, labels):
+    return (float(scipy.stats.pearsonr(predictions, labels)[0]),
+            float(scipy.stats.spearmanr(predictions, labels)[0]))

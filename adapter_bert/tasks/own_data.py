@@ -1,0 +1,68 @@
+"""Your own data from run_classifier.py's flags: the task a run reads (files or a TFDS
+text set) and where its label names come from when it does not train.
+
+The label names of a run that trains come from `--labels` or the training data. A run
+that only evaluates or predicts takes them from `--labels`, else from the adapter it
+loads (`--load_adapter`), else from the adapter a training run left in --output_dir: the
+head's order must be the order it was trained with.
+"""
+
+import os
+from typing import Optional
+
+from adapter_bert import io_utils
+from adapter_bert.adapters.files import CONFIG_NAME, read_adapter_config
+from adapter_bert.data.text_files import parse_column
+from adapter_bert.data.text_task import Columns, TextTask, task_name_of
+from adapter_bert.data.tfds_text import TfdsTextTask
+from adapter_bert.tasks.flags import FlagError
+
+ADAPTER_DIR = "adapter"
+HELD_OUT_ROWS = "dev_fraction_rows.txt"
+
+
+def own_task(values) -> TextTask:
+    """The task of a run on your own files (or a TFDS set), from its flags.
+
+    Raises:
+        FlagError: no label names can be had for a run that does not train.
+    """
+    columns = Columns(text=parse_column(values.text_column),
+                      pair=parse_column(values.text_pair_column),
+                      label=parse_column(values.label_column),
+                      header=None if values.header is None else values.header == "true")
+    stored = None if values.do_train else _trained_description(values)
+    name = values.task_name or (stored or {}).get("task") or _default_name(values)
+    labels = values.labels or (None if values.do_train else (stored or {}).get("labels"))
+    if values.data_source == "tfds":
+        splits = {"train": values.tfds_train_split} if values.do_train else {}
+        if values.do_eval and values.dev_fraction is None:
+            splits["dev"] = values.tfds_dev_split
+        if values.do_predict:
+            splits["test"] = values.tfds_test_split
+        return TfdsTextTask(name, values.tfds_name, splits, columns, labels=labels,
+                            task_type=values.task_type)
+    files = {split: getattr(values, f"{split}_file")
+             for split, action in (("train", "do_train"), ("dev", "do_eval"),
+                                   ("test", "do_predict"))
+             if getattr(values, f"{split}_file") and getattr(values, action)}
+    if values.do_train is False and values.task_type == "classification" and not labels:
+        raise FlagError("no label names for an evaluation without training: pass "
+                        "--labels=a,b,... in the trained order, or --load_adapter (or the "
+                        "--output_dir of the training run)")
+    return TextTask(name, files, columns, values.file_format, labels, values.task_type)
+
+
+def _default_name(values) -> str:
+    if getattr(values, "tfds_name", None):
+        return values.tfds_name.split(":")[0].split("/")[0]
+    path = values.train_file or values.dev_file or values.test_file
+    return task_name_of(path)
+
+
+def _trained_description(values) -> Optional[dict]:
+    """adapter_config.json of --load_adapter, else of the training run in --output_dir."""
+    for directory in (values.load_adapter, os.path.join(values.output_dir, ADAPTER_DIR)):
+        if directory and io_utils.isfile(os.path.join(directory, CONFIG_NAME)):
+            return read_adapter_config(directory)
+    return None
