@@ -37,15 +37,20 @@ TASKS = {
     "mrpc": {"header": True, "text": (3, 4), "label": 0, "labels": ("0", "1"), "metric": "f1"},
     "rte": {"header": True, "text": (1, 2), "label": 3,
             "labels": ("entailment", "not_entailment"), "metric": "accuracy"},
+    # bench/airline.py's split: train/dev/test.csv with the columns text, label.
+    "airline": {"header": True, "text": (0,), "label": 1, "format": "csv",
+                "labels": ("negative", "neutral", "positive"), "metric": "accuracy"},
 }
 
 
 def read_split(data_dir: str, split: str, task: dict):
     """(texts, labels) of train.tsv or dev.tsv, read as BERT's scripts read them."""
-    path = os.path.join(data_dir, f"{split}.tsv")
+    kind = task.get("format", "tsv")
+    path = os.path.join(data_dir, f"{split}.{kind}")
     csv.field_size_limit(sys.maxsize)
     with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quotechar=None))
+        rows = list(csv.reader(handle) if kind == "csv"
+                    else csv.reader(handle, delimiter="\t", quotechar=None))
     if task["header"]:
         rows = rows[1:]
     texts = [tuple(row[i] for i in task["text"]) for row in rows]
@@ -71,9 +76,9 @@ def collate(examples, labels=None):
     return batch
 
 
-def build_model(system: str, model_dir: str):
+def build_model(system: str, model_dir: str, num_labels: int = 2):
     from transformers import BertForSequenceClassification
-    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=2)
+    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels)
     if system == "full":
         model.train()
         return model
@@ -115,6 +120,29 @@ def scores(predictions, labels) -> dict:
             "dev_mcc": 100.0 * (tp * tn - fp * fn) / denominator if denominator else 0.0}
 
 
+def multiclass_scores(predictions, labels, classes: int, split: str) -> dict:
+    """Accuracy and macro-F1 (over all `classes`), x100, keyed by `split`."""
+    f1s = []
+    for c in range(classes):
+        tp = sum(p == c and y == c for p, y in zip(predictions, labels))
+        fp = sum(p == c and y != c for p, y in zip(predictions, labels))
+        fn = sum(p != c and y == c for p, y in zip(predictions, labels))
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return {f"{split}_accuracy": 100.0 * sum(p == y for p, y in zip(predictions, labels))
+            / len(labels), f"{split}_macro_f1": 100.0 * sum(f1s) / classes}
+
+
+def predict(model, examples) -> list:
+    import torch
+    model.eval()
+    predictions = []
+    with torch.inference_mode():
+        for first in range(0, len(examples), 64):
+            logits = model(**collate(examples[first:first + 64])).logits
+            predictions += logits.argmax(-1).tolist()
+    return predictions
+
+
 def train_and_evaluate(args) -> dict:
     import torch
     from transformers import BertTokenizerFast
@@ -125,7 +153,7 @@ def train_and_evaluate(args) -> dict:
     dev_texts, dev_labels = read_split(args.data_dir, "dev", task)
     train = encode(tokenizer, train_texts, args.max_seq_length)
     dev = encode(tokenizer, dev_texts, args.max_seq_length)
-    model = build_model(args.system, args.model_dir)
+    model = build_model(args.system, args.model_dir, len(task["labels"]))
     steps_per_epoch = math.ceil(len(train) / args.batch_size)
     total_steps = steps_per_epoch * args.epochs
     optimizer, schedule = optimizer_and_schedule(model, args.learning_rate, total_steps)
@@ -147,13 +175,15 @@ def train_and_evaluate(args) -> dict:
             losses.append(loss.item())
         epoch_losses.append(sum(losses) / len(losses))
     wall = time.time() - start
-    model.eval()
-    predictions = []
-    with torch.inference_mode():
-        for first in range(0, len(dev), 64):
-            logits = model(**collate(dev[first:first + 64])).logits
-            predictions += logits.argmax(-1).tolist()
-    result = scores(predictions, dev_labels)
+    if args.eval_splits:  # named splits, multi-class scores (bench/airline.py)
+        result = {}
+        for split in args.eval_splits.split(","):
+            texts, labels = read_split(args.data_dir, split, task)
+            result.update(multiclass_scores(predict(model, encode(tokenizer, texts,
+                                                                  args.max_seq_length)),
+                                            labels, len(task["labels"]), split))
+    else:
+        result = scores(predict(model, dev), dev_labels)
     result.update(task=args.task, system=args.system, lr=args.learning_rate, seed=args.seed,
                   epochs=args.epochs, train_loss_per_epoch=[round(x, 4) for x in epoch_losses],
                   trainable_params=int(sum(p.numel() for p in trainable)),
@@ -173,6 +203,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--eval_splits", default="",
+                        help="comma-separated splits to score with accuracy and macro-F1 "
+                             "(default: dev, with GLUE's binary scores)")
     args = parser.parse_args()
     print(json.dumps(train_and_evaluate(args)))
 

@@ -1,0 +1,68 @@
+"""bench/airline.py: the documented split (stratified, fixed, never the same row twice),
+the table over seeds, and the peers' multi-class scores against scikit-learn."""
+
+import collections
+import csv
+
+import numpy as np
+import pytest
+
+from tests.conftest import bench_module
+
+airline = bench_module("airline")
+peer_glue = bench_module("peer_glue")
+
+
+def _tweets(path, counts):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["tweet_id", "airline_sentiment", "text"])
+        row = 0
+        for label, count in counts.items():
+            for _ in range(count):
+                writer.writerow([row, label, f'tweet {row}, "{label}"\nsecond line'])
+                row += 1
+
+
+def _read(path):
+    with open(path, encoding="utf-8", newline="") as f:
+        return [(row["text"], row["label"]) for row in csv.DictReader(f)]
+
+
+def test_the_split_is_stratified_fixed_and_disjoint(tmp_path):
+    source = tmp_path / "Tweets.csv"
+    _tweets(source, {"negative": 627, "neutral": 211, "positive": 162})
+    digest = airline.write_split(str(source), str(tmp_path / "a"))
+    parts = {name: _read(tmp_path / "a" / f"{name}.csv") for name in ("train", "dev", "test")}
+    assert {k: len(v) for k, v in parts.items()} == {"train": 800, "dev": 100, "test": 100}
+    for name in ("dev", "test"):
+        assert collections.Counter(label for _, label in parts[name]) == {
+            "negative": 63, "neutral": 21, "positive": 16}
+    texts = [text for rows in parts.values() for text, _ in rows]
+    assert len(set(texts)) == 1000
+    assert airline.write_split(str(source), str(tmp_path / "b")) == digest
+    assert _read(tmp_path / "b" / "test.csv") == parts["test"]
+
+
+def test_the_table_averages_each_systems_seeds():
+    records = {f"adapters_seed{s}": {"system": "adapters", "seed": s, "test_accuracy": a,
+                                     "test_macro_f1": 70.0, "dev_accuracy": 80.0,
+                                     "trainable_params": 755331, "wall_s": 100.0}
+               for s, a in ((42, 80.0), (43, 82.0), (44, 84.0))}
+    table = airline.table(records, 62.7)
+    assert "| adapters | 42, 43, 44 | 82.00 ± 2.00 | 70.00 ± 0.00 | 80.00 ± 0.00 | 755331 | " \
+           "100 |" in table
+    assert "Majority class (negative) on test: 62.70" in table
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_peers_multiclass_scores_equal_scikit_learn(seed):
+    from sklearn import metrics
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, 300).tolist()
+    predictions = [y if rng.random() < 0.7 else int(rng.integers(0, 3)) for y in labels]
+    scores = peer_glue.multiclass_scores(predictions, labels, 3, "test")
+    assert scores["test_accuracy"] == pytest.approx(
+        100 * metrics.accuracy_score(labels, predictions), rel=1e-12)
+    assert scores["test_macro_f1"] == pytest.approx(
+        100 * metrics.f1_score(labels, predictions, average="macro"), rel=1e-12)
