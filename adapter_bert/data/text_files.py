@@ -126,8 +126,9 @@ class Table:
         """
         if isinstance(column, int):
             if self.kind == "jsonl":
-                raise DataFileError(f"--{flag}={column}: JSON Lines columns are named, not "
-                                    f"numbered; {self.describe_columns()}")
+                raise DataFileError(f"--{flag}={column}: {self.path} is JSON Lines, whose "
+                                    f"columns are named, not numbered; "
+                                    f"{self.describe_columns()}")
             width = len(self.columns) if self.columns is not None else len(self.rows[0][1])
             if not 0 <= column < width:
                 raise DataFileError(f"--{flag}={column}: {self.path} has no column at that "

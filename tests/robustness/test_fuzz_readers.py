@@ -1,4 +1,6 @@
-"""Property-based tests of every reader of a user's file: whatever the bytes, a reader
+"""Property-based tests of every reader of a user's file (GLUE TSVs, your own CSV, TSV
+and JSON Lines files, SQuAD JSON, bert_config.json / config.json, adapter_config.json,
+vocab.txt, run_flags.json): whatever the bytes, a reader
 succeeds or raises its own one-line error naming the file, never anything else.
 
 Each reader starts from a valid file written here and gets it damaged by `hypothesis`:
@@ -18,6 +20,8 @@ from hypothesis import strategies as st
 from adapter_bert.adapters.files import AdapterFileError, adapter_config_of
 from adapter_bert.data.glue import GlueDataError, get_processor
 from adapter_bert.data.squad import SquadDataError, read_squad_examples
+from adapter_bert.data.text_files import DataFileError
+from adapter_bert.data.text_task import Columns, TextTask
 from adapter_bert.data.tokenization import TokenizerError, load_tokenizer
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.tasks.flags import FlagError
@@ -108,6 +112,32 @@ def test_glue_tsv(tmp_path_factory, data):
         assert_one_line_naming(e, folder / "train.tsv")
         return
     assert all(example.label in ("0", "1") for example in examples)
+
+
+OWN_FILES = {
+    "csv": 'id,text,label\n1,"a comma, inside",pos\n2,"a ""quote""\nand a newline",neg\n'
+           '3,plain,pos\n'.encode(),
+    "tsv": b'label\ttext\npos\tHe said "hi\nneg\tplain\n',
+    "jsonl": b'{"text": "a", "label": 1}\n{"text": "b", "label": "x"}\n',
+}
+
+
+@FUZZ
+@example(kind="jsonl", data=None, columns=Columns(text=1, label=0))  # once named no file
+@given(kind=st.sampled_from(sorted(OWN_FILES)), data=st.data(),
+       columns=st.sampled_from([Columns(), Columns(text=1, label=0), Columns(label="label")]))
+def test_own_data_files(tmp_path_factory, kind, data, columns):
+    damaged_bytes = data.draw(damaged(OWN_FILES[kind])) if data else OWN_FILES[kind]
+    path = tmp_path_factory.mktemp("own") / f"train.{kind}"
+    path.write_bytes(damaged_bytes)
+    task = TextTask("t", {"train": str(path)}, columns)
+    try:
+        examples = task.get_examples(None, "train")
+    except DataFileError as e:
+        assert_one_line_naming(e, path)
+        return
+    assert all(isinstance(e.text_a, str) and e.text_a.strip() for e in examples)
+    assert all(e.label in task.get_labels() for e in examples)
 
 
 SQUAD = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{
@@ -227,7 +257,7 @@ def test_run_flags_record(tmp_path_factory, data):
         assert_one_line_naming(e, folder)
 
 
-@pytest.mark.parametrize("reader", [test_glue_tsv, test_squad_json, test_bert_config,
+@pytest.mark.parametrize("reader", [test_glue_tsv, test_own_data_files, test_squad_json, test_bert_config,
                                     test_adapter_config, test_vocab_file, test_run_flags_record])
 def test_the_fuzzing_is_bounded(reader):
     """Every reader's property runs under the bounded, derandomised settings."""
