@@ -15,7 +15,7 @@ Systems, 3 epochs, seeds 42-44, each run evaluated on dev and on test:
 
 Each run's record is bench/results/airline/<system>_seed<N>.json, written when it ends; a
 run with a record is not run again, and a stopped run of this package resumes from its
-checkpoint in --work_dir. The table is bench/results/airline.md.
+checkpoint in --work_dir. The table is bench/results/airline.md (and .json).
 
 Usage:
     python -m bench.airline --data=<Tweets.csv>                # this package's rows
@@ -36,7 +36,8 @@ import time
 
 import numpy as np
 
-from bench.harness import REPO, RESULTS, read_eval_results, runner_command, write_json
+from bench.harness import (REPO, RESULTS, read_eval_results, runner_command, write_json,
+                           write_results)
 from bench.robust_defaults import read_records
 
 RECORDS = os.path.join(RESULTS, "airline")
@@ -185,9 +186,11 @@ def main(argv=None) -> int:
     with open(os.path.join(args.work_dir, "test.csv"), encoding="utf-8", newline="") as f:
         test_labels = [row["label"] for row in csv.DictReader(f)]
     majority = 100 * test_labels.count("negative") / len(test_labels)
-    markdown = table(read_records(args.results_dir), majority)
-    with open(os.path.join(RESULTS, "airline.md"), "w", encoding="utf-8") as f:
-        f.write(markdown)
+    records = read_records(args.results_dir)
+    markdown = table(records, majority)
+    write_results(os.path.join(RESULTS, "airline"), {"majority_test_accuracy": majority,
+                                                     "split_digest": digest,
+                                                     "records": records}, markdown)
     print(markdown)
     return 0
 

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from bench.harness import RESULTS, write_json
+from bench.harness import RESULTS, write_results
 
 TOPICS = {"World": "minister talks border election summit treaty protest capital",
           "Sports": "match season coach striker final league injury record",
@@ -122,9 +122,7 @@ def main(argv=None) -> int:
                      f"{run['feature_bytes'] / 1e6:.0f} | {run['peak_rss_bytes'] / 1e6:.0f} |")
     lines.append(f"\nCPU: {_cpu()}.")
     table = "\n".join(lines) + "\n"
-    write_json(os.path.join(RESULTS, "own_data_io.json"), {"cpu": _cpu(), "runs": runs})
-    with open(os.path.join(RESULTS, "own_data_io.md"), "w", encoding="utf-8") as f:
-        f.write(table)
+    write_results(os.path.join(RESULTS, "own_data_io"), {"cpu": _cpu(), "runs": runs}, table)
     print(table)
     return 0
 

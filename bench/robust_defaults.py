@@ -54,6 +54,7 @@ import time
 from bench.harness import REPO, listed_choices, train_loss_per_epoch, write_json
 from bench.harness import read_eval_results as read_results
 from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
+from adapter_bert.tasks.run_lock import process_alive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -275,14 +276,6 @@ def result_record(spec, command, output_dir, wall):
 # that run, so that several drivers (or a driver restarted while its runs go on) never run
 # the same spec twice.
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_claim(path):
@@ -299,7 +292,7 @@ def claim(spec, args) -> bool:
     """Claims the spec for this process; False while another live process holds it."""
     path = os.path.join(args.work_dir, run_id(spec) + ".claim")
     held = read_claim(path)
-    if held and held[0] != os.getpid() and _alive(held[0]):
+    if held and held[0] != os.getpid() and process_alive(held[0]):
         return False
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(f"{os.getpid()} {time.time()}")
@@ -313,7 +306,7 @@ def adopt(spec, args):
     output_dir = os.path.join(args.work_dir, run_id(spec))
     done = os.path.join(output_dir, "eval_results.txt" if spec["task"] in GLUE_FOLDERS
                         else "eval_results.json")
-    if not held or _alive(held[0]) or not os.path.exists(done):
+    if not held or process_alive(held[0]) or not os.path.exists(done):
         return None
     command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
     return result_record(spec, command, output_dir, os.path.getmtime(done) - held[1])
@@ -542,7 +535,7 @@ def run_pending(specs, args):
         # Until the run is recorded or its claimant has died (a driver that lives on after
         # the run keeps its claim file).
         while not os.path.exists(result_path(spec)) and (held := read_claim(claim_path)) \
-                and _alive(held[0]) and held[0] != os.getpid():
+                and process_alive(held[0]) and held[0] != os.getpid():
             time.sleep(30)
         if not os.path.exists(result_path(spec)):
             adopted = adopt(spec, args)

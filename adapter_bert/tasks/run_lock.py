@@ -63,7 +63,8 @@ def _process_start(pid: int) -> Optional[str]:
         return None
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (owned by anyone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -124,7 +125,7 @@ class Holder:
         if self.host == socket.gethostname():
             if self.pid == os.getpid():
                 return None if lock_path in _HELD else "an earlier run in this process"
-            if not _process_alive(self.pid):
+            if not process_alive(self.pid):
                 return f"process {self.pid} no longer exists"
             start = _process_start(self.pid)
             if self.process_start and start:
