@@ -17,6 +17,7 @@ environment variable ADAPTER_BERT_TEST_DATA, laid out as
     $ADAPTER_BERT_TEST_DATA/glue/<TASK>/{train,dev,test}.tsv   (MRPC, CoLA, SST-2, RTE, WNLI)
     $ADAPTER_BERT_TEST_DATA/glue/MRPC/{msr_paraphrase_train.txt,msr_paraphrase_test.txt,dev_ids.tsv}
     $ADAPTER_BERT_TEST_DATA/squad/{train-v1.1-subset.json,dev-v1.1.json,dev-v2.0.json}
+    $ADAPTER_BERT_TEST_DATA/classification/airline/Tweets.csv   (Twitter US Airline Sentiment)
 
 (glue/ as download_glue_data.py writes glue_data; squad/ the official dev files and the
 first 44 articles of train-v1.1.json). The BERT-Mini name-map test also reads

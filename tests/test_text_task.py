@@ -125,3 +125,20 @@ def test_the_held_out_split_is_stratified_and_fixed_by_the_seed(tmp_path):
                                         ("SMS Spam-Collection.txt", "sms_spam_collection")])
 def test_task_names_come_from_file_names(path, name):
     assert task_name_of(path) == name
+
+
+@pytest.mark.realdata
+def test_the_real_airline_csv_reads_whole(real_data):
+    """Twitter US Airline Sentiment as released: 14,640 tweets, 15 columns, 138 texts with
+    newlines inside quotes; the text column is found, the label column named."""
+    from tests.conftest import real_file
+    path = real_file(real_data, "classification/airline/Tweets.csv")
+    task = TextTask("airline", {"train": str(path)}, Columns(label="airline_sentiment"))
+    examples = task.get_examples(None, "train")
+    assert len(examples) == 14640
+    assert collections.Counter(e.label for e in examples) == {
+        "negative": 9178, "neutral": 3099, "positive": 2363}
+    assert task.get_labels() == ["negative", "neutral", "positive"]
+    assert sum("\n" in e.text_a for e in examples) == 138
+    assert examples[3].text_a.startswith("@VirginAmerica it's really aggressive to blast "
+                                         "obnoxious \"entertainment\"")
