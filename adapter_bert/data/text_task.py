@@ -173,11 +173,13 @@ class TextTask:
 
     @staticmethod
     def _texts(table: Table, index, flag: str) -> List[Tuple[int, str]]:
+        """(line, text) of a text column; an empty text, or a JSON value that is not a
+        string, is refused naming its line."""
         texts = []
         for line, value in table.values(index):
             if not isinstance(value, str) or not value.strip():
-                what = "an empty text" if value is None or value == "" or (
-                    isinstance(value, str)) else f"{type(value).__name__} {value!r}, not a text"
+                what = "an empty text" if value is None or isinstance(value, str) \
+                    else f"{type(value).__name__} {value!r}, not a text"
                 raise DataFileError(f"{table.path} line {line}: {what} in column "
                                     f"{_column_name(table, index)} (--{flag})")
             texts.append((line, value))
@@ -225,10 +227,12 @@ class TextTask:
             used.append(f"pair={_column_name(table, pair)}")
         if label is not None:
             used.append(f"label={_column_name(table, label)}")
-        described = ("labels " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-                     if counts and not self.is_regression else
-                     f"targets {len(counts) and 'mean %.4g' % np.mean([e.label for e in examples])}"
-                     if counts else "unlabeled")
+        if not counts:
+            described = "unlabeled"
+        elif self.is_regression:
+            described = f"target mean {np.mean([e.label for e in examples]):.4g}"
+        else:
+            described = "labels " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
         logging.info("%s: %d rows (%s), %s", table.path, len(examples), ", ".join(used),
                      described)
 

@@ -17,7 +17,8 @@ from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
 from adapter_bert.tasks.flags import FlagError, uses_own_data, validate_classifier
-from adapter_bert.tasks.own_data import HELD_OUT_ROWS, own_task
+from adapter_bert.tasks.own_data import own_task
+from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.classification import compute_metrics
 from adapter_bert.data.feature_cache import records_digest

@@ -15,10 +15,8 @@ from adapter_bert.adapters.files import CONFIG_NAME, read_adapter_config
 from adapter_bert.data.text_files import parse_column
 from adapter_bert.data.text_task import Columns, TextTask, task_name_of
 from adapter_bert.data.tfds_text import TfdsTextTask
+from adapter_bert.tasks.base import ADAPTER_DIR
 from adapter_bert.tasks.flags import FlagError
-
-ADAPTER_DIR = "adapter"
-HELD_OUT_ROWS = "dev_fraction_rows.txt"
 
 
 def own_task(values) -> TextTask:

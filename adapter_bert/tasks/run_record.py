@@ -31,11 +31,13 @@ RECORD_NAME = "run_flags.json"
 CHECKPOINT_DIR = "checkpoints"
 # Kept by --overwrite_output_dir: its entries are keyed by data file, tokenizer and flags.
 FEATURE_CACHE_DIR = "feature_cache"
+# --dev_fraction's held-out rows: their line numbers in --train_file.
+HELD_OUT_ROWS = "dev_fraction_rows.txt"
 # Every entry a runner writes into --output_dir: all that --overwrite_output_dir deletes.
 RUN_OUTPUTS = frozenset({
     RECORD_NAME, CHECKPOINT_DIR, "logs", "adapter", "eval_results.txt", "eval_results.json",
     "test_results.tsv", "test_mismatched_results.tsv", "predictions.json",
-    "nbest_predictions.json", "null_odds.json", "dev_fraction_rows.txt", "ablation_matrix.csv",
+    "nbest_predictions.json", "null_odds.json", HELD_OUT_ROWS, "ablation_matrix.csv",
     "ablation_results.csv", "ablation.json", "ablation_heatmap.png"})
 
 # Flags whose values define what a training run trains, in the order they are reported.
