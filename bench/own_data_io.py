@@ -79,6 +79,18 @@ def measure(path: str, cache_dir: str) -> dict:
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
+def markdown(result: dict) -> str:
+    """The table of a result (`{"cpu": ..., "runs": [...]}`), with the CPU it ran on."""
+    lines = ["| rows | run | read (s) | features (s) | rows/s | feature arrays (MB) | "
+             "peak RSS (MB) |", "|---|---|---|---|---|---|---|"]
+    for run in result["runs"]:
+        lines.append(f"| {run['rows']:,} | {run['run']}{' (cache)' if run['cache_hit'] else ''}"
+                     f" | {run['read_s']} | {run['features_s']} | {run['rows_per_s']:,} | "
+                     f"{run['feature_bytes'] / 1e6:.0f} | {run['peak_rss_bytes'] / 1e6:.0f} |")
+    lines.append(f"\nCPU: {result['cpu']}.")
+    return "\n".join(lines) + "\n"
+
+
 def _cpu() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -114,14 +126,7 @@ def main(argv=None) -> int:
                 run.update(run=attempt, file_bytes=os.path.getsize(path))
                 runs.append(run)
                 print(json.dumps(run), flush=True)
-    lines = ["| rows | run | read (s) | features (s) | rows/s | feature arrays (MB) | "
-             "peak RSS (MB) |", "|---|---|---|---|---|---|---|"]
-    for run in runs:
-        lines.append(f"| {run['rows']:,} | {run['run']}{' (cache)' if run['cache_hit'] else ''}"
-                     f" | {run['read_s']} | {run['features_s']} | {run['rows_per_s']:,} | "
-                     f"{run['feature_bytes'] / 1e6:.0f} | {run['peak_rss_bytes'] / 1e6:.0f} |")
-    lines.append(f"\nCPU: {_cpu()}.")
-    table = "\n".join(lines) + "\n"
+    table = markdown({"cpu": _cpu(), "runs": runs})
     write_results(os.path.join(RESULTS, "own_data_io"), {"cpu": _cpu(), "runs": runs}, table)
     print(table)
     return 0
