@@ -50,7 +50,7 @@ setup(
     ],
     extras_require={
         # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too.
-        "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7"],
+        "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7", "hypothesis>=6.100"],
         "plots": ["matplotlib>=3.7"],
         # transformers' TF BERT models, for adapter_bert.adapters.hf_bridge and the tests that
         # compare against them: transformers 5 removed its TensorFlow models.

@@ -512,9 +512,10 @@ def test_an_unregistered_family_in_a_file_names_the_registered_ones(user_familie
     gated = adapter_family("gated")
     unregister_adapter_family("gated")
     try:
-        with pytest.raises(ConfigError, match=r"adapter_type must be one of \('houlsby', "
-                                              r"'pfeiffer', 'parallel', 'lora', 'diagonal'\), "
-                                              r"got 'gated'"):
+        with pytest.raises(AdapterFileError, match=r"gated/adapter_config\.json: adapter_config: "
+                                                   r"adapter_type must be one of \('houlsby', "
+                                                   r"'pfeiffer', 'parallel', 'lora', 'diagonal'\), "
+                                                   r"got 'gated'"):
             adapter_config_of(str(tmp_path / "gated"))
     finally:
         register_adapter_family(gated)

@@ -171,7 +171,7 @@ def test_bad_own_data_flags_are_one_line(flags, expected, backbone, emotion_file
     assert_one_error_line(capfd.readouterr().err, "run_classifier.py", "error: " + expected)
 
 
-def test_the_library_loads_the_adapter_with_its_task_and_label_names(spam_run):
+def test_the_library_loads_the_adapter_with_its_task_and_label_names(spam_run, backbone):
     import adapter_bert as ab
-    model = ab.load_adapter(str(spam_run / "adapter"))
+    model = ab.load_adapter(str(spam_run / "adapter"), backbone=str(backbone / "bert_model.ckpt"))
     assert model.labels == {"smsspamcollection": ["ham", "spam"]}
