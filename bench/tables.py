@@ -28,7 +28,8 @@ from typing import Callable, Dict, List
 from adapter_bert.io_utils import atomic_write_text
 from bench import (adapter_gradients, adapter_precision, adapter_storage, adapter_sweeps,
                    dtype_parity, dtype_speed, glue_peers, glue_table, mrpc_adapter_vs_full,
-                   resadapter_comparison, robust_defaults, speed, squad_adapter_vs_full)
+                   own_data_io, resadapter_comparison, robust_defaults, speed,
+                   squad_adapter_vs_full)
 from bench.harness import REPO, RESULTS
 from bench.mode_flags import optimizer_label
 
@@ -208,6 +209,7 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "dtype-speed": lambda: dtype_speed.markdown(load("dtype_speed.json")),
     "adapter-precision": lambda: adapter_precision.markdown(
         load("adapter_precision.json")["results"]) + "\n",
+    "own-data-io": lambda: own_data_io.markdown(load("own_data_io.json")),
     "glue-table": lambda: "\n".join(glue_table.table(
         robust_defaults.read_records(), glue_peers.read_peer_records())[1]) + "\n",
 }
