@@ -13,7 +13,8 @@ write to. Two kinds of value are stored:
 - a list of dataclass records (SQuAD windows, `SquadFeatureList`): each field stacked
   over the records, plus the list's own attributes (counts, question ids) as JSON.
 An entry that is unreadable, of another kind or inconsistent is rebuilt, never trusted.
-Entries are written atomically (`io_utils.atomic_write_bytes`) on any filesystem.
+Entries are written atomically (`io_utils.atomic_write_with`), straight from the arrays
+to the file, on any filesystem; a hit reads them from the file (never a copy of its bytes).
 """
 
 import dataclasses
@@ -93,7 +94,9 @@ class FeatureCache:
         path = self.path(name, parts)
         if path and io_utils.isfile(path):
             try:
-                value = decode(io_utils.read_bytes(path))
+                # Read from the file: the arrays, not the file's bytes beside them.
+                with io_utils.open_file(path, "rb") as f:
+                    value = decode(f)
                 self.hits += 1
                 logging.info("Features from cache %s", path)
                 return value
@@ -102,11 +105,12 @@ class FeatureCache:
         value = build()
         if path:
             try:
-                data = encode(value)
+                arrays = _entry_arrays(value)
             except (ValueError, TypeError) as e:  # ragged fields, attributes not JSON, ...
                 logging.info("Features for %s not cached (%s)", name, e)
                 return value
-            io_utils.atomic_write_bytes(path, data)
+            # Written straight to the file: no copy of the entry's bytes in memory.
+            io_utils.atomic_write_with(path, lambda tmp: _write_entry(arrays, tmp))
         return value
 
 
@@ -120,6 +124,19 @@ def _record_types():
 
 def encode(value) -> bytes:
     """The `.npz` bytes of a dict of arrays or a list of known dataclass records."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **_entry_arrays(value))
+    return buffer.getvalue()
+
+
+def _write_entry(arrays: dict, path: str) -> None:
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _entry_arrays(value) -> dict:
+    """The arrays `encode` stores (the description included). Raises CacheFormatError
+    (a ValueError) for a value it cannot store as plain numbers."""
     arrays = {}
     if isinstance(value, dict):
         meta = {"kind": "arrays", "keys": sorted(value)}
@@ -138,9 +155,7 @@ def encode(value) -> bytes:
     else:
         raise CacheFormatError(f"cannot cache a {type(value).__name__}")
     arrays[_META] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+    return arrays
 
 
 def _plain(array: np.ndarray, name: str) -> np.ndarray:
@@ -149,9 +164,11 @@ def _plain(array: np.ndarray, name: str) -> np.ndarray:
     return array
 
 
-def decode(data: bytes):
-    """The value `encode` stored. Raises on anything but plain numeric arrays."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+def decode(data):
+    """The value `encode` stored, from its bytes or a seekable binary file. Raises on
+    anything but plain numeric arrays."""
+    source = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
+    with np.load(source, allow_pickle=False) as archive:
         meta = json.loads(bytes(archive[_META]).decode("utf-8"))
         if meta["kind"] == "arrays":
             return {key: archive["a/" + key] for key in meta["keys"]}
