@@ -33,6 +33,9 @@ _install_check.check_before_import()
 
 _EXPORTS = {
     "BertConfig": "adapter_bert.model.config",
+    "MacroF1": "adapter_bert.metrics.keras_metrics",
+    "MatthewsCorrelation": "adapter_bert.metrics.keras_metrics",
+    "PositiveClassF1": "adapter_bert.metrics.keras_metrics",
     "AdapterConfig": "adapter_bert.model.config",
     "ConfigError": "adapter_bert.model.config",
     "AdapterFamily": "adapter_bert.model.families",
