@@ -101,7 +101,7 @@ def _ours(system: str, seed: int, work_dir: str) -> dict:
             "dev_accuracy": 100 * dev["eval_accuracy"], "dev_macro_f1": 100 * dev["eval_macro_f1"],
             "test_accuracy": 100 * test["eval_accuracy"],
             "test_macro_f1": 100 * test["eval_macro_f1"],
-            "trainable_params": dev.get("trainable_params"), "all_params": dev.get("all_params")}
+            "trainable_params": int(dev["trainable_params"]), "all_params": int(dev["all_params"])}
 
 
 def _peer(system: str, seed: int, work_dir: str, peer_python: str) -> dict:
@@ -138,6 +138,7 @@ def table(records: dict, majority: float) -> str:
         cells = [_mean_std([r[k] for r in runs]) for k in ("test_accuracy", "test_macro_f1",
                                                             "dev_accuracy")]
         params = runs[0].get("trainable_params")
+        params = int(params) if params is not None else None
         lines.append(f"| {system} | {', '.join(str(r['seed']) for r in sorted(runs, key=lambda r: r['seed']))} | "
                      + " | ".join(cells) + f" | {params if params is not None else ''} | "
                      f"{statistics.mean(r['wall_s'] for r in runs):.0f} |")
