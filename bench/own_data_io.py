@@ -19,7 +19,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -92,16 +91,12 @@ def markdown(result: dict) -> str:
 
 
 def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name"))
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next(line for line in f if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return platform.processor()
+    """The CPU, as the table names it: model, cores and the vector extensions that matter."""
+    from adapter_bert.precision import cpu_flags
+    from bench.dtype_speed import cpu_description
+    described, flags = cpu_description(), cpu_flags()
     extras = [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
-    return f"{model} ({os.cpu_count()} cores; {', '.join(extras)})"
+    return f"{described['model']} ({described['cores']} cores; {', '.join(extras)})"
 
 
 def main(argv=None) -> int:
