@@ -152,10 +152,7 @@ class RunLock:
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
-            try:
-                current = Holder.parse(io_utils.read_text(self.path))
-            except (OSError, io_utils.StorageError, UnicodeDecodeError):
-                current = None
+            current = _read_holder(self.path)
             if current is None or current.token != self.holder.token:
                 self.lost = current.describe() if current else "nobody (the lock is gone)"
                 logging.warning("The lock on %s is now held by %s", self.output_dir, self.lost)
@@ -178,12 +175,11 @@ class RunLock:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         _HELD.discard(self.path)
-        try:
-            current = Holder.parse(io_utils.read_text(self.path))
-            if current is not None and current.token == self.holder.token:
+        if _still_ours(self.path, self.holder):
+            try:
                 io_utils.remove(self.path)
-        except (OSError, io_utils.StorageError, UnicodeDecodeError):
-            pass
+            except OSError:  # gone already, or the store refused: nothing of ours is lost
+                pass
 
 
 def acquire(output_dir: str) -> RunLock:
@@ -220,19 +216,15 @@ def _create(path: str, holder: Holder) -> bool:
 
 
 def _still_ours(path: str, holder: Holder) -> bool:
-    try:
-        current = Holder.parse(io_utils.read_text(path))
-    except (OSError, UnicodeDecodeError):
-        return False
+    current = _read_holder(path)
     return current is not None and current.token == holder.token
 
 
 def _read_holder(path: str) -> Optional[Holder]:
+    """The holder the lock file at `path` names; None if it is missing or unreadable."""
     try:
         return Holder.parse(io_utils.read_text(path))
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError:
+    except (OSError, UnicodeDecodeError):  # StorageError (gs:// unreachable) is an OSError
         return None
 
 
