@@ -135,11 +135,15 @@ class TextTask:
         if raw_labels is not None and split == "train" and self.labels is None \
                 and not self.is_regression:
             self.labels = _sorted_labels(_label_strings(raw_labels, table, label))
+        # Label names exactly as the file spells them need no more checking: the common case.
+        known = frozenset(self.labels or ()) if not self.is_regression else frozenset()
         examples = []
         for i, (line, text_a) in enumerate(texts):
             value = None
             if raw_labels is not None:
-                value = self._label(raw_labels[i][1], table, line, label)
+                value = raw_labels[i][1]
+                if not (isinstance(value, str) and value in known):
+                    value = self._label(value, table, line, label)
             examples.append(InputExample(guid=f"{split}-{line}", text_a=text_a,
                                          text_b=pairs[i][1] if pairs else None, label=value))
         self._log(split, table, text, pair, label, examples)
@@ -186,9 +190,7 @@ class TextTask:
         return texts
 
     def _label(self, value, table: Table, line: int, index):
-        if isinstance(value, str) and value in self._known:  # the common case, fast
-            return value
-
+        """The label of one row (a name, or a float for a regression), checked."""
         def where():
             return f"{table.path} line {line}, column {_column_name(table, index)}"
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -208,15 +210,6 @@ class TextTask:
             raise DataFileError(f"{where()}: label {name!r} is not one of the labels of "
                                 f"{source} ({', '.join(self.labels)})")
         return name
-
-    @property
-    def _known(self) -> frozenset:
-        """The label names as they appear in files: checked without more work."""
-        if self.is_regression or self.labels is None:
-            return frozenset()
-        if getattr(self, "_known_for", None) is not self.labels:
-            self._known_for, self._known_set = self.labels, frozenset(self.labels)
-        return self._known_set
 
     def _log(self, split, table, text, pair, label, examples) -> None:
         counts = collections.Counter(e.label for e in examples if e.label is not None)

@@ -73,23 +73,27 @@ class TfdsTextTask(TextTask):
             raise DataFileError(f"--tfds_name={self.tfds_name}: cannot read split "
                                 f"{tfds_split!r} ({str(e).strip().splitlines()[0]}); its "
                                 f"splits: {', '.join(self.builder.info.splits)}") from None
-        records = [self._record(r) for r in tfds.as_numpy(dataset)]
+        features = self.builder.info.features
+        class_names = {key: list(features[key].names) for key in features.keys()
+                       if getattr(features[key], "names", None)}
+        records = [_record(r, class_names) for r in tfds.as_numpy(dataset)]
         return Table.of_records(f"tfds {self.tfds_name} split {tfds_split}", records)
 
-    def _record(self, record: dict) -> Dict[str, object]:
-        row = {}
-        for key, value in record.items():
-            if isinstance(value, bytes):
-                value = value.decode("utf-8", errors="replace")
-            elif hasattr(value, "item"):  # numpy scalars
-                value = value.item()
-            features = self.builder.info.features
-            feature = features[key] if key in features.keys() else None
-            names = getattr(feature, "names", None)
-            if names and isinstance(value, int):
-                value = names[value] if 0 <= value < len(names) else None  # -1: unlabeled
-            row[key] = value
-        return row
+
+def _record(record: dict, class_names: Dict[str, List[str]]) -> Dict[str, object]:
+    """A TFDS record as a row: texts decoded, numbers as Python's, ClassLabel ids as their
+    names (id -1, TFDS's unlabeled, as None)."""
+    row = {}
+    for key, value in record.items():
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif hasattr(value, "item"):  # numpy scalars
+            value = value.item()
+        names = class_names.get(key)
+        if names and isinstance(value, int):
+            value = names[value] if 0 <= value < len(names) else None
+        row[key] = value
+    return row
 
 
 def _default_split(split: str, available: Sequence[str]) -> str:

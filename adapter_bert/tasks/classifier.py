@@ -50,7 +50,7 @@ class ClassifierRun(base.TaskRun):
             self.processor = get_processor(task)
         self.is_regression = self.processor.is_regression
         self.held_out_lines = None
-        if not (uses_own_data(flag_values) and not self.processor.pair):
+        if not uses_own_data(flag_values):  # your own files say whether they hold pairs
             self._check_room_for_text(flag_values.max_seq_length)
 
     @property
@@ -83,7 +83,8 @@ class ClassifierRun(base.TaskRun):
         if not self.is_regression and len(self.labels) < 2:
             raise FlagError(f"{self.task}: the training data has {len(self.labels)} label "
                             f"({', '.join(self.labels)}): a classifier needs two or more")
-        self._check_room_for_text(self.flags.max_seq_length)
+        if uses_own_data(self.flags):  # known now that the files are read
+            self._check_room_for_text(self.flags.max_seq_length)
 
     def write_held_out_rows(self) -> None:
         """--dev_fraction: lists the held-out rows' lines in dev_fraction_rows.txt."""

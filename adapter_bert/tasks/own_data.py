@@ -44,7 +44,7 @@ def own_task(values) -> TextTask:
              for split, action in (("train", "do_train"), ("dev", "do_eval"),
                                    ("test", "do_predict"))
              if getattr(values, f"{split}_file") and getattr(values, action)}
-    if values.do_train is False and values.task_type == "classification" and not labels:
+    if not values.do_train and values.task_type == "classification" and not labels:
         raise FlagError("no label names for an evaluation without training: pass "
                         "--labels=a,b,... in the trained order, or --load_adapter (or the "
                         "--output_dir of the training run)")
