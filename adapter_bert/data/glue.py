@@ -34,6 +34,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # Re-exported so that callers only need this module.
 from adapter_bert import io_utils
+from adapter_bert.data.text_files import allow_fields_of_any_length
 from adapter_bert.data.features import (  # noqa: F401
     convert_examples_to_features,
     pad_to_multiple_of_batch,
@@ -130,14 +131,6 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
         return list(reader)
     except csv.Error as e:  # e.g. a lone carriage return inside a line
         raise GlueDataError(f"{task} {path} line {reader.line_num}: {e}") from None
-
-
-def allow_fields_of_any_length() -> None:
-    """Lifts the csv module's field limit (128 KiB by default, process-wide): a field as
-    long as the file itself is read, as Google's readers and the IANA TSV format allow."""
-    limit = 2**31 - 1  # the largest value a C long holds everywhere (Windows included)
-    if csv.field_size_limit() < limit:
-        csv.field_size_limit(limit)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,6 @@ import json
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from adapter_bert import io_utils
-from adapter_bert.data.glue import allow_fields_of_any_length
 
 FORMATS = ("csv", "tsv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl",
@@ -34,6 +33,14 @@ Column = Union[str, int]
 class DataFileError(ValueError):
     """A data file that cannot be read as asked; the message names the file (and line
     and column where there is one)."""
+
+
+def allow_fields_of_any_length() -> None:
+    """Lifts the csv module's field limit (128 KiB by default, process-wide): a field as
+    long as the file itself is read, as Google's readers and the IANA TSV format allow."""
+    limit = 2**31 - 1  # the largest value a C long holds everywhere (Windows included)
+    if csv.field_size_limit() < limit:
+        csv.field_size_limit(limit)
 
 
 def file_format(path: str, given: Optional[str] = None) -> str:
