@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     from adapter_bert.tasks import base
 
     def export():
-        from adapter_bert.tasks.flags import FlagError, check_numeric_flags
+        from adapter_bert.tasks.flag_checks import FlagError, check_numeric_flags
         from adapter_bert.serving.export import require_serving_extra
         from adapter_bert.serving.multi_adapter import export_multi_adapter
         from adapter_bert.precision import apply_dtype

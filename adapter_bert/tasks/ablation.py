@@ -393,7 +393,7 @@ def _ablate(run, flag_values) -> int:
     """The ablation of a built run: every span evaluated, the files written and named."""
     from absl import logging
 
-    from adapter_bert.tasks.flags import FlagError
+    from adapter_bert.tasks.flag_checks import FlagError
 
     if not any(adapter_blocks_by_layer(run.model)):
         raise FlagError("the model has no adapters: pass --load_adapter with an adapter-tuned "

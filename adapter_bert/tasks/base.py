@@ -25,7 +25,7 @@ from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_
 from adapter_bert.io_utils import atomic_write_text, makedirs, remove_stale_temporaries
 from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resolve_backbone
 from adapter_bert.model.config import BertConfig, ConfigError
-from adapter_bert.tasks.flags import FlagError, was_set
+from adapter_bert.tasks.flag_checks import FlagError, was_set
 from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output_dir,

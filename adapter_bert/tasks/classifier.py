@@ -16,7 +16,8 @@ from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
-from adapter_bert.tasks.flags import FlagError, uses_own_data, validate_classifier
+from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.tasks.flags import uses_own_data, validate_classifier
 from adapter_bert.tasks.own_data import own_task
 from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text

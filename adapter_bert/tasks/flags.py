@@ -5,13 +5,13 @@ port adds (adapters, tuning mode, distribution, dtype, seed, ...) are defined he
 once, so both entry points read the same way.
 """
 
-import dataclasses
-import math
 import os
 
 from absl import flags
 
 from adapter_bert import io_utils
+from adapter_bert.tasks.flag_checks import (FlagError, check_numeric_flags, check_writable_dir,
+                                            path_is, was_set)
 from adapter_bert.model.activations import ACTIVATION_NAMES
 from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.model.config import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
@@ -30,10 +30,6 @@ RESADAPTER_VARIANTS = ("pipeline", "resnet", "resnext")
 RESADAPTER_CELLS = ("feedforward", "attention")
 RESADAPTER_POOLINGS = ("cls", "mean")
 PADDING_MODES = ("dynamic", "max_seq_length")
-
-
-class FlagError(ValueError):
-    """A flag value is invalid; the message names the flag and what was expected."""
 
 
 def _define_model_flags():
@@ -337,7 +333,7 @@ def validate_own_data(values) -> None:
                         "to hold out part of --train_file)")
     for name in OWN_DATA_FILES:
         path = getattr(values, name)
-        if path and not _path_is(name, path, io_utils.isfile):
+        if path and not path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
 
 
@@ -372,7 +368,7 @@ def validate_classifier(values) -> str:
     if values.data_source == "tsv" and reads_data:
         if not values.data_dir:
             raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
-        if not _path_is("data_dir", values.data_dir, io_utils.isdir):
+        if not path_is("data_dir", values.data_dir, io_utils.isdir):
             raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
                             f"{how_to_get_data(task, values.data_dir)}")
     if task == "ax" and (values.do_train or values.do_eval):
@@ -413,125 +409,6 @@ def _define_export_flag():
                           "the adapter files and checkpoints stay unmerged.")
 
 
-def was_set(values, name: str) -> bool:
-    """Whether the user gave --name explicitly (absl FlagValues); False for other objects."""
-    try:
-        return bool(values[name].present)
-    except (TypeError, KeyError, AttributeError):
-        return False
-
-
-@dataclasses.dataclass(frozen=True)
-class Bounds:
-    """The values a numeric flag takes: finite, within [low, high] (or the open ends), an
-    integer for integer flags. The ceilings keep a value from overflowing a step count or
-    a tensor shape far later; they lie well above any value that makes sense."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    high_open: bool = False
-
-    def admits(self, value) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if not math.isfinite(value):
-            return False
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def describe(self, integer: bool) -> str:
-        if math.isinf(self.high):
-            return f"a finite number {'>' if self.low_open else '>='} {self.low:g}"
-        if integer:
-            return f"an integer in [{int(self.low)}, {int(self.high)}]"
-        return (f"a finite number in {'(' if self.low_open else '['}{self.low:g}, "
-                f"{self.high:g}{')' if self.high_open else ']'}")
-
-
-_STEPS = Bounds(1, 2**31 - 1)
-_BATCH = Bounds(1, 2**20)
-_TOKENS = Bounds(1, 2**16)
-# A rate has no ceiling: a huge one diverges, which the training loop reports.
-_RATE = Bounds(0, math.inf, low_open=True)
-# Every numeric flag of every entry point (tests/robustness/test_numeric_flags.py walks
-# them all): checked first by `check_numeric_flags`, before anything is loaded.
-NUMERIC_BOUNDS = {
-    "train_batch_size": _BATCH, "eval_batch_size": _BATCH, "predict_batch_size": _BATCH,
-    "max_seq_length": Bounds(2, 2**16),  # [CLS] [SEP] at least; pairs need 3 (checked later)
-    "save_checkpoints_steps": _STEPS, "iterations_per_loop": _STEPS,
-    "num_tpu_cores": Bounds(1, 2**16), "top_k_layers": Bounds(1, 2**10),
-    "adapter_size": _TOKENS, "seed": Bounds(0, 2**32 - 1),  # NumPy's seed range
-    "doc_stride": _TOKENS, "max_query_length": _TOKENS, "n_best_size": Bounds(1, 10**4),
-    "max_answer_length": _TOKENS,
-    "learning_rate": _RATE, "adapter_learning_rate": _RATE,
-    "num_train_epochs": Bounds(0, 10**6, low_open=True),
-    "warmup_proportion": Bounds(0, 1), "adapter_init_scale": Bounds(0, 10),
-    "lora_alpha": Bounds(0, 10**6, low_open=True), "lora_dropout": Bounds(0, 1, high_open=True),
-    "adam_epsilon": Bounds(0, 1, low_open=True),
-    "null_score_diff_threshold": Bounds(-10**6, 10**6),
-    "dev_fraction": Bounds(0, 1, low_open=True, high_open=True),
-}
-
-
-def check_numeric_flags(values) -> None:
-    """Checks every numeric flag `values` has against `NUMERIC_BOUNDS` (None: unset).
-
-    Raises:
-        FlagError: the first flag out of bounds, e.g. `--num_train_epochs must be a finite
-            number in (0, 1e+06], got nan`.
-    """
-    for name, bounds in NUMERIC_BOUNDS.items():
-        value = getattr(values, name, None)
-        if value is None or bounds.admits(value) and (
-                not _is_integer_flag(values, name) or float(value).is_integer()):
-            continue
-        raise FlagError(f"--{name} must be {bounds.describe(_is_integer_flag(values, name))}, "
-                        f"got {value}")
-
-
-def _is_integer_flag(values, name: str) -> bool:
-    try:
-        return values[name].flag_type() == "int"
-    except (TypeError, KeyError, AttributeError):
-        return isinstance(getattr(values, name, None), int)
-
-
-def _path_is(name: str, path: str, query) -> bool:
-    """`query(path)` (`io_utils.exists`, `isdir`, `isfile`), a store that cannot be reached
-    (`gs://` without network or credentials) named by its flag."""
-    try:
-        return query(path)
-    except io_utils.StorageError as e:
-        raise FlagError(f"--{name}={e}") from None
-
-
-def check_writable_dir(name: str, path: str) -> None:
-    """Raises FlagError unless a file can be written in the local directory `path`, or, if
-    it does not exist yet, a folder can be made in its nearest existing parent. Both are
-    tried (a temporary entry, removed at once: permission bits do not stop root, while
-    /proc or a read-only mount do). URLs (gs://, ...) are not checked: their store
-    answers when the run writes.
-    """
-    if not io_utils.is_local(path):
-        return
-    import tempfile
-    path = os.path.abspath(io_utils.expand(path))
-    parent = path
-    while not os.path.lexists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise FlagError(f"--{name}={path}: cannot create it, {parent} is a file")
-    try:
-        probe = tempfile.mkdtemp(prefix=".adapter_bert_probe_", dir=parent)
-    except OSError as e:
-        where = "directory is not writable" if parent == path else \
-            f"cannot create it in {parent}"
-        raise FlagError(f"--{name}={path}: {where} ({e.strerror or e})") from None
-    os.rmdir(probe)
-
-
 def validate_common(values) -> None:
     """Checks shared by both scripts, before anything is loaded or written.
 
@@ -549,7 +426,7 @@ def validate_common(values) -> None:
         raise FlagError(f"At least one of {names} must be True.")
     if not values.output_dir:
         raise FlagError("--output_dir is required")
-    if _path_is("output_dir", values.output_dir, io_utils.exists) \
+    if path_is("output_dir", values.output_dir, io_utils.exists) \
             and not io_utils.isdir(values.output_dir):
         raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
     check_writable_dir("output_dir", values.output_dir)
@@ -562,18 +439,18 @@ def validate_common(values) -> None:
                             f"got --tuning_mode={values.tuning_mode}")
     for name in ("bert_config_file", "vocab_file"):
         path = getattr(values, name)
-        if path and not _path_is(name, path, io_utils.isfile):
+        if path and not path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
     checkpoint = getattr(values, "init_checkpoint", None)
     if checkpoint and not io_utils.is_local(checkpoint):
         # Only whether its store answers: what is (or is not) there, the backbone's
         # resolution says.
-        _path_is("init_checkpoint", checkpoint, io_utils.exists)
+        path_is("init_checkpoint", checkpoint, io_utils.exists)
     if values.tuning_mode == "top_k" and values.top_k_layers is None:
         raise FlagError("--tuning_mode=top_k needs --top_k_layers")
     if values.tuning_mode != "top_k" and values.top_k_layers is not None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
-    if values.load_adapter and not _path_is("load_adapter", values.load_adapter, io_utils.isdir):
+    if values.load_adapter and not path_is("load_adapter", values.load_adapter, io_utils.isdir):
         raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
     if getattr(values, "export_dir", None):
         check_export_target(values.export_dir, values.output_dir)
@@ -739,7 +616,7 @@ def validate_squad(values) -> None:
         path = getattr(values, name)
         if getattr(values, action) and not path:
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
-        if getattr(values, action) and not _path_is(name, path, io_utils.isfile):
+        if getattr(values, action) and not path_is(name, path, io_utils.isfile):
             raise FlagError(f"--{name}={path}: file not found")
     # Google's only window check. A --doc_stride as long as the context window or
     # longer is fine: the next window starts min(window, doc_stride) tokens later.

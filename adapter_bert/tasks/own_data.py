@@ -16,7 +16,7 @@ from adapter_bert.data.text_files import parse_column
 from adapter_bert.data.text_task import Columns, TextTask, task_name_of
 from adapter_bert.data.tfds_text import TfdsTextTask
 from adapter_bert.tasks.base import ADAPTER_DIR
-from adapter_bert.tasks.flags import FlagError
+from adapter_bert.tasks.flag_checks import FlagError
 
 
 def own_task(values) -> TextTask:

@@ -37,7 +37,7 @@ from typing import Optional
 from absl import logging
 
 from adapter_bert import io_utils
-from adapter_bert.tasks.flags import FlagError
+from adapter_bert.tasks.flag_checks import FlagError
 
 LOCK_NAME = ".adapter_bert.lock"
 HEARTBEAT_S = 30.0

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 from absl import logging
 
 from adapter_bert import io_utils
-from adapter_bert.tasks.flags import FlagError
+from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.run_lock import LOCK_NAME
 
 RECORD_NAME = "run_flags.json"

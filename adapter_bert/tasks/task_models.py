@@ -22,7 +22,8 @@ from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parame
 from adapter_bert.model.checkpoints import build_model, load_weights, read_weights
 from adapter_bert.model.config import AdapterConfig, adapter_family
 from adapter_bert.model.factory import HEADS, task_model
-from adapter_bert.tasks.flags import FlagError, adapter_type, was_set
+from adapter_bert.tasks.flag_checks import FlagError, was_set
+from adapter_bert.tasks.flags import adapter_type
 
 
 def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from adapter_bert.tasks.flags import NUMERIC_BOUNDS
+from adapter_bert.tasks.flag_checks import NUMERIC_BOUNDS
 from tests.runner_utils import REPO
 
 ENTRY_POINTS = {"run_classifier": "run_classifier.py", "run_squad": "run_squad.py",
