@@ -74,6 +74,8 @@ _EXPORTS = {
     "export_classifier": "adapter_bert.serving",
     "export_multi_adapter": "adapter_bert.serving",
     "export_tflite": "adapter_bert.serving",
+    "TextClassifier": "adapter_bert.tasks.text_classifier",
+    "fine_tuning_optimizer": "adapter_bert.training.recipe",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

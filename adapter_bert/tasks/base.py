@@ -18,7 +18,6 @@ from absl import logging
 
 from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
 from adapter_bert.adapters.merging import adapter_merged
-from adapter_bert.adapters.tuning import parameter_components
 from adapter_bert.console import configure_logging
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
                                             load_tokenizer, validate_case_matches_checkpoint)
@@ -33,9 +32,10 @@ from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output
 from adapter_bert.tasks.task_models import build_task_model_for_flags
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
-from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError, TrainSchedule,
+from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError,
                                         set_seed, steps_per_execution)
-from adapter_bert.training.optimizer import choose_optimizer, create_optimizer
+from adapter_bert.training.optimizer import choose_optimizer
+from adapter_bert.training.recipe import optimizer_for, schedule_for
 from adapter_bert.precision import apply_dtype
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
@@ -170,13 +170,22 @@ class TaskRun:
 
 
 def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
-    """Resolves checkpoint, config and vocabulary and checks they fit the flags.
+    """The run's backbone from --init_checkpoint, --bert_config_file, --vocab_file and
+    --do_lower_case (`load_backbone`)."""
+    return load_backbone(flag_values.init_checkpoint, flag_values.bert_config_file,
+                         flag_values.vocab_file, flag_values.do_lower_case, max_seq_length)
+
+
+def load_backbone(init_checkpoint: Optional[str], config_file: Optional[str],
+                  vocab_file: Optional[str], do_lower_case: bool,
+                  max_seq_length: int) -> Backbone:
+    """Resolves checkpoint, config and vocabulary and checks they fit the sequence length
+    and the casing.
 
     Raises:
         FlagError, CheckpointError, ConfigError, TokenizerError: with a clear message.
     """
-    files = resolve_backbone(flag_values.init_checkpoint, flag_values.bert_config_file,
-                             flag_values.vocab_file)
+    files = resolve_backbone(init_checkpoint, config_file, vocab_file)
     if files.vocab_file is None:
         raise FlagError(f"no vocab.txt beside {files.weights}; pass --vocab_file")
     config = BertConfig.from_json_file(files.config_file)
@@ -184,8 +193,8 @@ def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
         raise FlagError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
                         f"only trained up to sequence length {config.max_position_embeddings} "
                         f"(--max_seq_length)")
-    validate_case_matches_checkpoint(flag_values.do_lower_case, files.weights)
-    tokenizer = load_tokenizer(files.vocab_file, flag_values.do_lower_case)
+    validate_case_matches_checkpoint(do_lower_case, files.weights)
+    tokenizer = load_tokenizer(files.vocab_file, do_lower_case)
     check_vocab_matches_config(tokenizer, config, files.vocab_file)
     logging.info("Backbone: %s (%s), config %s, vocab %s", files.weights, files.format,
                  files.config_file, files.vocab_file)
@@ -302,23 +311,22 @@ def _run_reporting_errors(program: str, main: Callable[[], int]) -> int:
 
 
 def training_schedule(flag_values, num_examples: int, static_shapes: bool):
-    """Step counts and Keras steps_per_execution of a training run, from the flags.
+    """Step counts and Keras steps_per_execution of a training run, from the flags
+    (`training.recipe.schedule_for`).
 
     Returns:
         (TrainSchedule, steps_per_execution).
     """
-    schedule = TrainSchedule.from_epochs(num_examples, flag_values.train_batch_size,
-                                         flag_values.num_train_epochs,
-                                         flag_values.warmup_proportion)
     choice = optimizer_choice(flag_values)
-    warmup = choice.warmup_steps(schedule.num_warmup_steps, schedule.num_train_steps)
-    if warmup != schedule.num_warmup_steps:
+    schedule = schedule_for(choice, num_examples, flag_values.train_batch_size,
+                            flag_values.num_train_epochs, flag_values.warmup_proportion)
+    googles = int(schedule.num_train_steps * flag_values.warmup_proportion)
+    if schedule.num_warmup_steps != googles:
         logging.info("Warmup: %d steps instead of %d (--warmup_proportion=%g): the peak rate "
                      "%g is above the step ceiling %g, so the rate climbs at that ceiling's "
-                     "slope (--adam_bias_correction keeps Google's warmup)", warmup,
-                     schedule.num_warmup_steps, flag_values.warmup_proportion,
+                     "slope (--adam_bias_correction keeps Google's warmup)",
+                     schedule.num_warmup_steps, googles, flag_values.warmup_proportion,
                      choice.peak_rate, choice.step_ceiling)
-        schedule = dataclasses.replace(schedule, num_warmup_steps=warmup)
     spe = steps_per_execution(flag_values.iterations_per_loop,
                               was_set(flag_values, "iterations_per_loop"), static_shapes,
                               flag_values.save_checkpoints_steps)
@@ -338,22 +346,10 @@ def run_optimizer(flag_values, schedule, model=None):
 
     Unset `--learning_rate` / `--adam_bias_correction` / `--adam_epsilon` (None) take the
     tuning mode's defaults (`training.optimizer.choose_optimizer`). With
-    `--adapter_learning_rate`, the `model`'s adapter weights (the "adapters" component of
-    `tuning.parameter_components`) train at that rate instead.
+    `--adapter_learning_rate`, the `model`'s adapter weights train at that rate instead
+    (`training.recipe.optimizer_for`).
     """
     choice = optimizer_choice(flag_values)
     logging.info(choice.summary())
     logging.debug("Optimizer details: %s", choice.describe()[len("Optimizer: "):])
-    return create_optimizer(choice.learning_rate, schedule.num_train_steps,
-                            schedule.num_warmup_steps, bias_correction=choice.bias_correction,
-                            epsilon=choice.epsilon, rate_factors=adapter_rate_factors(choice, model),
-                            step_ceiling=choice.step_ceiling)
-
-
-def adapter_rate_factors(choice, model) -> Dict[str, float]:
-    """Variable name -> rate multiple for the adapters under --adapter_learning_rate."""
-    if choice.adapter_learning_rate is None:
-        return {}
-    factor = choice.adapter_learning_rate / choice.learning_rate
-    return {variable.name: factor for variable, component in parameter_components(model)
-            if component == "adapters" and variable.trainable}
+    return optimizer_for(choice, schedule, model)

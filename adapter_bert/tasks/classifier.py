@@ -192,16 +192,11 @@ class ClassifierRun(base.TaskRun):
                 self.flags.eval_batch_size)
             logits = self.logits(features, count, self.flags.eval_batch_size,
                                  None if self.quiet_evaluation else f"eval {split}")
-            labels = features["label_ids"][:count]
-            loss = _mean_loss(logits, labels, self.is_regression)
-            results[prefix + "loss"] = loss
+            scores = score_logits(logits, features["label_ids"][:count],
+                                  self.processor.metrics, self.is_regression)
             if prefix == "eval_":
-                results["loss"] = loss
-            predictions = logits[:, 0] if self.is_regression else logits.argmax(-1)
-            metrics = compute_metrics(self.processor.metrics, predictions,
-                                      labels[:, 0] if self.is_regression else labels,
-                                      num_labels=None if self.is_regression else self.num_labels)
-            for name, value in metrics.items():
+                results["loss"] = scores["loss"]
+            for name, value in scores.items():
                 results[prefix + name] = value
         results.update(self.param_results)
         return results
@@ -235,6 +230,19 @@ class ClassifierRun(base.TaskRun):
         header = "\t".join(self.labels + ["predicted_label"])
         return header + "\n" + "".join(f"{line}\t{label}\n"
                                        for line, label in zip(lines, predicted))
+
+
+def score_logits(logits: np.ndarray, label_ids: np.ndarray, kind: str,
+                 regression: bool) -> Dict[str, float]:
+    """The loss and the metrics of `kind` (`metrics.classification`) of a set's logits, as
+    eval_results.txt holds them (without the split's prefix)."""
+    scores = {"loss": _mean_loss(logits, label_ids, regression)}
+    if regression:
+        scores.update(compute_metrics(kind, logits[:, 0], label_ids[:, 0]))
+    else:
+        scores.update(compute_metrics(kind, logits.argmax(-1), label_ids,
+                                      num_labels=logits.shape[-1]))
+    return scores
 
 
 def _mean_loss(logits: np.ndarray, labels: np.ndarray, regression: bool) -> float:

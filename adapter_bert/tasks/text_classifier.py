@@ -1,0 +1,378 @@
+"""Your own texts in Keras: a classifier whose `fit`, `evaluate` and `predict` take strings.
+
+`TextClassifier.from_pretrained(labels=[...])` builds the network `run_classifier.py`
+builds at the same settings (backbone, adapters, head, tuning mode, seed), and its
+methods take what a user holds: a list of texts (or a pair of lists for sentence pairs)
+and a list of label names (or ids; floats for regression).
+
+- Tokenisation is the runner's: Google's WordPiece pipeline with its pair truncation,
+  to `max_seq_length` tokens (`data.features`).
+- `fit` trains with the runner's recipe (`training.recipe`: Google's AdamW, warmup and
+  linear decay, clipping; batches bucketed by length and padded to their longest row),
+  unless the model was compiled with an optimizer of one's own.
+- `evaluate` returns the metrics the runner writes to eval_results.txt for own data.
+- `predict` returns logits, or label names with `return_labels=True`.
+- `save_adapter` writes the adapter directory the runner writes (label names included),
+  which `--load_adapter`, `ab.load_adapter`, `TextClassifier.from_adapter` and the
+  SavedModel export (`python -m adapter_bert.export_model`) read.
+
+The same texts, labels, seed and settings therefore give what `run_classifier.py
+--train_file=...` gives.
+"""
+
+import os
+import shutil
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from adapter_bert.adapters.api import adapter_config_from
+from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.data.batching import example_lengths, predict_features, training_batch_plan, \
+    training_dataset
+from adapter_bert.data.features import convert_examples_to_features
+from adapter_bert.data.glue import InputExample
+from adapter_bert.data.tokenization import checkpoint_lower_case
+from adapter_bert.model.checkpoints import resolve_backbone
+from adapter_bert.precision import apply_dtype
+from adapter_bert.tasks import base, run_lock
+from adapter_bert.tasks.classifier import score_logits
+from adapter_bert.tasks.task_models import build_pretrained, new_task_model, report_parameters
+from adapter_bert.training.distribute import get_strategy
+from adapter_bert.training.loop import fit_with_resume, set_seed
+from adapter_bert.training.optimizer import choose_optimizer
+from adapter_bert.training.recipe import optimizer_for, schedule_for
+
+INPUT_KEYS = base.INPUT_KEYS
+# The runner's defaults, so that a model built with none of the arguments trains as
+# `run_classifier.py` does with none of the flags.
+SEED = 42
+SAVE_CHECKPOINTS_STEPS = 1000
+
+
+class TextClassifier(keras.Model):
+    """A BERT text classifier (adapters by default) taking raw strings and label names.
+
+    Build it with `from_pretrained` or `from_adapter`. Called directly, it takes the
+    features dict (`input_ids`, `input_mask`, `segment_ids`) as the runners' models do;
+    `fit`, `evaluate` and `predict` take texts, and `tf.data` datasets of features too.
+
+    Attributes:
+        classifier: the runner's task model (`model.heads.BertClassifier`).
+        labels: label names in logit order (empty for regression).
+        task: the name recorded in saved adapter directories.
+        max_seq_length: tokens per row, special tokens included.
+        pair: the training texts were sentence pairs (None before `fit`).
+    """
+
+    def __init__(self, classifier, backbone: base.Backbone, labels: Sequence[str],
+                 max_seq_length: int, task: str, tuning_mode: str, seed: int,
+                 name: str = "text_classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.classifier = classifier
+        self.backbone = backbone
+        # Tuples, not lists: Keras would track a list attribute as part of the model.
+        self.labels = tuple(labels)
+        self.max_seq_length = int(max_seq_length)
+        self.task = task
+        self.tuning_mode = tuning_mode
+        self.seed = int(seed)
+        self.pair: Optional[bool] = None
+        self._recipe_optimizer = None
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_pretrained(cls, labels: Optional[Sequence[str]] = None, backbone: Optional[str] = None,
+                        *, regression: bool = False, adapter="houlsby",
+                        tuning_mode: str = "adapter", task: str = "text_classification",
+                        max_seq_length: int = 128, do_lower_case: Optional[bool] = None,
+                        seed: int = SEED, dtype: Optional[str] = "auto",
+                        train_pooler: str = "auto", strategy=None) -> "TextClassifier":
+        """A classifier on a pretrained backbone, as `run_classifier.py` builds it.
+
+        Prints the parameter line (`trainable params: ... || all params: ...`).
+
+        Args:
+            labels: the label names, in the order of the logits (a sorted list of the
+                training labels is what the runner takes); None with `regression`.
+            backbone: None (the embedded MiniLM), a checkpoint path or a Google release
+                name (`--init_checkpoint`).
+            regression: one float output trained with mean squared error.
+            adapter: the adapters (`tuning_mode="adapter"`): a family name ("houlsby",
+                "pfeiffer", "parallel", "lora"), an `AdapterConfig` or its dict.
+            tuning_mode: "adapter" (default), "full", "layernorm" or "top_k"-free modes
+                of `ab.apply_tuning` (`--tuning_mode`).
+            task: the name saved adapter directories record.
+            max_seq_length: tokens per text (pair), special tokens included.
+            do_lower_case: None: as the checkpoint says (uncased when it says nothing).
+            seed: initialisation, batch order and dropout (`--seed`).
+            dtype: "auto" (the runner's default), a Keras policy name, or None to keep
+                the global policy.
+            train_pooler: "auto", "true" or "false" (`--train_pooler`).
+            strategy: a `tf.distribute.Strategy` to build and train under; None: the
+                runner's `--distribution_strategy=auto` (several GPUs: mirrored, else
+                one device).
+
+        Raises:
+            ValueError: labels missing, repeated or given with `regression`.
+            CheckpointError, ConfigError, TokenizerError: unusable backbone files.
+        """
+        labels = _checked_labels(labels, regression)
+        if tuning_mode == "top_k":
+            raise ValueError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
+                             "--tuning_mode=top_k --top_k_layers=N")
+        if do_lower_case is None:
+            found = checkpoint_lower_case(resolve_backbone(backbone).weights)
+            do_lower_case = True if found is None else found
+        bert_files = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
+        strategy = strategy or get_strategy("auto")
+        # The runner's order: seed, dtype, then the model under the strategy's scope.
+        set_seed(seed)
+        apply_dtype(dtype, strategy=strategy, source="dtype")
+        adapter_config = adapter_config_from(adapter) if tuning_mode == "adapter" else None
+        with strategy.scope():
+            classifier = new_task_model(bert_files.config, "classifier",
+                                        1 if regression else len(labels), adapter_config)
+            build_pretrained(classifier, bert_files, tuning_mode, None, train_pooler)
+            model = cls(classifier, bert_files, labels, max_seq_length, task, tuning_mode, seed)
+        report_parameters(classifier)
+        return model
+
+    @classmethod
+    def from_adapter(cls, directory: str, backbone: Optional[str] = None,
+                     **kwargs) -> "TextClassifier":
+        """The classifier an adapter directory holds (`save_adapter`, or a
+        `run_classifier.py` run's `<output_dir>/adapter`), ready to predict or train on.
+
+        Args:
+            directory: the adapter directory.
+            backbone: the checkpoint it was trained on (None: the embedded MiniLM).
+            **kwargs: `from_pretrained`'s settings (`max_seq_length`, `dtype`, ...).
+
+        Raises:
+            AdapterFileError: not an adapter-mode classifier directory, or another
+                backbone.
+        """
+        description = read_adapter_config(directory)
+        labels = description.get("labels") or None
+        model = cls.from_pretrained(labels, backbone, regression=labels is None,
+                                    adapter=description.get("adapter_config"),
+                                    task=description.get("task") or os.path.basename(
+                                        os.path.normpath(directory)), **kwargs)
+        load_adapter(model.classifier, directory)
+        return model
+
+    def call(self, inputs, training=None):
+        return self.classifier(inputs, training=training)
+
+    # ---------------------------------------------------------------- data
+    def features(self, x, y=None) -> Dict[str, np.ndarray]:
+        """The runner's features of texts `x` (and targets `y`): `input_ids`,
+        `input_mask`, `segment_ids` and `label_ids`.
+
+        Args:
+            x: a sequence of strings, or a pair `(texts, second_texts)` of equally long
+                sequences for sentence pairs.
+            y: label names (or ids) for each text; floats for regression; None: no
+                labels (ids 0).
+
+        Raises:
+            ValueError: naming the first text or label that is not what was expected.
+        """
+        texts, second = _texts(x)
+        targets = _targets(y, len(texts), self.labels)
+        examples = [InputExample(str(i), a, None if second is None else second[i], target)
+                    for i, (a, target) in enumerate(zip(texts, targets))]
+        features = convert_examples_to_features(examples, list(self.labels), self.max_seq_length,
+                                                self.backbone.tokenizer, not self.labels)
+        if not self.labels:
+            features["label_ids"] = features["label_ids"].reshape(-1, 1)
+        return features
+
+    # ------------------------------------------------------------- training
+    def fit(self, x=None, y=None, batch_size: int = 32, epochs: float = 3.0, verbose=1,
+            callbacks=None, learning_rate: Optional[float] = None,
+            warmup_proportion: float = 0.1, checkpoint_dir: Optional[str] = None, **kwargs):
+        """Trains on texts and labels with the runner's recipe; returns the last logs.
+
+        Unless the model was compiled with an optimizer of one's own, each call trains
+        as one `run_classifier.py` run: `int(len(x) / batch_size * epochs)` steps of
+        Google's AdamW with warmup and linear decay (`training.recipe`), over the seeded,
+        length-bucketed batches the runner makes. A `tf.data.Dataset` of (features,
+        label ids) goes to Keras' own `fit` with the other arguments.
+
+        Args:
+            x, y: texts (or a pair of text lists) and their labels (`features`).
+            batch_size: `--train_batch_size`.
+            epochs: `--num_train_epochs` (may be fractional).
+            verbose: 1 progress, 0 nothing.
+            callbacks: Keras callbacks.
+            learning_rate: None: the tuning mode's default (`--learning_rate`).
+            warmup_proportion: `--warmup_proportion`.
+            checkpoint_dir: a folder for step checkpoints (`--output_dir`'s): a stopped
+                fit with the same data and arguments resumes there. None: a temporary
+                folder, removed at the end.
+
+        Returns:
+            The last logged values ("loss") and "global_step".
+
+        Raises:
+            ValueError: texts or labels not as expected; TrainingError: the loss became
+                NaN; FlagError: another run holds `checkpoint_dir`.
+        """
+        if isinstance(x, tf.data.Dataset):
+            return super().fit(x, y, batch_size=None, epochs=epochs, verbose=verbose,
+                               callbacks=callbacks, **kwargs)
+        if y is None:
+            raise ValueError("fit needs y: a label (name, id or float) for each text")
+        features = self.features(x, y)
+        self.pair = isinstance(x, tuple)
+        count = len(features["input_ids"])
+        choice = choose_optimizer(self.tuning_mode, learning_rate)
+        schedule = schedule_for(choice, count, batch_size, epochs, warmup_proportion)
+        optimizer = self._training_optimizer(choice, schedule)
+        plan = training_batch_plan(count, batch_size, schedule.num_train_steps, self.seed,
+                                   example_lengths(features))
+        directory = checkpoint_dir or tempfile.mkdtemp(prefix="adapter_bert_fit_")
+        lock = run_lock.acquire(directory) if checkpoint_dir else None
+        try:
+            return fit_with_resume(
+                self, optimizer,
+                lambda: training_dataset(features, plan, INPUT_KEYS, ["label_ids"], True),
+                schedule.num_train_steps, directory, SAVE_CHECKPOINTS_STEPS,
+                verbose=verbose, extra_callbacks=callbacks or ())
+        finally:
+            if lock is not None:
+                lock.release()
+            else:  # the temporary folder this call made
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def _training_optimizer(self, choice, schedule):
+        """The model's own optimizer if the user compiled one; else a fresh recipe."""
+        if self._is_compiled and self.optimizer is not self._recipe_optimizer:
+            return self.optimizer
+        with self.distribute_strategy.scope():
+            optimizer = optimizer_for(choice, schedule, self.classifier)
+            loss = (keras.losses.MeanSquaredError() if not self.labels
+                    else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            self.compile(optimizer=optimizer, loss=loss)
+        self._recipe_optimizer = optimizer
+        return optimizer
+
+    # ----------------------------------------------------------- inference
+    def predict(self, x, batch_size: int = 32, verbose=0, return_labels: bool = False,
+                **kwargs):
+        """Logits `[N, num_labels]` of texts (`[N, 1]` for regression), in their order;
+        with `return_labels`, the predicted label names (floats for regression).
+
+        Batches are sorted by length and padded to their longest row, as the runner
+        predicts. A `tf.data.Dataset` or features dict goes to Keras' own `predict`.
+        """
+        if isinstance(x, (tf.data.Dataset, dict)):
+            return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+        logits = predict_features(self, self.features(x), INPUT_KEYS, batch_size,
+                                  dynamic=True, static_shapes=False, verbose=verbose)
+        if not return_labels:
+            return logits
+        if not self.labels:
+            return [float(v) for v in logits[:, 0]]
+        return [self.labels[i] for i in logits.argmax(-1)]
+
+    def evaluate(self, x=None, y=None, batch_size: int = 32, verbose=0, **kwargs):
+        """The runner's eval_results.txt figures for texts and labels, as a dict: "loss"
+        and the metrics of own data (`metrics.classification`: accuracy, macro_f1, mcc,
+        and with two labels precision, recall and f1 of the second; pearson, spearmanr
+        and mse for regression). A `tf.data.Dataset` goes to Keras' own `evaluate`.
+        """
+        if isinstance(x, tf.data.Dataset):
+            return super().evaluate(x, y, verbose=verbose, **kwargs)
+        if y is None:
+            raise ValueError("evaluate needs y: a label (name, id or float) for each text")
+        features = self.features(x, y)
+        logits = predict_features(self, features, INPUT_KEYS, batch_size, dynamic=True,
+                                  static_shapes=False, verbose=verbose)
+        kind = "classification" if self.labels else "regression"
+        return dict(score_logits(logits, features["label_ids"], kind, not self.labels))
+
+    # --------------------------------------------------------------- files
+    def save_adapter(self, directory: str) -> str:
+        """Writes the adapter directory `run_classifier.py` writes (weights, backbone
+        description, task, label names); returns the weights file's path."""
+        return save_adapter(self.classifier, directory, self.task, list(self.labels),
+                            self.tuning_mode)
+
+
+def _checked_labels(labels, regression: bool) -> List[str]:
+    if regression:
+        if labels:
+            raise ValueError("regression=True takes no labels (one float output)")
+        return []
+    if labels is None or isinstance(labels, str) or len(labels) < 2:
+        raise ValueError(f"labels: need a list of two or more label names, got {labels!r}")
+    names = [str(label) for label in labels]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"labels: {', '.join(repeated)} given more than once")
+    return names
+
+
+def _texts(x):
+    """(texts, second texts or None) of `features`' `x`, checked."""
+    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], (str, bytes)):
+        first, second = _strings(x[0], "x[0]"), _strings(x[1], "x[1]")
+        if len(first) != len(second):
+            raise ValueError(f"x: a sentence pair needs as many second texts as first ones "
+                             f"({len(first)} and {len(second)})")
+        return first, second
+    return _strings(x, "x"), None
+
+
+def _strings(values, what: str) -> List[str]:
+    if isinstance(values, (str, bytes)) or values is None:
+        raise ValueError(f"{what}: expected a sequence of texts, got {type(values).__name__}")
+    values = values.numpy() if isinstance(values, tf.Tensor) else values
+    texts = []
+    for i, value in enumerate(values):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if not isinstance(value, str):
+            raise ValueError(f"{what}[{i}]: expected a text, got {type(value).__name__} "
+                             f"{value!r}")
+        texts.append(value)
+    if not texts:
+        raise ValueError(f"{what}: no texts")
+    return texts
+
+
+def _targets(y, count: int, labels: Sequence[str]) -> list:
+    """Label names (classification) or floats (regression) of `y`; None when no `y`."""
+    if y is None:
+        return [None] * count
+    y = y.numpy() if isinstance(y, tf.Tensor) else y
+    values = list(np.asarray(y).reshape(-1)) if isinstance(y, np.ndarray) else list(y)
+    if len(values) != count:
+        raise ValueError(f"y: {len(values)} labels for {count} texts")
+    if not labels:
+        try:
+            return [float(v) for v in values]
+        except (TypeError, ValueError):
+            raise ValueError("y: regression targets must be numbers") from None
+    known = set(labels)
+    targets = []
+    for i, value in enumerate(values):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and \
+                str(value) not in known:
+            if not 0 <= value < len(labels):
+                raise ValueError(f"y[{i}]: label id {value} is not in 0..{len(labels) - 1}")
+            value = labels[value]
+        value = str(value)
+        if value not in known:
+            raise ValueError(f"y[{i}]: {value!r} is not one of the labels "
+                             f"({', '.join(labels)})")
+        targets.append(value)
+    return targets

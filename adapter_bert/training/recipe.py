@@ -1,0 +1,84 @@
+"""The runners' training recipe from plain arguments: step counts, warmup, optimizer.
+
+`run_classifier.py` and `run_squad.py` train `int(examples / batch * epochs)` steps with
+a linear warmup over `warmup_proportion` of them (lengthened when the peak rate is above
+the step ceiling), then linear decay to 0, with the tuning mode's Adam variant
+(`optimizer.choose_optimizer`) and gradients clipped to global norm 1. The runners read
+the arguments from their flags (`tasks.base`); the library passes them itself
+(`fine_tuning_optimizer`, `tasks.text_classifier.TextClassifier.fit`), so both train
+with one recipe.
+"""
+
+import dataclasses
+from typing import Dict, Optional
+
+from adapter_bert.adapters.tuning import parameter_components
+from adapter_bert.training.loop import TrainSchedule
+from adapter_bert.training.optimizer import OptimizerChoice, choose_optimizer, create_optimizer
+
+
+def schedule_for(choice: OptimizerChoice, num_examples: int, batch_size: int, epochs: float,
+                 warmup_proportion: float) -> TrainSchedule:
+    """Google's step counts for `epochs` passes, the warmup lengthened as `choice` needs.
+
+    Raises:
+        TrainingError: the arguments make no training step.
+    """
+    schedule = TrainSchedule.from_epochs(num_examples, batch_size, epochs, warmup_proportion)
+    warmup = choice.warmup_steps(schedule.num_warmup_steps, schedule.num_train_steps)
+    return dataclasses.replace(schedule, num_warmup_steps=warmup)
+
+
+def optimizer_for(choice: OptimizerChoice, schedule: TrainSchedule, model=None):
+    """The AdamW of `choice` driven by `schedule` (create it under the strategy scope).
+
+    With `choice.adapter_learning_rate`, the `model`'s trainable adapter weights train at
+    that rate instead.
+    """
+    return create_optimizer(choice.learning_rate, schedule.num_train_steps,
+                            schedule.num_warmup_steps, bias_correction=choice.bias_correction,
+                            epsilon=choice.epsilon,
+                            rate_factors=adapter_rate_factors(choice, model),
+                            step_ceiling=choice.step_ceiling)
+
+
+def adapter_rate_factors(choice: OptimizerChoice, model) -> Dict[str, float]:
+    """Variable name -> rate multiple for the adapters under `adapter_learning_rate`."""
+    if choice.adapter_learning_rate is None:
+        return {}
+    factor = choice.adapter_learning_rate / choice.learning_rate
+    return {variable.name: factor for variable, component in parameter_components(model)
+            if component == "adapters" and variable.trainable}
+
+
+def fine_tuning_optimizer(num_examples: int, batch_size: int = 32, epochs: float = 3.0,
+                          tuning_mode: str = "adapter", learning_rate: Optional[float] = None,
+                          warmup_proportion: float = 0.1):
+    """The optimizer `run_classifier.py` trains with, for a Keras training of your own
+    (`ab.fine_tuning_optimizer`).
+
+    The same arguments as the runner's flags give the same optimizer: Google's
+    warmup-then-linear-decay schedule over `int(num_examples / batch_size * epochs)`
+    steps, gradients clipped to global norm 1, weight decay 0.01 except on LayerNorms
+    and biases, and the tuning mode's Adam variant and default rate (1e-3 with a step
+    ceiling for "adapter" and "layernorm", Google's 5e-5 otherwise). Create it inside
+    your strategy's scope, and train for exactly that many steps.
+
+    Args:
+        num_examples: training examples (`--train_file`'s rows).
+        batch_size: `--train_batch_size`.
+        epochs: `--num_train_epochs` (may be fractional).
+        tuning_mode: `--tuning_mode` ("adapter", "full", "layernorm", "top_k").
+        learning_rate: `--learning_rate`; None: the tuning mode's default.
+        warmup_proportion: `--warmup_proportion`.
+
+    Returns:
+        A `tf_keras.optimizers.AdamW` subclass; its `learning_rate` schedule says the
+        step count (`.learning_rate.total_steps`).
+
+    Raises:
+        TrainingError: the arguments make no training step.
+    """
+    choice = choose_optimizer(tuning_mode, learning_rate)
+    return optimizer_for(choice, schedule_for(choice, num_examples, batch_size, epochs,
+                                              warmup_proportion))

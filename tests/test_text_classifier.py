@@ -1,0 +1,192 @@
+"""ab.TextClassifier: raw strings and label names in Keras, the runner's recipe and files.
+
+The library and `run_classifier.py` are run on the same small file with the same seed and
+settings; they must give the same metrics and predictions. Then the API: pairs, label
+ids, regression, the adapter directory read back by the runner and by `from_adapter`, an
+optimizer of one's own, bad input."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+import adapter_bert as ab
+from adapter_bert.tasks.text_classifier import TextClassifier
+from tests.runner_utils import flag_list, read_results, run_in_process
+
+SETTINGS = {"max_seq_length": 32, "learning_rate": 1e-3, "adapter_size": 8}
+MOODS = ("negative", "neutral", "positive")
+
+
+def mood_rows(count: int, offset: int = 0):
+    """Three-class texts whose words give their class away, in mixed lengths."""
+    words = {"negative": "awful late rude", "neutral": "flight at noon",
+             "positive": "great kind crew"}
+    rows = []
+    for i in range(offset, offset + count):
+        mood = MOODS[i % 3]
+        rows.append((f"@air {words[mood]} " + "really " * (i % 7) + str(i), mood))
+    return rows
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mood_data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("moods")
+    train, dev = mood_rows(96), mood_rows(30, offset=500)
+    return {"train": train, "dev": dev, "train_file": write_csv(folder / "train.csv", train),
+            "dev_file": write_csv(folder / "dev.csv", dev)}
+
+
+@pytest.fixture(scope="module")
+def runner_run(backbone, mood_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runner") / "out"
+    values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": out,
+              "train_file": mood_data["train_file"], "dev_file": mood_data["dev_file"],
+              "test_file": mood_data["dev_file"], "adapter_size": 8, "max_seq_length": 32,
+              "learning_rate": 1e-3, "num_train_epochs": 2, "train_batch_size": 16,
+              "eval_batch_size": 64, "predict_batch_size": 64}
+    code, _ = run_in_process("run_classifier", [*flag_list(values, {}), "--do_train",
+                                                 "--do_eval", "--do_predict"])
+    assert code == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def library_model(backbone, mood_data):
+    texts, labels = zip(*mood_data["train"])
+    model = TextClassifier.from_pretrained(sorted(set(labels)), str(backbone / "bert_model.ckpt"),
+                                           adapter=ab.AdapterConfig(size=8), max_seq_length=32)
+    logs = model.fit(list(texts), list(labels), batch_size=16, epochs=2)
+    assert logs["global_step"] == 12  # int(96 / 16 * 2)
+    return model
+
+
+def test_library_and_runner_agree_on_the_same_file(library_model, runner_run, mood_data):
+    texts, labels = zip(*mood_data["dev"])
+    library = library_model.evaluate(list(texts), list(labels))
+    runner = read_results(runner_run / "eval_results.txt")
+    for key in ("accuracy", "macro_f1", "mcc", "loss"):
+        assert library[key] == pytest.approx(float(runner["eval_" + key]), abs=1e-6), key
+    assert set(library) == {"loss", "accuracy", "macro_f1", "mcc"}
+    # The runner's test_results.tsv names the predicted labels; the library's predict too.
+    with open(runner_run / "test_results.tsv") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == [*MOODS, "predicted_label"]
+    assert library_model.predict(list(texts), return_labels=True) == [r[-1] for r in rows[1:]]
+    probabilities = tf.nn.softmax(library_model.predict(list(texts))).numpy()
+    np.testing.assert_allclose(probabilities, np.array([r[:3] for r in rows[1:]], float),
+                               atol=1e-5)
+
+
+def test_the_saved_adapter_is_the_runners_directory(library_model, runner_run, backbone,
+                                                    mood_data, tmp_path):
+    library_model.save_adapter(tmp_path / "adapter")
+    ours = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    theirs = json.loads((runner_run / "adapter" / "adapter_config.json").read_text())
+    assert ours["labels"] == theirs["labels"] == list(MOODS)
+    # The same seed, data and recipe: the very same trained weights, bit for bit.
+    assert {k: v for k, v in ours.items() if k != "task"} == \
+        {k: v for k, v in theirs.items() if k != "task"}
+    assert ours["weights_sha256"] == theirs["weights_sha256"]
+    # The runner evaluates the library's adapter: the same figures as the library.
+    out = tmp_path / "eval"
+    values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": out,
+              "dev_file": mood_data["dev_file"], "max_seq_length": 32, "eval_batch_size": 64,
+              "load_adapter": tmp_path / "adapter"}
+    code, _ = run_in_process("run_classifier", [*flag_list(values, {}), "--do_eval"])
+    assert code == 0
+    texts, labels = zip(*mood_data["dev"])
+    expected = library_model.evaluate(list(texts), list(labels))
+    assert float(read_results(out / "eval_results.txt")["eval_accuracy"]) == \
+        pytest.approx(expected["accuracy"])
+    # And the library reads the runner's adapter back, label names and all.
+    loaded = TextClassifier.from_adapter(runner_run / "adapter",
+                                         str(backbone / "bert_model.ckpt"), max_seq_length=32)
+    assert loaded.labels == MOODS and loaded.task == theirs["task"]
+    assert loaded.predict(list(texts), return_labels=True) == \
+        library_model.predict(list(texts), return_labels=True)
+
+
+def test_pairs_ids_and_a_compiled_optimizer(backbone):
+    firsts = [f"the crew was {w}" for w in ("kind", "rude", "late", "great")] * 4
+    seconds = [f"answer {i}" for i in range(16)]
+    model = TextClassifier.from_pretrained(["no", "yes"], str(backbone / "bert_model.ckpt"),
+                                           max_seq_length=16)
+    features = model.features((firsts, seconds), [0, 1] * 8)
+    assert (features["segment_ids"].max(1) == 1).all()  # a second segment in every row
+    assert list(features["label_ids"]) == [0, 1] * 8
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    optimizer = model.optimizer
+    model.fit((firsts, seconds), ["no", "yes"] * 8, batch_size=8, epochs=1, verbose=0)
+    assert model.optimizer is optimizer and int(optimizer.iterations) == 2
+    assert model.pair is True
+
+
+def test_regression_takes_floats_and_predicts_floats(backbone):
+    model = TextClassifier.from_pretrained(None, str(backbone / "bert_model.ckpt"),
+                                           regression=True, max_seq_length=16)
+    texts = [f"score {i}" for i in range(16)]
+    model.fit(texts, [i / 4 for i in range(16)], batch_size=8, epochs=1, verbose=0)
+    scores = model.evaluate(texts, [i / 4 for i in range(16)])
+    assert set(scores) == {"loss", "pearson", "spearmanr", "mse"}
+    predicted = model.predict(texts[:3], return_labels=True)
+    assert len(predicted) == 3 and all(isinstance(v, float) for v in predicted)
+
+
+def test_fit_with_a_checkpoint_dir_restores_a_finished_fit(backbone, mood_data, tmp_path):
+    texts, labels = (list(v) for v in zip(*mood_data["train"]))
+
+    def build():
+        return TextClassifier.from_pretrained(list(MOODS), str(backbone / "bert_model.ckpt"),
+                                              adapter=ab.AdapterConfig(size=8), max_seq_length=32)
+
+    trained = build()
+    trained.fit(texts, labels, batch_size=16, epochs=1, verbose=0, checkpoint_dir=tmp_path)
+    assert list((tmp_path / "checkpoints").glob("ckpt-6.index"))
+    # A new model (another seed: other starting weights) given the same folder restores
+    # the finished fit instead of training again: a stopped fit resumes the same way.
+    again = TextClassifier.from_pretrained(list(MOODS), str(backbone / "bert_model.ckpt"),
+                                           adapter=ab.AdapterConfig(size=8), max_seq_length=32,
+                                           seed=7)
+    logs = again.fit(texts, labels, batch_size=16, epochs=1, verbose=0, checkpoint_dir=tmp_path)
+    assert logs == {"global_step": 6}
+    np.testing.assert_array_equal(again.predict(texts[:8]), trained.predict(texts[:8]))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.fit(["a", "b"], ["negative", "joy"]), r"y\[1\]: 'joy' is not one of the labels"),
+    (lambda m: m.fit(["a", 3], ["negative"] * 2), r"x\[1\]: expected a text, got int"),
+    (lambda m: m.fit(["a", "b"], ["negative"]), r"y: 1 labels for 2 texts"),
+    (lambda m: m.fit(["a"], None), r"fit needs y"),
+    (lambda m: m.fit("a text", ["negative"]), r"x: expected a sequence of texts, got str"),
+    (lambda m: m.fit((["a"], ["b", "c"]), ["negative"]), r"as many second texts"),
+    (lambda m: m.fit(["a"], [7]), r"y\[0\]: label id 7 is not in 0..2"),
+])
+def test_bad_texts_and_labels_are_one_clear_error(backbone, call, message):
+    model = TextClassifier.from_pretrained(list(MOODS), str(backbone / "bert_model.ckpt"),
+                                           max_seq_length=16)
+    with pytest.raises(ValueError, match=message):
+        call(model)
+
+
+@pytest.mark.parametrize("labels, regression, message", [
+    (None, False, "need a list of two or more label names"),
+    (["a"], False, "need a list of two or more label names"),
+    (["a", "b", "a"], False, "a given more than once"),
+    (["a", "b"], True, "takes no labels"),
+])
+def test_bad_label_lists_are_refused_before_loading(labels, regression, message):
+    with pytest.raises(ValueError, match=message):
+        TextClassifier.from_pretrained(labels, "/nonexistent/checkpoint", regression=regression)
