@@ -514,3 +514,24 @@ def test_adapter_learning_rate_flag_is_checked(argv, message, tmp_path):
     from adapter_bert.tasks.flags import validate_common
     with pytest.raises(FlagError, match=message):
         validate_common(_parsed(["--do_train", f"--output_dir={tmp_path}", *argv]))
+
+
+@pytest.mark.parametrize("mode, argv", [("adapter", []), ("adapter", ["--learning_rate=3e-3"]),
+                                        ("full", []), ("layernorm", ["--learning_rate=1e-4"])])
+def test_the_librarys_optimizer_is_the_runners(mode, argv):
+    """ab.fine_tuning_optimizer from plain arguments = the runner's from its flags."""
+    import adapter_bert as ab
+    from adapter_bert.tasks.base import run_optimizer, training_schedule
+    values = _parsed([f"--tuning_mode={mode}", *argv])
+    schedule, _ = training_schedule(values, 3668, static_shapes=False)
+    runner = run_optimizer(values, schedule)
+    rate = float(argv[0].split("=")[1]) if argv else None
+    library = ab.fine_tuning_optimizer(3668, 32, 3.0, tuning_mode=mode, learning_rate=rate)
+    # Keras keeps the schedule in `_learning_rate` (`learning_rate` reads its value).
+    assert library._learning_rate.get_config() == runner._learning_rate.get_config()
+    assert library._learning_rate.total_steps == 343
+    for name in ("bias_correction", "step_ceiling", "epsilon", "global_clipnorm",
+                 "weight_decay", "no_decay_patterns"):
+        assert getattr(library, name) == getattr(runner, name), name
+    for got, want in zip(_train_toy(library), _train_toy(runner)):
+        np.testing.assert_array_equal(got, want)

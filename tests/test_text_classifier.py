@@ -5,8 +5,13 @@ settings; they must give the same metrics and predictions. Then the API: pairs, 
 ids, regression, the adapter directory read back by the runner and by `from_adapter`, an
 optimizer of one's own, bad input."""
 
+import collections
 import csv
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -15,6 +20,7 @@ import tf_keras as keras
 
 import adapter_bert as ab
 from adapter_bert.tasks.text_classifier import TextClassifier
+from tests.conftest import REPO
 from tests.runner_utils import flag_list, read_results, run_in_process
 
 SETTINGS = {"max_seq_length": 32, "learning_rate": 1e-3, "adapter_size": 8}
@@ -110,6 +116,9 @@ def test_the_saved_adapter_is_the_runners_directory(library_model, runner_run, b
     expected = library_model.evaluate(list(texts), list(labels))
     assert float(read_results(out / "eval_results.txt")["eval_accuracy"]) == \
         pytest.approx(expected["accuracy"])
+    # ab.load_adapter reads it as it reads a run's directory.
+    same = ab.load_adapter(str(tmp_path / "adapter"), backbone=str(backbone / "bert_model.ckpt"))
+    assert same.labels[same.active_adapter] == list(MOODS)
     # And the library reads the runner's adapter back, label names and all.
     loaded = TextClassifier.from_adapter(runner_run / "adapter",
                                          str(backbone / "bert_model.ckpt"), max_seq_length=32)
@@ -190,3 +199,81 @@ def test_bad_texts_and_labels_are_one_clear_error(backbone, call, message):
 def test_bad_label_lists_are_refused_before_loading(labels, regression, message):
     with pytest.raises(ValueError, match=message):
         TextClassifier.from_pretrained(labels, "/nonexistent/checkpoint", regression=regression)
+
+
+def test_the_export_of_its_adapter_answers_strings_with_label_names(library_model, backbone,
+                                                                     mood_data, tmp_path):
+    pytest.importorskip("tensorflow_text")
+    library_model.save_adapter(tmp_path / "adapter")
+    export = tmp_path / "export"
+    values = {"init_checkpoint": backbone / "bert_model.ckpt", "output_dir": tmp_path / "out",
+              "test_file": mood_data["dev_file"], "max_seq_length": 32,
+              "load_adapter": tmp_path / "adapter", "export_dir": export}
+    code, _ = run_in_process("run_classifier", [*flag_list(values, {}), "--do_predict"])
+    assert code == 0
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    texts = [text for text, _ in mood_data["dev"]]
+    answered = [label.decode() for label in serve(text_a=tf.constant(texts))["label"].numpy()]
+    assert answered == library_model.predict(texts, return_labels=True)
+
+
+_MIRRORED = textwrap.dedent("""
+    import json, sys
+    from adapter_bert.training.distribute import get_strategy, split_cpu
+    split_cpu(2)  # before anything initialises TensorFlow's devices
+    import adapter_bert as ab
+    from tests.test_text_classifier import MOODS, mood_rows
+    strategy = get_strategy("mirrored")
+    model = ab.TextClassifier.from_pretrained(list(MOODS), sys.argv[1], max_seq_length=32,
+                                              strategy=strategy)
+    texts, labels = (list(v) for v in zip(*mood_rows(64)))
+    logs = model.fit(texts, labels, batch_size=16, epochs=1, verbose=0)
+    print(json.dumps({"replicas": model.distribute_strategy.num_replicas_in_sync,
+                      "step": logs["global_step"], "loss": logs["loss"],
+                      "predicted": model.predict(texts[:5], return_labels=True),
+                      "accuracy": model.evaluate(texts, labels)["accuracy"]}))
+""")
+
+
+def test_a_mirrored_strategy_trains_it_on_two_replicas(backbone):
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", _MIRRORED, str(backbone / "bert_model.ckpt")],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["replicas"] == 2 and result["step"] == 4
+    assert np.isfinite(result["loss"]) and 0 <= result["accuracy"] <= 1
+    assert set(result["predicted"]) <= set(MOODS) and len(result["predicted"]) == 5
+
+
+@pytest.mark.realdata
+@pytest.mark.realweights
+def test_library_and_runner_agree_on_real_tweets(real_data, tmp_path):
+    """Twitter US Airline Sentiment (the paper's "Crowdflower airline"), 480 tweets to train
+    and 160 to evaluate, on the embedded MiniLM at the defaults: the same weights and
+    figures both ways, and better than the majority class."""
+    from tests.conftest import real_file
+    with open(real_file(real_data, "classification/airline/Tweets.csv"), encoding="utf-8",
+              newline="") as f:
+        rows = [(r["text"], r["airline_sentiment"]) for r in csv.DictReader(f)][:640]
+    train, dev = rows[:480], rows[480:]
+    write_csv(tmp_path / "train.csv", train)
+    write_csv(tmp_path / "dev.csv", dev)
+    values = {"output_dir": tmp_path / "out", "train_file": tmp_path / "train.csv",
+              "dev_file": tmp_path / "dev.csv", "max_seq_length": 64}
+    code, _ = run_in_process("run_classifier", [*flag_list(values, {}), "--do_train",
+                                                 "--do_eval"])
+    assert code == 0
+    runner = read_results(tmp_path / "out" / "eval_results.txt")
+    texts, labels = (list(v) for v in zip(*train))
+    model = TextClassifier.from_pretrained(sorted(set(labels)), max_seq_length=64)
+    model.fit(texts, labels)   # 3 epochs, as the runner's default
+    model.save_adapter(tmp_path / "library")
+    ours = json.loads((tmp_path / "library" / "adapter_config.json").read_text())
+    theirs = json.loads((tmp_path / "out" / "adapter" / "adapter_config.json").read_text())
+    assert ours["weights_sha256"] == theirs["weights_sha256"]
+    scores = model.evaluate(*(list(v) for v in zip(*dev)))
+    for key in ("accuracy", "macro_f1", "mcc", "loss"):
+        assert scores[key] == pytest.approx(float(runner["eval_" + key]), abs=1e-6), key
+    majority = max(collections.Counter(label for _, label in dev).values()) / len(dev)
+    assert scores["accuracy"] > majority + 0.05

@@ -37,6 +37,7 @@ from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import InputExample
 from adapter_bert.data.tokenization import checkpoint_lower_case
 from adapter_bert.model.checkpoints import resolve_backbone
+from adapter_bert.model.config import BertConfig
 from adapter_bert.precision import apply_dtype
 from adapter_bert.tasks import base, run_lock
 from adapter_bert.tasks.classifier import score_logits
@@ -51,6 +52,7 @@ INPUT_KEYS = base.INPUT_KEYS
 # `run_classifier.py` does with none of the flags.
 SEED = 42
 SAVE_CHECKPOINTS_STEPS = 1000
+MAX_SEQ_LENGTH = 128
 
 
 class TextClassifier(keras.Model):
@@ -88,7 +90,8 @@ class TextClassifier(keras.Model):
     def from_pretrained(cls, labels: Optional[Sequence[str]] = None, backbone: Optional[str] = None,
                         *, regression: bool = False, adapter="houlsby",
                         tuning_mode: str = "adapter", task: str = "text_classification",
-                        max_seq_length: int = 128, do_lower_case: Optional[bool] = None,
+                        max_seq_length: Optional[int] = None,
+                        do_lower_case: Optional[bool] = None,
                         seed: int = SEED, dtype: Optional[str] = "auto",
                         train_pooler: str = "auto", strategy=None) -> "TextClassifier":
         """A classifier on a pretrained backbone, as `run_classifier.py` builds it.
@@ -106,7 +109,8 @@ class TextClassifier(keras.Model):
             tuning_mode: "adapter" (default), "full", "layernorm" or "top_k"-free modes
                 of `ab.apply_tuning` (`--tuning_mode`).
             task: the name saved adapter directories record.
-            max_seq_length: tokens per text (pair), special tokens included.
+            max_seq_length: tokens per text (pair), special tokens included; None: 128
+                (the runner's default), or the backbone's limit if that is lower.
             do_lower_case: None: as the checkpoint says (uncased when it says nothing).
             seed: initialisation, batch order and dropout (`--seed`).
             dtype: "auto" (the runner's default), a Keras policy name, or None to keep
@@ -124,9 +128,13 @@ class TextClassifier(keras.Model):
         if tuning_mode == "top_k":
             raise ValueError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
                              "--tuning_mode=top_k --top_k_layers=N")
+        files = resolve_backbone(backbone)
         if do_lower_case is None:
-            found = checkpoint_lower_case(resolve_backbone(backbone).weights)
+            found = checkpoint_lower_case(files.weights)
             do_lower_case = True if found is None else found
+        if max_seq_length is None:
+            limit = BertConfig.from_json_file(files.config_file).max_position_embeddings
+            max_seq_length = min(MAX_SEQ_LENGTH, limit)
         bert_files = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
         strategy = strategy or get_strategy("auto")
         # The runner's order: seed, dtype, then the model under the strategy's scope.

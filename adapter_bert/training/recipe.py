@@ -73,8 +73,8 @@ def fine_tuning_optimizer(num_examples: int, batch_size: int = 32, epochs: float
         warmup_proportion: `--warmup_proportion`.
 
     Returns:
-        A `tf_keras.optimizers.AdamW` subclass; its `learning_rate` schedule says the
-        step count (`.learning_rate.total_steps`).
+        A `tf_keras.optimizers.AdamW` subclass whose rate reaches 0 after
+        `int(num_examples / batch_size * epochs)` steps.
 
     Raises:
         TrainingError: the arguments make no training step.
