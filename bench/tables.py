@@ -27,9 +27,9 @@ from typing import Callable, Dict, List
 
 from adapter_bert.io_utils import atomic_write_text
 from bench import (adapter_gradients, adapter_precision, adapter_storage, adapter_sweeps,
-                   dtype_parity, dtype_speed, glue_peers, glue_table, mrpc_adapter_vs_full,
-                   own_data_io, resadapter_comparison, robust_defaults, speed,
-                   squad_adapter_vs_full)
+                   airline, dtype_parity, dtype_speed, glue_peers, glue_table,
+                   mrpc_adapter_vs_full, own_data_io, resadapter_comparison, robust_defaults,
+                   speed, squad_adapter_vs_full)
 from bench.harness import REPO, RESULTS
 from bench.mode_flags import optimizer_label
 
@@ -210,6 +210,8 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "adapter-precision": lambda: adapter_precision.markdown(
         load("adapter_precision.json")["results"]) + "\n",
     "own-data-io": lambda: own_data_io.markdown(load("own_data_io.json")),
+    "airline": lambda: airline.table(load("airline.json")["records"],
+                                     load("airline.json")["majority_test_accuracy"]),
     "glue-table": lambda: "\n".join(glue_table.table(
         robust_defaults.read_records(), glue_peers.read_peer_records())[1]) + "\n",
 }
