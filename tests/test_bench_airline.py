@@ -50,8 +50,8 @@ def test_the_table_averages_each_systems_seeds():
                                      "trainable_params": 755331, "wall_s": 100.0}
                for s, a in ((42, 80.0), (43, 82.0), (44, 84.0))}
     table = airline.table(records, 62.7)
-    assert "| adapters | 42, 43, 44 | 82.00 ± 2.00 | 70.00 ± 0.00 | 80.00 ± 0.00 | 755331 | " \
-           "100 |" in table
+    assert "| adapter-bert, Houlsby adapters (size 64), defaults | 42, 43, 44 | 82.00 ± 2.00 | " \
+           "70.00 ± 0.00 | 80.00 ± 0.00 | 755,331 |" in table
     assert "Majority class (negative) on test: 62.70" in table
 
 
