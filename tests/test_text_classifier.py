@@ -141,6 +141,13 @@ def test_pairs_ids_and_a_compiled_optimizer(backbone):
     model.fit((firsts, seconds), ["no", "yes"] * 8, batch_size=8, epochs=1, verbose=0)
     assert model.optimizer is optimizer and int(optimizer.iterations) == 2
     assert model.pair is True
+    # Features as a tf.data.Dataset or a dict go to Keras' own fit and predict.
+    inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, features["label_ids"])).batch(8)
+    model.fit(dataset, epochs=1, verbose=0)
+    assert int(optimizer.iterations) == 4
+    np.testing.assert_allclose(model.predict(inputs), model.predict((firsts, seconds)),
+                               atol=1e-5)
 
 
 def test_regression_takes_floats_and_predicts_floats(backbone):

@@ -106,8 +106,8 @@ class TextClassifier(keras.Model):
             regression: one float output trained with mean squared error.
             adapter: the adapters (`tuning_mode="adapter"`): a family name ("houlsby",
                 "pfeiffer", "parallel", "lora"), an `AdapterConfig` or its dict.
-            tuning_mode: "adapter" (default), "full", "layernorm" or "top_k"-free modes
-                of `ab.apply_tuning` (`--tuning_mode`).
+            tuning_mode: "adapter" (default), "full" or "layernorm" (`--tuning_mode`;
+                "top_k" needs the runner's `--top_k_layers`).
             task: the name saved adapter directories record.
             max_seq_length: tokens per text (pair), special tokens included; None: 128
                 (the runner's default), or the backbone's limit if that is lower.
@@ -232,7 +232,7 @@ class TextClassifier(keras.Model):
                 NaN; FlagError: another run holds `checkpoint_dir`.
         """
         if isinstance(x, tf.data.Dataset):
-            return super().fit(x, y, batch_size=None, epochs=epochs, verbose=verbose,
+            return super().fit(x, y, batch_size=None, epochs=int(epochs), verbose=verbose,
                                callbacks=callbacks, **kwargs)
         if y is None:
             raise ValueError("fit needs y: a label (name, id or float) for each text")
