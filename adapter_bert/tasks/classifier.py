@@ -12,7 +12,7 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.adapters.files import read_adapter_config
+from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
@@ -24,6 +24,9 @@ from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.classification import compute_metrics
 from adapter_bert.data.feature_cache import records_digest
 from adapter_bert.tasks import base
+from adapter_bert.tasks.epoch_selection import (BEST_DIR, STATE, EpochSelection,
+                                                epoch_boundaries, read_state,
+                                                selectable_metrics)
 from adapter_bert.training.loop import fit_with_resume
 
 INPUT_KEYS = base.INPUT_KEYS
@@ -51,8 +54,19 @@ class ClassifierRun(base.TaskRun):
             self.processor = get_processor(task)
         self.is_regression = self.processor.is_regression
         self.held_out_lines = None
+        self.kept_epoch: Dict[str, object] = {}
         if not uses_own_data(flag_values):  # your own files say whether they hold pairs
             self._check_room_for_text(flag_values.max_seq_length)
+        self.select_metric = self._checked_select_metric(flag_values)
+
+    def _checked_select_metric(self, flag_values) -> str:
+        """--select_metric, or the task's main metric; one of the task's metrics or loss."""
+        allowed = selectable_metrics(self.processor.metrics)
+        chosen = getattr(flag_values, "select_metric", None) or allowed[0]
+        if chosen not in allowed:
+            raise FlagError(f"--select_metric={chosen}: {self.processor.task} is scored by "
+                            f"{', '.join(allowed)}")
+        return chosen
 
     @property
     def labels(self) -> List[str]:
@@ -145,11 +159,40 @@ class ClassifierRun(base.TaskRun):
         dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],
                                               flag_values.train_batch_size,
                                               schedule.num_train_steps, flag_values.seed)
+        callbacks = []
+        if getattr(flag_values, "eval_every_epoch", False):
+            callbacks.append(EpochSelection(
+                optimizer, epoch_boundaries(count, flag_values.train_batch_size,
+                                            flag_values.num_train_epochs,
+                                            schedule.num_train_steps),
+                self.select_metric, self._score_selection_split, self._save_weights,
+                self.write_dir))
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                flag_values.output_dir, flag_values.save_checkpoints_steps,
-                               write_dir=self.write_dir)
+                               extra_callbacks=callbacks, write_dir=self.write_dir)
+        if getattr(flag_values, "eval_every_epoch", False):
+            self._restore_kept_epoch(flag_values.num_train_epochs)
         self.save_trained_adapter(self.task, self.labels)
         return logs
+
+    def _score_selection_split(self) -> Dict[str, float]:
+        split, _ = self.processor.eval_splits[0]
+        return self.score_split(split, label=None)
+
+    def _save_weights(self, directory: str) -> None:
+        save_adapter(self.model, directory, self.task, self.labels, self.flags.tuning_mode)
+
+    def _restore_kept_epoch(self, epochs: float) -> None:
+        """--eval_every_epoch: the best epoch's weights back into the model."""
+        state = read_state(self.write_dir)
+        kept = state and state.get("kept")
+        if not kept:
+            return
+        load_adapter(self.model, os.path.join(self.write_dir, BEST_DIR))
+        logging.info("Kept epoch %d of %g (%s %.4f); every epoch's score: %s", kept["epoch"],
+                     epochs, self.select_metric, kept["value"],
+                     os.path.join(self.write_dir, STATE))
+        self.kept_epoch = {"kept_epoch": kept["epoch"], "kept_epoch_step": kept["step"]}
 
     def _loss(self):
         # The training loss; `_mean_loss` is the same loss for evaluation (see there).
@@ -183,22 +226,26 @@ class ClassifierRun(base.TaskRun):
         return self.pipeline.predict(self.model, features, INPUT_KEYS, batch_size,
                                      label=label)[:count]
 
+    def score_split(self, split: str, label: Optional[str]) -> Dict[str, float]:
+        """The loss and metrics of one labelled split (`label`: its progress display)."""
+        features, count = self.features(split)
+        log = logging.debug if self.quiet_evaluation or not label else logging.info
+        log("***** Evaluating %s: %d examples, batch %d *****", split, count,
+            self.flags.eval_batch_size)
+        logits = self.logits(features, count, self.flags.eval_batch_size, label)
+        return score_logits(logits, features["label_ids"][:count], self.processor.metrics,
+                            self.is_regression)
+
     def evaluate(self, global_step: int) -> Dict[str, object]:
         results: Dict[str, object] = {"global_step": global_step}
         for split, prefix in self.processor.eval_splits:
-            features, count = self.features(split)
-            log = logging.debug if self.quiet_evaluation else logging.info
-            log("***** Evaluating %s: %d examples, batch %d *****", split, count,
-                self.flags.eval_batch_size)
-            logits = self.logits(features, count, self.flags.eval_batch_size,
-                                 None if self.quiet_evaluation else f"eval {split}")
-            scores = score_logits(logits, features["label_ids"][:count],
-                                  self.processor.metrics, self.is_regression)
+            scores = self.score_split(split, None if self.quiet_evaluation else f"eval {split}")
             if prefix == "eval_":
                 results["loss"] = scores["loss"]
             for name, value in scores.items():
                 results[prefix + name] = value
         results.update(self.param_results)
+        results.update(self.kept_epoch)
         return results
 
     def predict(self) -> List[str]:

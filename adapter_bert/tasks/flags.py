@@ -238,6 +238,16 @@ def define_classifier_flags():
             "padded.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_bool("eval_every_epoch", False,
+                      "Evaluate on the dev set (or the --dev_fraction held-out rows) after "
+                      "every epoch and keep the best epoch's weights by --select_metric: the "
+                      "adapter, evaluation and predictions are that epoch's. Scores per epoch: "
+                      "<output_dir>/epoch_selection.json.")
+    flags.DEFINE_string("select_metric", None,
+                        "The dev metric --eval_every_epoch and adapter_bert.sweep select by "
+                        "(higher is better, except loss and mse). Default: the task's main "
+                        "metric (mcc for CoLA, f1 for MRPC and QQP, accuracy for your own "
+                        "classes, pearson for your own regression).")
     _define_export_flag()
     _define_shared_groups()
 
@@ -350,6 +360,9 @@ def validate_classifier(values) -> str:
         FlagError: naming the flag and what was expected.
     """
     validate_common(values)
+    if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
+        raise FlagError("--eval_every_epoch evaluates while training: it needs --do_train and "
+                        "--do_eval")
     if uses_own_data(values):
         validate_own_data(values)
         validate_resadapter_flags(values)

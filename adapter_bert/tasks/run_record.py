@@ -37,7 +37,8 @@ HELD_OUT_ROWS = "dev_fraction_rows.txt"
 RUN_OUTPUTS = frozenset({
     RECORD_NAME, CHECKPOINT_DIR, "logs", "adapter", "eval_results.txt", "eval_results.json",
     "test_results.tsv", "test_mismatched_results.tsv", "predictions.json",
-    "nbest_predictions.json", "null_odds.json", HELD_OUT_ROWS, "ablation_matrix.csv",
+    "nbest_predictions.json", "null_odds.json", HELD_OUT_ROWS, "epoch_selection.json",
+    "best_epoch", "ablation_matrix.csv",
     "ablation_results.csv", "ablation.json", "ablation_heatmap.png"})
 
 # Flags whose values define what a training run trains, in the order they are reported.
@@ -53,6 +54,8 @@ COMPARED_FLAGS = (
     # schedule and optimizer
     "train_batch_size", "num_train_epochs", "warmup_proportion", "learning_rate",
     "adapter_learning_rate", "adam_bias_correction", "adam_epsilon", "seed", "dtype",
+    # which epoch is kept
+    "eval_every_epoch", "select_metric",
     # which weights train, and the adapters
     "tuning_mode", "top_k_layers", "train_pooler", "adapter_type", "adapter_size",
     "adapter_init_scale", "adapter_activation", "adapter_positions", "adapter_leave_out",
