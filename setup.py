@@ -27,6 +27,7 @@ setup(
         "adapter-bert-squad = adapter_bert.run_squad:run",
         "adapter-bert-ablate = adapter_bert.ablate_adapters:run",
         "adapter-bert-export = adapter_bert.export_model:run",
+        "adapter-bert-sweep = adapter_bert.sweep:run",
     ]},
     # TensorFlow and tf-keras come from an extra below, or are already installed: a plain
     # requirement would make pip add the `tensorflow` distribution over a machine's own

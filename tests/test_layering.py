@@ -23,7 +23,7 @@ LAYERS = {"io_utils": 0, "install_check": 0, "cli": 0, "console": 0, "progress":
           "precision": 0,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
           "tasks": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
-          "export_model": 7, "__main__": 7}
+          "export_model": 7, "sweep": 7, "__main__": 7}
 
 # The edges that run against the order, on purpose: the encoder builds its blocks'
 # adapter layers (adapters/layers.py, which itself needs only model.activations,
@@ -76,7 +76,8 @@ def test_every_module_belongs_to_a_layer():
 
 def test_top_level_holds_few_modules():
     top = [p.name for p in PACKAGE_DIR.glob("*.py")]
-    assert len(top) <= 12, top
+    # The five command-line entry points, __init__/__main__ and the base modules.
+    assert len(top) <= 13, top
 
 
 def test_no_import_runs_upward():

@@ -231,35 +231,20 @@ class TextTask:
 
     # ------------------------------------------------------------------ held-out split
     def hold_out(self, fraction: float, seed: int) -> List[int]:
-        """Moves a stratified `fraction` of the training examples into the dev split.
-
-        Deterministic for a seed: each label's examples (all of them, for regression)
-        are shuffled with it and the first round(fraction * count) held out, at least one
-        of any label with two or more examples.
+        """Moves a stratified `fraction` of the training examples into the dev split
+        (`hold_out_indices`).
 
         Returns:
             The file lines of the held-out rows, in file order.
         """
         train = self.get_examples(None, "train")
-        groups: Dict[object, List[int]] = collections.defaultdict(list)
-        for i, example in enumerate(train):
-            groups[None if self.is_regression else example.label].append(i)
-        generator = np.random.RandomState(seed)
-        held = []
-        for key in sorted(groups, key=str):
-            members = groups[key]
-            count = int(round(fraction * len(members)))
-            if count == 0 and len(members) >= 2 and fraction > 0:
-                count = 1
-            held.extend(generator.permutation(members)[:count].tolist())
-        held_set = set(held)
-        if len(held_set) == len(train):
-            raise DataFileError(f"--dev_fraction={fraction} holds out every training row")
+        held = hold_out_indices(train, fraction, seed, self.is_regression)
         self._examples["dev"] = [dataclasses.replace(train[i], guid=f"dev-{train[i].guid[6:]}")
-                                 for i in sorted(held_set)]
+                                 for i in held]
+        held_set = set(held)
         self._examples["train"] = [e for i, e in enumerate(train) if i not in held_set]
         self.files["dev"] = self.files["train"]
-        return [int(train[i].guid.split("-", 1)[1]) for i in sorted(held_set)]
+        return [int(train[i].guid.split("-", 1)[1]) for i in held]
 
 
 def _column_name(table: Table, index) -> str:
@@ -318,3 +303,30 @@ def _sorted_labels(names: Sequence[str]) -> List[str]:
     if all(re.fullmatch(r"-?\d+", name) for name in distinct):
         return sorted(distinct, key=int)
     return sorted(distinct)
+
+
+def hold_out_indices(examples: Sequence, fraction: float, seed: int,
+                     regression: bool) -> List[int]:
+    """The positions of a stratified `fraction` of `examples`, in order (--dev_fraction).
+
+    Deterministic for a seed: each label's examples (all of them, for regression) are
+    shuffled with it and the first round(fraction * count) held out, at least one of any
+    label with two or more examples.
+
+    Raises:
+        DataFileError: every example would be held out.
+    """
+    groups: Dict[object, List[int]] = collections.defaultdict(list)
+    for i, example in enumerate(examples):
+        groups[None if regression else example.label].append(i)
+    generator = np.random.RandomState(seed)
+    held = []
+    for key in sorted(groups, key=str):
+        members = groups[key]
+        count = int(round(fraction * len(members)))
+        if count == 0 and len(members) >= 2 and fraction > 0:
+            count = 1
+        held.extend(generator.permutation(members)[:count].tolist())
+    if len(set(held)) == len(examples):
+        raise DataFileError(f"--dev_fraction={fraction} holds out every training row")
+    return sorted(set(held))

@@ -16,6 +16,7 @@ from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
+from adapter_bert.data.text_task import hold_out_indices
 from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.flags import uses_own_data, validate_classifier
 from adapter_bert.tasks.own_data import own_task
@@ -91,18 +92,43 @@ class ClassifierRun(base.TaskRun):
     def read_data(self) -> None:
         # Every split the run needs is read now, so a bad dev or test file fails before
         # training rather than after it.
-        if getattr(self.flags, "dev_fraction", None) is not None:
-            self.held_out_lines = self.processor.hold_out(self.flags.dev_fraction,
-                                                          self.flags.seed)
-        self._examples = {split: self._read_examples(split) for split in self._splits()}
+        fraction = getattr(self.flags, "dev_fraction", None)
+        if fraction is not None and uses_own_data(self.flags):
+            self.held_out_lines = self.processor.hold_out(fraction, self.flags.seed)
+        if fraction is not None and not uses_own_data(self.flags):
+            self._examples = self._held_out_glue_dev(fraction)
+        else:
+            self._examples = {}
+        for split in self._splits():
+            if split not in self._examples:
+                self._examples[split] = self._read_examples(split)
         if not self.is_regression and len(self.labels) < 2:
             raise FlagError(f"{self.task}: the training data has {len(self.labels)} label "
                             f"({', '.join(self.labels)}): a classifier needs two or more")
         if uses_own_data(self.flags):  # known now that the files are read
             self._check_room_for_text(self.flags.max_seq_length)
 
+    def _held_out_glue_dev(self, fraction: float) -> Dict[str, list]:
+        """--dev_fraction on a GLUE task: a stratified part of its training set becomes
+        the dev set the run evaluates (`hold_out_indices`); the task's dev set is unread."""
+        train = self._read_examples("train")
+        held = hold_out_indices(train, fraction, self.flags.seed, self.is_regression)
+        held_set = set(held)
+        self.held_out_lines = [train[i].guid for i in held]  # train-<row id>
+        return {"train": [e for i, e in enumerate(train) if i not in held_set],
+                "dev": [train[i] for i in held]}
+
+    @property
+    def eval_splits(self):
+        """(split, result prefix) of --do_eval: the task's, or with --dev_fraction the
+        held-out rows alone."""
+        if getattr(self.flags, "dev_fraction", None) is not None:
+            return (("dev", "eval_"),)
+        return self.processor.eval_splits
+
     def write_held_out_rows(self) -> None:
-        """--dev_fraction: lists the held-out rows' lines in dev_fraction_rows.txt."""
+        """--dev_fraction: lists the held-out rows in dev_fraction_rows.txt (line numbers of
+        your --train_file; a GLUE task's example ids)."""
         if self.held_out_lines is not None and self.role.is_chief:
             atomic_write_text(os.path.join(self.write_dir, HELD_OUT_ROWS),
                               "".join(f"{line}\n" for line in self.held_out_lines))
@@ -112,7 +138,7 @@ class ClassifierRun(base.TaskRun):
         """The data splits the requested actions read."""
         splits = ["train"] if self.flags.do_train else []
         if self.flags.do_eval:
-            splits += [split for split, _ in self.processor.eval_splits]
+            splits += [split for split, _ in self.eval_splits]
         if self.flags.do_predict:
             splits += [split for split, _ in self.processor.test_splits]
         return splits
@@ -176,7 +202,7 @@ class ClassifierRun(base.TaskRun):
         return logs
 
     def _score_selection_split(self) -> Dict[str, float]:
-        split, _ = self.processor.eval_splits[0]
+        split, _ = self.eval_splits[0]
         return self.score_split(split, label=None)
 
     def _save_weights(self, directory: str) -> None:
@@ -238,7 +264,7 @@ class ClassifierRun(base.TaskRun):
 
     def evaluate(self, global_step: int) -> Dict[str, object]:
         results: Dict[str, object] = {"global_step": global_step}
-        for split, prefix in self.processor.eval_splits:
+        for split, prefix in self.eval_splits:
             scores = self.score_split(split, None if self.quiet_evaluation else f"eval {split}")
             if prefix == "eval_":
                 results["loss"] = scores["loss"]

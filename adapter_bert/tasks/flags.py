@@ -289,7 +289,8 @@ def _define_own_data_flags():
     flags.DEFINE_enum("task_type", "classification", ("classification", "regression"),
                       "classification: labels are class names; regression: a float target.")
     flags.DEFINE_float("dev_fraction", None,
-                       "Without --dev_file: hold out this fraction of --train_file as the dev "
+                       "Without --dev_file: hold out this fraction of --train_file (or of a "
+                       "GLUE task's training set, whose dev set is then not read) as the dev "
                        "set (stratified by label, fixed by --seed); the held-out rows are "
                        "listed in <output_dir>/dev_fraction_rows.txt.")
     flags.DEFINE_string("tfds_name", None,

@@ -1,0 +1,421 @@
+"""A grid of runs, the best point chosen on held-out data, its adapter kept.
+
+The paper's numbers are selected per task over a small grid ("learning rates {3e-5,
+3e-4, 3e-3}, epochs {3, 20}", adapter sizes {8, 64, 256}) on validation data. `main` runs
+`run_classifier.py` (or `run_squad.py`) once per point of a grid given as `--grid` flags,
+each point in a process of its own and a folder of its own under --output_dir, passes
+every other flag through unchanged, and then:
+
+- writes `sweep_results.tsv` and `sweep_results.md` (every point: its grid values, dev
+  metrics, wall time, trained parameters);
+- copies the chosen point's adapter directory and flags into `best/`;
+- with --do_predict, writes the chosen point's predictions into `best/`.
+
+Selection (`--select_on`): `dev` scores every point on the dev set (the paper's way; the
+chosen point's dev score is then no longer an unbiased estimate); `train_fraction:F`
+holds out a stratified fraction F of the training data (fixed by --seed) and scores the
+points there, so dev stays untouched and is evaluated for the chosen point only.
+
+A stopped sweep run again continues: finished points are not re-run, a point stopped
+half-way resumes from its checkpoint, and a grid that adds values adds points.
+`<output_dir>/sweep.json` records the grid and the flags passed through; another set of
+flags, or a grid that leaves out points already swept, is refused in one line.
+"""
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from adapter_bert import io_utils
+from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.tasks.epoch_selection import is_better
+from adapter_bert.tasks.flag_checks import FlagError
+
+RUNNERS = {"classifier": "run_classifier", "squad": "run_squad"}
+# The paper's grid (section 3.1), for adapters.
+PAPER_GRID = {"learning_rate": ["3e-5", "3e-4", "3e-3"], "num_train_epochs": ["3", "20"],
+              "adapter_size": ["8", "64", "256"]}
+# Flags the sweep sets for each point itself.
+SWEEP_OWNED = ("output_dir", "do_train", "do_eval", "do_predict", "dev_fraction",
+               "load_adapter", "overwrite_output_dir", "export_dir")
+RECORD = "sweep.json"
+POINT_RECORD = "sweep_point.json"
+BEST = "best"
+
+
+# ----------------------------------------------------------------- parsing
+def split_argv(argv: Sequence[str]) -> Tuple[dict, List[str]]:
+    """(the sweep's own settings, the flags passed through to the runner)."""
+    own = {"grid": [], "select_on": "dev", "runner": "classifier", "output_dir": None,
+           "do_predict": False}
+    passed = []
+    for arg in argv:
+        name, _, value = arg.lstrip("-").partition("=")
+        if not arg.startswith("--"):
+            raise FlagError(f"{arg}: expected --name=value flags")
+        if name == "grid":
+            own["grid"].append(value)
+        elif name in ("select_on", "runner", "output_dir"):
+            own[name] = value
+        elif name == "do_predict":
+            own["do_predict"] = value.lower() not in ("false", "0")
+        elif name == "nodo_predict":
+            own["do_predict"] = False
+        elif name in ("do_train", "do_eval", "nodo_train", "nodo_eval"):
+            continue  # every point trains and evaluates
+        else:
+            passed.append(arg)
+    return own, passed
+
+
+def parse_grid(specs: Sequence[str]) -> Dict[str, List[str]]:
+    """`["learning_rate=3e-4,1e-3", ...]` (or `["paper"]`) -> {flag: values}, in order.
+
+    Raises:
+        FlagError: a malformed, repeated or empty entry, or a grid of one point.
+    """
+    if not specs:
+        raise FlagError("--grid is required, e.g. --grid=learning_rate=3e-4,1e-3 "
+                        "--grid=num_train_epochs=3,20 (or --grid=paper)")
+    grid: Dict[str, List[str]] = {}
+    for spec in specs:
+        if spec == "paper":
+            for name, values in PAPER_GRID.items():
+                _add(grid, name, values, "--grid=paper")
+            continue
+        name, sep, values = spec.partition("=")
+        values = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or not values:
+            raise FlagError(f"--grid={spec}: expected flag=value1,value2,... (e.g. "
+                            f"learning_rate=3e-4,1e-3)")
+        if name in SWEEP_OWNED:
+            raise FlagError(f"--grid={spec}: the sweep sets --{name} for every point itself")
+        _add(grid, name, values, f"--grid={spec}")
+    if all(len(values) == 1 for values in grid.values()):
+        point = ", ".join(f"{k}={v[0]}" for k, v in grid.items())
+        raise FlagError(f"--grid: a grid of one point ({point}) is a single run: give two "
+                        f"or more values, or run the runner itself")
+    return grid
+
+
+def _add(grid: dict, name: str, values: List[str], where: str) -> None:
+    if name in grid:
+        raise FlagError(f"{where}: --{name} is in the grid twice")
+    if len(set(values)) != len(values):
+        raise FlagError(f"{where}: a value is given twice")
+    grid[name] = values
+
+
+def points(grid: Dict[str, List[str]]) -> List[Dict[str, str]]:
+    """Every combination of the grid's values, the first flag varying slowest."""
+    names = list(grid)
+    return [dict(zip(names, combo)) for combo in itertools.product(*grid.values())]
+
+
+def point_name(point: Dict[str, str]) -> str:
+    """The point's folder name: `learning_rate_3e-4__num_train_epochs_20`."""
+    return "__".join(f"{k}_{re.sub(r'[^A-Za-z0-9.+-]', '-', v)}" for k, v in point.items())
+
+
+def selection(spec: str, runner: str) -> Optional[float]:
+    """`--select_on`: None for dev, else the held-out training fraction."""
+    if spec == "dev":
+        return None
+    match = re.fullmatch(r"train_fraction:([0-9.]+)", spec)
+    fraction = float(match.group(1)) if match else -1.0
+    if not 0 < fraction < 1:
+        raise FlagError(f"--select_on={spec}: expected dev or train_fraction:F with 0 < F "
+                        f"< 1 (e.g. train_fraction:0.1)")
+    if runner != "classifier":
+        raise FlagError("--select_on=train_fraction applies to run_classifier.py; SQuAD "
+                        "points are selected on --predict_file (--select_on=dev)")
+    return fraction
+
+
+# ---------------------------------------------------------------- checking
+def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
+                 fraction: Optional[float], output_dir: str) -> str:
+    """Parses and checks every point's flags as the runner would, before anything runs.
+
+    Returns:
+        The selection metric (--select_metric, else the task's main one).
+
+    Raises:
+        FlagError: an unknown flag, a grid flag also passed on its own, a value the
+            runner refuses (naming the point).
+    """
+    from absl import flags as absl_flags
+
+    from adapter_bert.tasks import flags as runner_flags
+    define = (runner_flags.define_classifier_flags if runner == "classifier"
+              else runner_flags.define_squad_flags)
+    define()
+    values = absl_flags.FLAGS
+    for name in grid:
+        if name not in values:
+            raise FlagError(f"--grid: {name} is not a flag of {RUNNERS[runner]}.py")
+    given = {arg.lstrip("-").partition("=")[0] for arg in passed}
+    for name in grid:
+        if name in given:
+            raise FlagError(f"--{name} is given on its own and in --grid: pass it once")
+    metric = None
+    for point in points(grid):
+        argv = point_argv(runner, passed, point, os.path.join(output_dir, point_name(point)),
+                          fraction)
+        try:
+            values.unparse_flags()
+            values([RUNNERS[runner] + ".py", *argv])
+            metric = _validate(runner, values)
+        except (absl_flags.Error, FlagError) as e:
+            where = ", ".join(f"{k}={v}" for k, v in point.items())
+            raise FlagError(f"grid point {where}: {str(e).splitlines()[0]}") from None
+        finally:
+            values.unparse_flags()
+    return metric
+
+
+def _validate(runner: str, values) -> str:
+    if runner == "squad":
+        from adapter_bert.tasks.flags import validate_squad
+        validate_squad(values)
+        return values.select_metric if "select_metric" in values and values.select_metric \
+            else "f1"
+    from adapter_bert.tasks.classifier import ClassifierRun
+    run = object.__new__(ClassifierRun)  # the runner's flag checks, without loading
+    run.flags = values
+    ClassifierRun.validate_flags(run, values)
+    return run.select_metric
+
+
+def point_argv(runner: str, passed: List[str], point: Dict[str, str], out: str,
+               fraction: Optional[float]) -> List[str]:
+    """The runner's flags for one point: train and evaluate into `out`."""
+    argv = [*passed, *(f"--{k}={v}" for k, v in point.items()), f"--output_dir={out}",
+            "--do_train"]
+    if runner == "classifier":
+        argv.append("--do_eval")
+        if fraction is not None:
+            argv = [a for a in argv if not a.startswith("--dev_file=")]
+            argv.append(f"--dev_fraction={fraction}")
+    else:
+        argv.append("--do_predict")  # SQuAD scores its --predict_file
+    return argv
+
+
+# ----------------------------------------------------------------- the record
+def check_record(output_dir: str, settings: dict, grid: Dict[str, List[str]]) -> None:
+    """Refuses to continue a sweep of `output_dir` made with other flags, or with points
+    the new grid leaves out; then records this one (`sweep.json`)."""
+    path = os.path.join(output_dir, RECORD)
+    if io_utils.exists(path):
+        earlier = json.loads(io_utils.read_text(path))
+        changed = [k for k in settings if earlier.get(k) != settings[k]]
+        if changed:
+            raise FlagError(f"{output_dir} holds a sweep with other {', '.join(changed)} "
+                            f"({_describe(earlier, changed)}): pass the same flags to continue "
+                            f"it, or another --output_dir")
+        new = {point_name(p) for p in points(grid)}
+        dropped = [point_name(p) for p in points(earlier["grid"]) if point_name(p) not in new]
+        if dropped:
+            raise FlagError(f"--grid leaves out {len(dropped)} point(s) {output_dir} already "
+                            f"swept ({', '.join(dropped[:3])}): a grid may add values, not drop "
+                            f"them; use another --output_dir for another grid")
+    io_utils.makedirs(output_dir)
+    atomic_write_text(path, json.dumps({**settings, "grid": grid}, indent=2) + "\n")
+
+
+def _describe(record: dict, keys: List[str]) -> str:
+    return "; ".join(f"{k}: {record.get(k)}" for k in keys)
+
+
+# ---------------------------------------------------------------- running
+def run_point(runner: str, argv: List[str], out: str, label: str) -> dict:
+    """Runs (or resumes) one point in a process of its own, unless it finished; returns
+    its record: wall time and the eval_results.txt figures."""
+    record_path = os.path.join(out, POINT_RECORD)
+    record = json.loads(io_utils.read_text(record_path)) if io_utils.exists(record_path) \
+        else {"wall_s": 0.0, "done": False}
+    if not record["done"]:
+        print(f"sweep: {label}: running", flush=True)
+        start = time.time()
+        done = subprocess.run([sys.executable, "-m", f"adapter_bert.{RUNNERS[runner]}", *argv],
+                              check=False)
+        record["wall_s"] += time.time() - start
+        record["done"] = done.returncode == 0
+        io_utils.makedirs(out)
+        atomic_write_text(record_path, json.dumps(record, indent=2) + "\n")
+        if done.returncode != 0:
+            raise SweepStopped(f"{label} stopped (exit {done.returncode}); the lines above say "
+                               f"why. Run the same command again to continue the sweep",
+                               done.returncode)
+    record["results"] = read_results(os.path.join(out, "eval_results.txt"))
+    return record
+
+
+class SweepStopped(Exception):
+    """A point's run failed or was stopped; the sweep stops with its exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def read_results(path: str) -> Dict[str, str]:
+    """eval_results.txt as {key: value}."""
+    pairs = (line.split(" = ", 1) for line in io_utils.read_text(path).splitlines() if line)
+    return {key: value for key, value in pairs}
+
+
+def result_key(runner: str, metric: str) -> str:
+    """The eval_results.txt key of the selection metric."""
+    return f"eval_{metric}" if runner == "classifier" else metric
+
+
+def choose(rows: List[dict], key: str, metric: str) -> int:
+    """The index of the best row by `metric` (the first of equal scores)."""
+    best = None
+    for i, row in enumerate(rows):
+        value = float(row["results"][key])
+        if best is None or is_better(metric, value, best[1]):
+            best = (i, value)
+    return best[0]
+
+
+# ---------------------------------------------------------------- outputs
+def write_tables(output_dir: str, grid: Dict[str, List[str]], rows: List[dict], chosen: int,
+                 key: str, protocol: str) -> None:
+    """sweep_results.tsv (every figure) and sweep_results.md (the table and protocol)."""
+    metrics = sorted({k for row in rows for k in row["results"]
+                      if k.startswith("eval_") or k in ("f1", "exact_match", "exact")})
+    header = [*grid, *metrics, "wall_s", "trainable_params", "selected"]
+    lines = ["\t".join(header)]
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, row in enumerate(rows):
+        cells = [*row["point"].values(), *(row["results"].get(m, "") for m in metrics),
+                 f"{row['wall_s']:.0f}", row["results"].get("trainable_params", ""),
+                 "yes" if i == chosen else ""]
+        lines.append("\t".join(map(str, cells)))
+        shown = [_short(c) for c in cells]
+        if i == chosen:
+            shown = [f"**{c}**" if c else c for c in shown]
+        table.append("| " + " | ".join(shown) + " |")
+    atomic_write_text(os.path.join(output_dir, "sweep_results.tsv"), "\n".join(lines) + "\n")
+    text = "\n".join([f"# Sweep: {len(rows)} points, selected by {key}", "", protocol, "",
+                      *table, ""])
+    atomic_write_text(os.path.join(output_dir, "sweep_results.md"), text)
+
+
+def _short(value) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(value) if float(number).is_integer() or "e" in str(value) else f"{number:.4f}"
+
+
+def keep_best(output_dir: str, point_dir: str, point: Dict[str, str], argv: List[str]) -> str:
+    """best/: the chosen point's adapter directory, flags and dev figures (replacing only
+    what an earlier selection wrote there)."""
+    best = os.path.join(output_dir, BEST)
+    marker = os.path.join(best, "best_point.json")
+    if io_utils.exists(best) and not io_utils.exists(marker):
+        raise FlagError(f"{best} exists and was not written by a sweep: move it away")
+    staged = best + ".adapter.tmp"
+    if io_utils.exists(staged):
+        shutil.rmtree(staged)  # a copy of ours a killed selection left behind
+    shutil.copytree(os.path.join(point_dir, "adapter"), staged)
+    io_utils.makedirs(best)
+    if io_utils.exists(os.path.join(best, "adapter")):
+        shutil.rmtree(os.path.join(best, "adapter"))
+    os.replace(staged, os.path.join(best, "adapter"))
+    shutil.copyfile(os.path.join(point_dir, "eval_results.txt"),
+                    os.path.join(best, "eval_results.txt"))
+    atomic_write_text(marker, json.dumps({"point": point, "folder": point_dir, "flags": argv},
+                                         indent=2) + "\n")
+    return best
+
+
+def protocol_text(select_on: str, fraction: Optional[float], seed: str, key: str,
+                  best_dev: Optional[Dict[str, str]]) -> str:
+    if fraction is None:
+        return (f"Selected on the dev set by {key}: the chosen point's dev figures are then no "
+                f"longer an unbiased estimate of its quality (the dev set chose it).")
+    dev = ", ".join(f"{k} = {v}" for k, v in sorted((best_dev or {}).items())
+                    if k.startswith("eval_"))
+    return (f"Selected by {key} on {fraction:g} of the training data held out (stratified "
+            f"by label, seed {seed}); each point trained on the rest. The dev set was not "
+            f"used to choose: the chosen point on dev: {dev or 'not evaluated'}.")
+
+
+# ------------------------------------------------------------------- main
+def main(argv: Sequence[str]) -> int:
+    """Runs the sweep `argv` describes (see the module doc); returns the exit status."""
+    own, passed = split_argv(argv)
+    if not own["output_dir"]:
+        raise FlagError("--output_dir is required: every point runs in a folder under it")
+    runner = own["runner"]
+    if runner not in RUNNERS:
+        raise FlagError(f"--runner={runner}: expected classifier or squad")
+    grid = parse_grid(own["grid"])
+    fraction = selection(own["select_on"], runner)
+    output_dir = own["output_dir"]
+    metric = check_points(runner, passed, grid, fraction, output_dir)
+    key = result_key(runner, metric)
+    check_record(output_dir, {"runner": runner, "passed": sorted(passed),
+                              "select_on": own["select_on"]}, grid)
+    rows = []
+    grid_points = points(grid)
+    for number, point in enumerate(grid_points, 1):
+        folder = os.path.join(output_dir, point_name(point))
+        label = f"point {number}/{len(grid_points)} " + \
+            ", ".join(f"{k}={v}" for k, v in point.items())
+        point_args = point_argv(runner, passed, point, folder, fraction)
+        row = run_point(runner, point_args, folder, label)
+        row.update(point=point, folder=folder, argv=point_args)
+        print(f"sweep: {label}: {key} = {row['results'].get(key)}", flush=True)
+        rows.append(row)
+    chosen = choose(rows, key, metric)
+    best = keep_best(output_dir, rows[chosen]["folder"], rows[chosen]["point"],
+                     rows[chosen]["argv"])
+    best_dev = None
+    if fraction is not None:  # the untouched dev set, for the chosen point only
+        best_dev = _run_best(runner, passed, best, "--do_eval")
+    seed = next((a.split("=", 1)[1] for a in passed if a.startswith("--seed=")), "42")
+    write_tables(output_dir, grid, rows, chosen, key,
+                 protocol_text(own["select_on"], fraction, seed, key, best_dev))
+    if own["do_predict"]:
+        _predict_best(runner, passed, best, rows[chosen]["folder"])
+    print(f"sweep: selected {', '.join(f'{k}={v}' for k, v in rows[chosen]['point'].items())} "
+          f"({key} = {rows[chosen]['results'][key]}); adapter: {os.path.join(best, 'adapter')}; "
+          f"table: {os.path.join(output_dir, 'sweep_results.md')}", flush=True)
+    return 0
+
+
+def _run_best(runner: str, passed: List[str], best: str, action: str) -> Dict[str, str]:
+    """Runs the runner with the chosen adapter into best/ (`action`: --do_eval on the dev
+    set, --do_predict on the test set)."""
+    training_only = ("--eval_every_epoch", "--noeval_every_epoch")
+    argv = [*(a for a in passed if a.split("=", 1)[0] not in training_only),
+            f"--load_adapter={os.path.join(best, 'adapter')}", f"--output_dir={best}", action]
+    done = subprocess.run([sys.executable, "-m", f"adapter_bert.{RUNNERS[runner]}", *argv],
+                          check=False)
+    if done.returncode != 0:
+        raise SweepStopped(f"the chosen point's {action[5:]} run stopped (exit "
+                           f"{done.returncode}); the lines above say why", done.returncode)
+    path = os.path.join(best, "eval_results.txt")
+    return read_results(path) if action == "--do_eval" else {}
+
+
+def _predict_best(runner: str, passed: List[str], best: str, folder: str) -> None:
+    if runner == "squad":  # its points predicted --predict_file already
+        for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
+            if io_utils.exists(os.path.join(folder, name)):
+                shutil.copyfile(os.path.join(folder, name), os.path.join(best, name))
+        return
+    _run_best(runner, passed, best, "--do_predict")

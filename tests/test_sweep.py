@@ -1,0 +1,199 @@
+"""adapter_bert.sweep: a 4-point grid runs, a sweep killed in the middle of a point resumes
+to the same results, the best point is selected and kept, on your own file and on a GLUE
+task; bad grids are one line before anything runs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from adapter_bert.adapters.files import read_adapter_weights
+from adapter_bert.tasks import sweep
+from adapter_bert.tasks.flag_checks import FlagError
+from tests.conftest import REPO
+from tests.fixtures import write_mrpc
+from tests.test_epoch_selection import write_moods
+
+GRID = ["--grid=learning_rate=1e-3,3e-3", "--grid=num_train_epochs=1,2"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("moods")
+    return write_moods(folder / "train.csv", 64), write_moods(folder / "dev.csv", 30, 500)
+
+
+def common(backbone, files, out):
+    train, dev = files
+    return [f"--init_checkpoint={backbone / 'bert_model.ckpt'}", f"--train_file={train}",
+            f"--dev_file={dev}", "--max_seq_length=32", "--adapter_size=8",
+            "--train_batch_size=16", "--eval_batch_size=64", "--save_checkpoints_steps=2",
+            "--select_metric=loss", f"--output_dir={out}"]
+
+
+def table(out):
+    lines = (out / "sweep_results.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+@pytest.fixture(scope="module")
+def whole(backbone, files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "sweep"
+    assert sweep.main([*common(backbone, files, out), *GRID]) == 0
+    return out
+
+
+def test_a_four_point_grid_runs_and_the_best_point_is_kept(whole):
+    rows = table(whole)
+    assert [(r["learning_rate"], r["num_train_epochs"]) for r in rows] == [
+        ("1e-3", "1"), ("1e-3", "2"), ("3e-3", "1"), ("3e-3", "2")]
+    losses = [float(r["eval_loss"]) for r in rows]
+    chosen = losses.index(min(losses))   # --select_metric=loss: the lowest wins
+    assert [r["selected"] for r in rows] == ["yes" if i == chosen else "" for i in range(4)]
+    best = json.loads((whole / "best" / "best_point.json").read_text())
+    assert best["point"] == {"learning_rate": rows[chosen]["learning_rate"],
+                             "num_train_epochs": rows[chosen]["num_train_epochs"]}
+    kept = read_adapter_weights(str(whole / "best" / "adapter"))
+    source = read_adapter_weights(best["folder"] + "/adapter")
+    assert all((kept[k] == source[k]).all() for k in source)
+    assert "Selected on the dev set by eval_loss" in (whole / "sweep_results.md").read_text()
+    assert all(int(r["trainable_params"]) > 0 and float(r["wall_s"]) > 0 for r in rows)
+
+
+def test_a_sweep_killed_in_a_point_resumes_to_the_same_results(whole, backbone, files,
+                                                               tmp_path, monkeypatch):
+    out = tmp_path / "sweep"
+    argv = [*common(backbone, files, out), *GRID]
+    real_run = subprocess.run
+    started = []
+
+    def kill_the_second_point(command, **kwargs):
+        started.append(command)
+        if len(started) == 2:  # point 2 runs under tests/killer.py, killed after its step-2 checkpoint
+            command = [sys.executable, str(REPO / "tests" / "killer.py"), *command[2:]]
+            kwargs["env"] = {**__import__("os").environ, "KILL_AFTER_CHECKPOINT": "2",
+                             "PYTHONPATH": str(REPO)}
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(sweep.subprocess, "run", kill_the_second_point)
+    with pytest.raises(sweep.SweepStopped, match="point 2/4 .* stopped"):
+        sweep.main(argv)
+    second = out / "learning_rate_1e-3__num_train_epochs_2"
+    assert list((second / "checkpoints").glob("ckpt-2.index"))  # half-way: step 2 of 8
+    assert not (second / "eval_results.txt").exists()
+    first_results = (out / "learning_rate_1e-3__num_train_epochs_1" / "eval_results.txt")
+    stamp = first_results.stat().st_mtime_ns
+    monkeypatch.setattr(sweep.subprocess, "run", real_run)
+    assert sweep.main(argv) == 0
+    assert first_results.stat().st_mtime_ns == stamp   # the finished point was not re-run
+    resumed, uninterrupted = table(out), table(whole)
+    for a, b in zip(resumed, uninterrupted):
+        assert {k: v for k, v in a.items() if k != "wall_s"} == \
+            {k: v for k, v in b.items() if k != "wall_s"}
+
+
+def test_a_wider_grid_adds_points_without_redoing_the_others(whole, backbone, files,
+                                                             tmp_path):
+    import shutil
+    out = tmp_path / "sweep"
+    shutil.copytree(whole, out)
+    stamps = {p.name: (p / "eval_results.txt").stat().st_mtime_ns
+              for p in out.iterdir() if (p / "sweep_point.json").exists()}
+    # The folders hold absolute paths of the copy's origin only in best/: re-selected here.
+    argv = [*common(backbone, files, out), "--grid=learning_rate=1e-3,3e-3,1e-2",
+            "--grid=num_train_epochs=1,2"]
+    assert sweep.main(argv) == 0
+    rows = table(out)
+    assert len(rows) == 6
+    for name, stamp in stamps.items():
+        assert (out / name / "eval_results.txt").stat().st_mtime_ns == stamp
+
+
+def test_select_on_a_training_fraction_leaves_dev_for_the_chosen_point(backbone, files,
+                                                                       tmp_path):
+    out = tmp_path / "sweep"
+    argv = [*common(backbone, files, out), "--grid=learning_rate=1e-3,3e-3",
+            "--select_on=train_fraction:0.25", "--do_predict", f"--test_file={files[1]}"]
+    assert sweep.main(argv) == 0
+    for row in table(out):   # each point scored on 16 held-out training rows
+        point = out / f"learning_rate_{row['learning_rate']}"
+        assert len((point / "dev_fraction_rows.txt").read_text().split()) == 16
+    dev = (out / "best" / "eval_results.txt").read_text()
+    assert "eval_accuracy" in dev and "kept_epoch" not in dev
+    text = (out / "sweep_results.md").read_text()
+    assert "held out (stratified by label, seed 42)" in text and "the chosen point on dev" in text
+    header = (out / "best" / "test_results.tsv").read_text().splitlines()[0]
+    assert header == "negative\tneutral\tpositive\tpredicted_label"
+
+
+def test_a_glue_task_sweeps_with_its_own_training_rows_held_out(backbone, tmp_path):
+    data = write_mrpc(tmp_path / "glue")
+    out = tmp_path / "sweep"
+    argv = ["--task_name=MRPC", f"--data_dir={data}",
+            f"--init_checkpoint={backbone / 'bert_model.ckpt'}", "--max_seq_length=32",
+            "--adapter_size=8", "--train_batch_size=16", "--eval_every_epoch",
+            "--grid=learning_rate=1e-3,3e-3", "--select_on=train_fraction:0.2",
+            f"--output_dir={out}"]
+    assert sweep.main(argv) == 0
+    rows = table(out)
+    assert len(rows) == 2 and "eval_f1" in rows[0]
+    point = out / "learning_rate_1e-3"
+    assert (point / "dev_fraction_rows.txt").read_text().startswith("train-")
+    assert "kept_epoch = " in (point / "eval_results.txt").read_text()
+    assert "eval_f1" in (out / "best" / "eval_results.txt").read_text()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--grid=learnin_rate=1e-3,3e-3"], "--grid: learnin_rate is not a flag of run_classifier.py"),
+    (["--grid=learning_rate=-1,1e-3"],
+     r"grid point learning_rate=-1: --learning_rate must be a finite number > 0, got -1.0"),
+    (["--grid=learning_rate=1e-3"], r"a grid of one point \(learning_rate=1e-3\) is a single run"),
+    (["--grid=learning_rate=1e-3,3e-3", "--learning_rate=1e-3"],
+     "--learning_rate is given on its own and in --grid"),
+    (["--grid=output_dir=a,b"], "the sweep sets --output_dir for every point itself"),
+    (["--grid=learning_rate=1e-3,3e-3", "--select_on=train_fraction:2"],
+     r"--select_on=train_fraction:2: expected dev or train_fraction:F"),
+    (["--grid=learning_rate=1e-3,3e-3", "--select_metric=bleu"], r"--select_metric=bleu"),
+    ([], "--grid is required"),
+])
+def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, extra,
+                                                     message):
+    out = tmp_path / "sweep"
+    with pytest.raises(FlagError, match=message):
+        sweep.main([*common(backbone, files, out), *extra])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--grid=learning_rate=1e-3,3e-3", "--grid=num_train_epochs=1"],
+     r"--grid leaves out 2 point\(s\)"),
+    ([*GRID, "--seed=7"], "holds a sweep with other passed"),
+])
+def test_a_finished_sweep_refuses_another_grid_or_other_flags(whole, backbone, files, extra,
+                                                              message):
+    before = sorted(p.name for p in whole.iterdir())
+    with pytest.raises(FlagError, match=message):
+        sweep.main([*common(backbone, files, whole), *extra])
+    assert sorted(p.name for p in whole.iterdir()) == before
+
+
+def test_the_command_line_says_bad_input_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "adapter_bert.sweep", "--task_name=MRPC",
+                           f"--output_dir={tmp_path / 'o'}", "--grid=learning_rate=1e-3"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert errors == ["adapter_bert.sweep: error: --grid: a grid of one point "
+                      "(learning_rate=1e-3) is a single run: give two or more values, or run "
+                      "the runner itself"]
+
+
+def test_the_papers_grid_has_its_eighteen_points():
+    grid = sweep.parse_grid(["paper"])
+    assert grid == {"learning_rate": ["3e-5", "3e-4", "3e-3"], "num_train_epochs": ["3", "20"],
+                    "adapter_size": ["8", "64", "256"]}
+    assert len(sweep.points(grid)) == 18
+    assert sweep.point_name(sweep.points(grid)[0]) == \
+        "learning_rate_3e-5__num_train_epochs_3__adapter_size_8"
