@@ -57,7 +57,10 @@ endif
 # Each worker imports TensorFlow and holds its own models (a few GiB each).
 TEST_WORKERS     ?= logical
 TEST_WORKERS_MAX ?= 4
-PYTEST = $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX)
+# --dist loadgroup: tests marked with one `xdist_group` run on one worker, so that an
+# expensive module fixture they share (a sweep, a trained run) is built once, not once per
+# worker; every other test is handed out as with the default `load`.
+PYTEST = $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX) --dist loadgroup
 
 # Every test, the real-weight ones included (marker `realweights`).
 test: setup

@@ -47,6 +47,9 @@ def whole_run(backbone, files, tmp_path_factory):
     return out
 
 
+# The tests reading the module's one run (`whole_run`) share a worker (make test's --dist
+# loadgroup), which trains it once.
+@pytest.mark.xdist_group("test_epoch_selection_whole_run")
 def test_every_epoch_is_scored_and_the_best_is_kept(whole_run):
     state = json.loads((whole_run / "epoch_selection.json").read_text())
     assert state["metric"] == "accuracy"
@@ -65,6 +68,7 @@ def test_every_epoch_is_scored_and_the_best_is_kept(whole_run):
         np.testing.assert_array_equal(kept[name], final[name])
 
 
+@pytest.mark.xdist_group("test_epoch_selection_whole_run")
 def test_a_killed_run_resumes_with_the_best_so_far(whole_run, backbone, files, tmp_path):
     out = tmp_path / "out"
     argv = flags_for(backbone, files, out)

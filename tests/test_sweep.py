@@ -3,6 +3,7 @@ to the same results, the best point is selected and kept, on your own file and o
 task; bad grids are one line before anything runs."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -13,9 +14,13 @@ from adapter_bert.tasks import sweep
 from adapter_bert.tasks.flag_checks import FlagError
 from tests.conftest import REPO
 from tests.fixtures import write_mrpc
+from tests.runner_utils import read_results, run_in_process
 from tests.test_epoch_selection import write_moods
 
 GRID = ["--grid=learning_rate=1e-3,3e-3", "--grid=num_train_epochs=1,2"]
+# The tests that read the module's one sweep (`whole`) run on one worker (make test's
+# --dist loadgroup), which builds it once.
+SHARES_THE_SWEEP = pytest.mark.xdist_group("test_sweep_whole")
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +45,36 @@ def table(out):
 
 @pytest.fixture(scope="module")
 def whole(backbone, files, tmp_path_factory):
+    """A 4-point sweep killed in the middle of its second point, then run to its end."""
     out = tmp_path_factory.mktemp("whole") / "sweep"
-    assert sweep.main([*common(backbone, files, out), *GRID]) == 0
-    return out
+    argv = [*common(backbone, files, out), *GRID]
+    real_run = subprocess.run
+    started = []
+
+    def kill_the_second_point(command, **kwargs):
+        started.append(command)
+        if len(started) == 2:  # point 2 runs under tests/killer.py, killed after step 2's checkpoint
+            command = [sys.executable, str(REPO / "tests" / "killer.py"), *command[2:]]
+            kwargs["env"] = {**os.environ, "KILL_AFTER_CHECKPOINT": "2", "PYTHONPATH": str(REPO)}
+        return real_run(command, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sweep.subprocess, "run", kill_the_second_point)
+        with pytest.raises(sweep.SweepStopped, match="point 2/4 .* stopped"):
+            sweep.main(argv)
+    second = out / "learning_rate_1e-3__num_train_epochs_2"
+    killed = {"half_way": bool(list((second / "checkpoints").glob("ckpt-2.index"))),
+              "results_before": (second / "eval_results.txt").exists()}
+    first_results = out / "learning_rate_1e-3__num_train_epochs_1" / "eval_results.txt"
+    stamp = first_results.stat().st_mtime_ns
+    assert sweep.main(argv) == 0
+    killed["first_rerun"] = first_results.stat().st_mtime_ns != stamp
+    return out, killed
 
 
+@SHARES_THE_SWEEP
 def test_a_four_point_grid_runs_and_the_best_point_is_kept(whole):
+    whole, _ = whole
     rows = table(whole)
     assert [(r["learning_rate"], r["num_train_epochs"]) for r in rows] == [
         ("1e-3", "1"), ("1e-3", "2"), ("3e-3", "1"), ("3e-3", "2")]
@@ -62,43 +91,28 @@ def test_a_four_point_grid_runs_and_the_best_point_is_kept(whole):
     assert all(int(r["trainable_params"]) > 0 and float(r["wall_s"]) > 0 for r in rows)
 
 
-def test_a_sweep_killed_in_a_point_resumes_to_the_same_results(whole, backbone, files,
-                                                               tmp_path, monkeypatch):
-    out = tmp_path / "sweep"
-    argv = [*common(backbone, files, out), *GRID]
-    real_run = subprocess.run
-    started = []
-
-    def kill_the_second_point(command, **kwargs):
-        started.append(command)
-        if len(started) == 2:  # point 2 runs under tests/killer.py, killed after its step-2 checkpoint
-            command = [sys.executable, str(REPO / "tests" / "killer.py"), *command[2:]]
-            kwargs["env"] = {**__import__("os").environ, "KILL_AFTER_CHECKPOINT": "2",
-                             "PYTHONPATH": str(REPO)}
-        return real_run(command, **kwargs)
-
-    monkeypatch.setattr(sweep.subprocess, "run", kill_the_second_point)
-    with pytest.raises(sweep.SweepStopped, match="point 2/4 .* stopped"):
-        sweep.main(argv)
-    second = out / "learning_rate_1e-3__num_train_epochs_2"
-    assert list((second / "checkpoints").glob("ckpt-2.index"))  # half-way: step 2 of 8
-    assert not (second / "eval_results.txt").exists()
-    first_results = (out / "learning_rate_1e-3__num_train_epochs_1" / "eval_results.txt")
-    stamp = first_results.stat().st_mtime_ns
-    monkeypatch.setattr(sweep.subprocess, "run", real_run)
-    assert sweep.main(argv) == 0
-    assert first_results.stat().st_mtime_ns == stamp   # the finished point was not re-run
-    resumed, uninterrupted = table(out), table(whole)
-    for a, b in zip(resumed, uninterrupted):
-        assert {k: v for k, v in a.items() if k != "wall_s"} == \
-            {k: v for k, v in b.items() if k != "wall_s"}
+@SHARES_THE_SWEEP
+def test_a_point_killed_half_way_resumes_to_an_uninterrupted_runs_results(whole, tmp_path):
+    whole, killed = whole
+    assert killed == {"half_way": True, "results_before": False, "first_rerun": False}
+    point = whole / "learning_rate_1e-3__num_train_epochs_2"
+    argv = sweep.point_argv("classifier", json.loads((whole / "sweep.json").read_text())
+                            ["passed"], {"learning_rate": "1e-3", "num_train_epochs": "2"},
+                            str(tmp_path / "direct"), None)
+    code, _ = run_in_process("run_classifier", argv)
+    assert code == 0
+    direct = read_results(tmp_path / "direct" / "eval_results.txt")
+    resumed = read_results(point / "eval_results.txt")
+    assert {k: v for k, v in resumed.items() if k.startswith("eval_")} == \
+        {k: v for k, v in direct.items() if k.startswith("eval_")}
 
 
+@SHARES_THE_SWEEP
 def test_a_wider_grid_adds_points_without_redoing_the_others(whole, backbone, files,
                                                              tmp_path):
     import shutil
     out = tmp_path / "sweep"
-    shutil.copytree(whole, out)
+    shutil.copytree(whole[0], out)
     stamps = {p.name: (p / "eval_results.txt").stat().st_mtime_ns
               for p in out.iterdir() if (p / "sweep_point.json").exists()}
     # The folders hold absolute paths of the copy's origin only in best/: re-selected here.
@@ -166,6 +180,7 @@ def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, 
     assert not out.exists()
 
 
+@SHARES_THE_SWEEP
 @pytest.mark.parametrize("extra, message", [
     (["--grid=learning_rate=1e-3,3e-3", "--grid=num_train_epochs=1"],
      r"--grid leaves out 2 point\(s\)"),
@@ -173,6 +188,7 @@ def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, 
 ])
 def test_a_finished_sweep_refuses_another_grid_or_other_flags(whole, backbone, files, extra,
                                                               message):
+    whole, _ = whole
     before = sorted(p.name for p in whole.iterdir())
     with pytest.raises(FlagError, match=message):
         sweep.main([*common(backbone, files, whole), *extra])
@@ -197,3 +213,23 @@ def test_the_papers_grid_has_its_eighteen_points():
     assert len(sweep.points(grid)) == 18
     assert sweep.point_name(sweep.points(grid)[0]) == \
         "learning_rate_3e-5__num_train_epochs_3__adapter_size_8"
+
+
+def test_a_best_folder_the_sweep_did_not_write_is_left_alone(tmp_path):
+    point = tmp_path / "sweep" / "learning_rate_1e-3"
+    (point / "adapter").mkdir(parents=True)
+    (point / "adapter" / "adapter_config.json").write_text("{}")
+    (point / "eval_results.txt").write_text("eval_accuracy = 0.5\n")
+    (tmp_path / "sweep" / "best").mkdir()
+    (tmp_path / "sweep" / "best" / "notes.txt").write_text("mine")
+    with pytest.raises(FlagError, match="best exists and was not written by a sweep"):
+        sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
+    assert sorted(p.name for p in (tmp_path / "sweep" / "best").iterdir()) == ["notes.txt"]
+    # Its own best/ it replaces: the adapter is the newly chosen point's.
+    (tmp_path / "sweep" / "best" / "notes.txt").unlink()
+    (tmp_path / "sweep" / "best").rmdir()
+    sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
+    (point / "adapter" / "adapter_config.json").write_text('{"second": 1}')
+    sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
+    assert (tmp_path / "sweep" / "best" / "adapter" / "adapter_config.json").read_text() == \
+        '{"second": 1}'

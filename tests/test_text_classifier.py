@@ -23,7 +23,9 @@ from adapter_bert.tasks.text_classifier import TextClassifier
 from tests.conftest import REPO
 from tests.runner_utils import flag_list, read_results, run_in_process
 
-SETTINGS = {"max_seq_length": 32, "learning_rate": 1e-3, "adapter_size": 8}
+# The tests that read the trained library model and runner run share a worker (make test's
+# --dist loadgroup), which trains them once.
+SHARES_THE_RUNS = pytest.mark.xdist_group("test_text_classifier_runs")
 MOODS = ("negative", "neutral", "positive")
 
 
@@ -78,6 +80,7 @@ def library_model(backbone, mood_data):
     return model
 
 
+@SHARES_THE_RUNS
 def test_library_and_runner_agree_on_the_same_file(library_model, runner_run, mood_data):
     texts, labels = zip(*mood_data["dev"])
     library = library_model.evaluate(list(texts), list(labels))
@@ -95,6 +98,7 @@ def test_library_and_runner_agree_on_the_same_file(library_model, runner_run, mo
                                atol=1e-5)
 
 
+@SHARES_THE_RUNS
 def test_the_saved_adapter_is_the_runners_directory(library_model, runner_run, backbone,
                                                     mood_data, tmp_path):
     library_model.save_adapter(tmp_path / "adapter")
@@ -208,6 +212,7 @@ def test_bad_label_lists_are_refused_before_loading(labels, regression, message)
         TextClassifier.from_pretrained(labels, "/nonexistent/checkpoint", regression=regression)
 
 
+@SHARES_THE_RUNS
 def test_the_export_of_its_adapter_answers_strings_with_label_names(library_model, backbone,
                                                                      mood_data, tmp_path):
     pytest.importorskip("tensorflow_text")
