@@ -9,8 +9,9 @@ robust_defaults = bench_module("robust_defaults")
 def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     specs = glue_table.specs()
     ids = [robust_defaults.run_id(s) for s in specs]
-    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA bias-corrected, CoLA's extra seeds
-    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 3 + 2 * 3
+    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA bias-corrected, CoLA's extra seeds,
+    # 3e-4 x 20 epochs (the selection grid's last cell)
+    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 3 + 2 * 3 + 3 * 3
     assert glue_table.seeds_of("cola", "full", "5e-5", 3) == (42, 43, 44, 45, 46, 47)
     assert glue_table.seeds_of("cola", "adapter", "1e-3", 20) == (42, 43, 44)
     assert glue_table.seeds_of("mrpc", "adapter", "1e-3", 3) == (42, 43, 44)
@@ -18,6 +19,7 @@ def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     assert [(s["task"], s["mode"], s["seed"]) for s in specs[:6]] == [
         (task, mode, 42) for task in ("cola", "mrpc", "rte") for mode in ("adapter", "full")]
     assert {s["task"] for s in specs[-4:]} == {"sst-2"} and 42 not in {s["seed"] for s in specs[-4:]}
+    assert {(s["lr"], s["epochs"]) for s in specs[-13:-4]} == {("3e-4", 20)}
     # The MRPC and RTE cells are the stability suite's runs: recorded once, reused.
     stability = {robust_defaults.run_id(s) for s in robust_defaults.suite_specs("stability")}
     assert "rte_minilm_adapter_1e-3_3ep_seed43" in stability & set(ids)
@@ -76,9 +78,27 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
     assert rows[1]["small_task_average"] is None and lines[3].split("|")[-3].strip() == "—"
     # The 20-epoch protocol and the sweep cells have no SST-2 cell, the bias-corrected row
     # has CoLA only; the peers' rows follow.
-    assert "n/a" in lines[4] and "n/a" in lines[5] and "n/a" in lines[6]
-    assert lines[7].startswith("| adapters, bias-corrected") and lines[7].count("n/a") == 4
-    assert lines[8].startswith("| AdapterHub")
+    assert all("n/a" in lines[i] for i in (4, 5, 6, 7))
+    assert lines[8].startswith("| adapters, bias-corrected") and lines[8].count("n/a") == 4
+    assert lines[9].startswith("| adapters, selected on dev per seed")
+    assert lines[10].startswith("| AdapterHub")
+
+
+def test_the_selected_row_takes_each_seeds_best_grid_point():
+    grid = [("3e-4", 3), ("3e-4", 20), ("1e-3", 3), ("1e-3", 20)]
+    records = dict(_record("cola", "adapter", lr, epochs, seed,
+                           dev_mcc=float(10 * k + seed - 42))
+                   for k, (lr, epochs) in enumerate(grid) for seed in (42, 43, 44))
+    records.update(_record("mrpc", "adapter", lr, epochs, 42, dev_f1=f1, dev_accuracy=70.0)
+                   for (lr, epochs), f1 in zip(grid, (80.0, 88.0, 85.0, 88.0)))
+    rows, lines = glue_table.table(records)
+    selected = rows[-1]
+    assert selected["tasks"]["cola"]["chosen"] == [
+        {"seed": s, "lr": "1e-3", "epochs": 20} for s in (42, 43, 44)]
+    assert selected["tasks"]["cola"]["dev_mcc"]["values"] == [30.0, 31.0, 32.0]
+    # MRPC: a tie goes to the first point of the grid; seeds 43 and 44 never ran.
+    assert selected["tasks"]["mrpc"]["chosen"] == [{"seed": 42, "lr": "3e-4", "epochs": 20}]
+    assert "| 31.00 ± 1.00 | n/a | 88.00 (1) |" in lines[9]
 
 
 def _cola_run_folder(tmp_path, global_step):

@@ -21,7 +21,8 @@ from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.console import configure_logging
 from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
                                             load_tokenizer, validate_case_matches_checkpoint)
-from adapter_bert.io_utils import atomic_write_text, makedirs, remove_stale_temporaries
+from adapter_bert.io_utils import (atomic_write_text, makedirs, read_text,
+                                   remove_stale_temporaries)
 from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resolve_backbone
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.tasks.flag_checks import FlagError, was_set
@@ -274,6 +275,12 @@ def write_results(path: str, results: Dict[str, object]) -> None:
     logging.info("***** Results written to %s *****", path)
     for line in lines:
         logging.debug("  %s", line)
+
+
+def read_results(path: str) -> Dict[str, str]:
+    """The `key = value` lines `write_results` writes, as {key: value}."""
+    pairs = (line.split(" = ", 1) for line in read_text(path).splitlines() if " = " in line)
+    return {key: value for key, value in pairs}
 
 
 def prepare_output_dir(path: str) -> None:

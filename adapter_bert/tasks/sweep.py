@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.tasks.base import read_results
 from adapter_bert.tasks.epoch_selection import is_better
 from adapter_bert.tasks.flag_checks import FlagError
 
@@ -264,12 +265,6 @@ class SweepStopped(Exception):
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
         self.exit_code = exit_code
-
-
-def read_results(path: str) -> Dict[str, str]:
-    """eval_results.txt as {key: value}."""
-    pairs = (line.split(" = ", 1) for line in io_utils.read_text(path).splitlines() if line)
-    return {key: value for key, value in pairs}
 
 
 def result_key(runner: str, metric: str) -> str:
