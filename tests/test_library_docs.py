@@ -73,7 +73,7 @@ def write_own_data(folder):
     columns, texts with commas, quotes and newlines)."""
     import csv
     rows = [("spam", f"WIN a free prize {i}, call now") if i % 5 == 0
-            else ("ham", f'see you at "{i}" o\'clock') for i in range(400)]
+            else ("ham", f'see you at "{i}" o\'clock') for i in range(240)]
     (folder / "SMSSpamCollection").write_text("".join(f"{a}\t{b}\n" for a, b in rows))
     with open(folder / "text_emotion.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)

@@ -125,38 +125,28 @@ def test_a_wider_grid_adds_points_without_redoing_the_others(whole, backbone, fi
         assert (out / name / "eval_results.txt").stat().st_mtime_ns == stamp
 
 
-def test_select_on_a_training_fraction_leaves_dev_for_the_chosen_point(backbone, files,
-                                                                       tmp_path):
-    out = tmp_path / "sweep"
-    argv = [*common(backbone, files, out), "--grid=learning_rate=1e-3,3e-3",
-            "--select_on=train_fraction:0.25", "--do_predict", f"--test_file={files[1]}"]
-    assert sweep.main(argv) == 0
-    for row in table(out):   # each point scored on 16 held-out training rows
-        point = out / f"learning_rate_{row['learning_rate']}"
-        assert len((point / "dev_fraction_rows.txt").read_text().split()) == 16
-    dev = (out / "best" / "eval_results.txt").read_text()
-    assert "eval_accuracy" in dev and "kept_epoch" not in dev
-    text = (out / "sweep_results.md").read_text()
-    assert "held out (stratified by label, seed 42)" in text and "the chosen point on dev" in text
-    header = (out / "best" / "test_results.tsv").read_text().splitlines()[0]
-    assert header == "negative\tneutral\tpositive\tpredicted_label"
-
-
-def test_a_glue_task_sweeps_with_its_own_training_rows_held_out(backbone, tmp_path):
-    data = write_mrpc(tmp_path / "glue")
+def test_a_glue_task_selects_on_held_out_training_rows_and_predicts(backbone, tmp_path):
+    data = write_mrpc(tmp_path / "glue", rows={"train": 200, "dev": 40, "test": 30})
     out = tmp_path / "sweep"
     argv = ["--task_name=MRPC", f"--data_dir={data}",
             f"--init_checkpoint={backbone / 'bert_model.ckpt'}", "--max_seq_length=32",
-            "--adapter_size=8", "--train_batch_size=16", "--eval_every_epoch",
-            "--grid=learning_rate=1e-3,3e-3", "--select_on=train_fraction:0.2",
+            "--adapter_size=8", "--train_batch_size=16", "--num_train_epochs=2",
+            "--eval_batch_size=64", "--predict_batch_size=64", "--eval_every_epoch",
+            "--grid=learning_rate=1e-3,3e-3", "--select_on=train_fraction:0.2", "--do_predict",
             f"--output_dir={out}"]
     assert sweep.main(argv) == 0
     rows = table(out)
     assert len(rows) == 2 and "eval_f1" in rows[0]
     point = out / "learning_rate_1e-3"
-    assert (point / "dev_fraction_rows.txt").read_text().startswith("train-")
+    held = (point / "dev_fraction_rows.txt").read_text().split()
+    assert held[0].startswith("train-") and abs(len(held) - 40) <= 1  # 20%, by label
     assert "kept_epoch = " in (point / "eval_results.txt").read_text()
-    assert "eval_f1" in (out / "best" / "eval_results.txt").read_text()
+    # The chosen point alone is evaluated on MRPC's dev set, and predicts its test set.
+    dev = (out / "best" / "eval_results.txt").read_text()
+    assert "eval_f1" in dev and "kept_epoch" not in dev
+    text = (out / "sweep_results.md").read_text()
+    assert "held out (stratified by label, seed 42)" in text and "the chosen point on dev" in text
+    assert len((out / "best" / "test_results.tsv").read_text().splitlines()) == 30
 
 
 @pytest.mark.parametrize("extra, message", [
