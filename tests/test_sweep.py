@@ -223,3 +223,24 @@ def test_a_best_folder_the_sweep_did_not_write_is_left_alone(tmp_path):
     sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
     assert (tmp_path / "sweep" / "best" / "adapter" / "adapter_config.json").read_text() == \
         '{"second": 1}'
+
+
+def test_a_squad_sweep_selects_on_the_predict_files_f1(backbone, squad_dir, tmp_path):
+    from tests.robustness.helpers import squad_flags
+    from tests.test_run_squad import write_slice
+    train = write_slice(squad_dir / "train-v1.1-subset.json", tmp_path / "train.json",
+                        paragraphs=2)
+    dev = write_slice(squad_dir / "dev-v1.1.json", tmp_path / "dev.json", paragraphs=2)
+    out = tmp_path / "sweep"
+    flags = [f for f in squad_flags(backbone, out) if not f.startswith("--learning_rate=")]
+    argv = ["--runner=squad", f"--train_file={train}", f"--predict_file={dev}", *flags,
+            "--grid=learning_rate=1e-3,3e-3", "--do_predict"]
+    assert sweep.main(argv) == 0
+    rows = table(out)
+    f1 = [float(r["f1"]) for r in rows]
+    assert [r["selected"] for r in rows] == ["yes" if i == f1.index(max(f1)) else ""
+                                             for i in range(2)]
+    chosen = json.loads((out / "best" / "best_point.json").read_text())["folder"]
+    assert (out / "best" / "predictions.json").read_text() == \
+        (tmp_path / "sweep" / chosen.rsplit("/", 1)[1] / "predictions.json").read_text()
+    assert (out / "best" / "adapter" / "adapter_config.json").is_file()
