@@ -321,11 +321,14 @@ def keep_best(output_dir: str, point_dir: str, point: Dict[str, str], argv: List
     marker = os.path.join(best, "best_point.json")
     if io_utils.exists(best) and not io_utils.exists(marker):
         raise FlagError(f"{best} exists and was not written by a sweep: move it away")
-    staged = best + ".adapter.tmp"
+    if not io_utils.exists(marker):  # mark the new folder before anything goes into it
+        io_utils.makedirs(best)
+        atomic_write_text(marker, json.dumps({"point": None}) + "\n")
+    # Every deletion below is inside best/, which bears the sweep's marker.
+    staged = os.path.join(best, ".adapter.staged")
     if io_utils.exists(staged):
         shutil.rmtree(staged)  # a copy of ours a killed selection left behind
     shutil.copytree(os.path.join(point_dir, "adapter"), staged)
-    io_utils.makedirs(best)
     if io_utils.exists(os.path.join(best, "adapter")):
         shutil.rmtree(os.path.join(best, "adapter"))
     os.replace(staged, os.path.join(best, "adapter"))
