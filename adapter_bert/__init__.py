@@ -38,6 +38,7 @@ _EXPORTS = {
     "PositiveClassF1": "adapter_bert.metrics.keras_metrics",
     "AdapterConfig": "adapter_bert.model.config",
     "ConfigError": "adapter_bert.model.config",
+    "UserError": "adapter_bert.errors",
     "AdapterFamily": "adapter_bert.model.families",
     "AdapterOption": "adapter_bert.model.families",
     "register_adapter_family": "adapter_bert.model.config",

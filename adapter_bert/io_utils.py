@@ -24,6 +24,7 @@ path and the store's reason; "not found" stays a plain answer (False, FileNotFou
 """
 
 import errno
+from adapter_bert.errors import UserError
 import hashlib
 import io
 import os
@@ -42,7 +43,7 @@ _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 OBJECT_STORES = frozenset({"gs", "s3"})
 
 
-class StorageError(OSError):
+class StorageError(UserError, OSError):
     """The store of a URL path (`gs://`, `s3://`, ...) did not answer or refused: no
     network, no credentials, no permission. `str()` is one line: the path, the store's
     reason and what to check."""
@@ -57,7 +58,7 @@ class StorageError(OSError):
                 f"credentials{login}")
 
 
-class WriteError(OSError):
+class WriteError(UserError, OSError):
     """A file or checkpoint could not be written: `filename` is the target, `strerror`
     the reason ("No space left on device", "Permission denied", ...), `note` what the
     user may do (optional)."""

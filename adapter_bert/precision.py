@@ -20,6 +20,7 @@ machine, so that a shared machine or a test suite computes the same everywhere.
 """
 
 import dataclasses
+from adapter_bert.errors import UserError
 import logging
 import os
 from typing import FrozenSet, Optional, Tuple
@@ -120,7 +121,7 @@ def resolve_dtype(requested: str, hardware: Optional[Hardware] = None,
     fixed = os.environ.get(ENV_OVERRIDE)
     if fixed:
         if fixed not in POLICIES:
-            raise ValueError(f"{ENV_OVERRIDE}={fixed}: expected one of {', '.join(POLICIES)}")
+            raise UserError(f"{ENV_OVERRIDE}={fixed}: expected one of {', '.join(POLICIES)}")
         return fixed, f"{ENV_OVERRIDE}={fixed}"
     return choose_dtype(hardware or describe_hardware(strategy))
 
@@ -141,7 +142,7 @@ def apply_dtype(requested: Optional[str], strategy=None, source: str = "--dtype"
     if requested is None:
         return None
     if requested != "auto" and requested not in POLICIES:
-        raise ValueError(f"{source}={requested}: expected auto or one of {', '.join(POLICIES)}")
+        raise UserError(f"{source}={requested}: expected auto or one of {', '.join(POLICIES)}")
     dtype, why = resolve_dtype(requested, strategy=strategy)
     if requested == "auto":
         logging.info("dtype: %s (%s=auto: %s)", dtype, source, why)

@@ -42,8 +42,9 @@ def test_add_switch_delete_on_every_kind(tiny_config, source, kind):
     model.set_active_adapters(["b"])  # AdapterHub's list form
     out_b = run(model)
     assert differ(out_a, out_b)
-    model.set_active_adapter("a")  # the older name
+    model.set_active_adapters("a")
     same(run(model), out_a)
+    assert not hasattr(model, "set_active_adapter")  # one name per operation
     with pytest.raises(KeyError, match=r"no adapter named 'zz'; adapters: \['a', 'b'\]"):
         model.set_active_adapters("zz")
     with pytest.raises(ValueError, match="one adapter is active at a time"):
@@ -202,8 +203,7 @@ def test_load_adapter_into_a_multi_adapter_model_and_back(tiny_config, source, t
     multi = make("multi", tiny_config, source)
     assert multi.load_adapter(str(tmp_path / "rte")) == "rte"
     same(run(multi), expected)
-    # MultiAdapterModel's older save_adapter(name, directory) order still works.
-    multi.save_adapter("rte", str(tmp_path / "again"))
+    multi.save_adapter(str(tmp_path / "again"), "rte")
     same(run(ab.load_adapter(str(tmp_path / "again"), backbone=source)), expected)
 
 

@@ -213,7 +213,7 @@ def test_lora_targets_on_a_built_model_and_as_named_adapters(tiny_config):
     assert "bert/encoder/layer_1/intermediate/ffn/adapters/dense_lora_B" in names
     assert "bert/encoder/layer_1/output/ffn/adapters/dense_lora_A" in names
     assert "ffn" not in layer.attention.self_attention.task_branches
-    multi.set_active_adapter("ffn")
+    multi.set_active_adapters("ffn")
     multi(tiny_inputs())
     with pytest.raises(ValueError, match="is a lora adapter, which updates projections"):
         multi.add_adapter_fusion("fused", ["ffn"])
@@ -333,12 +333,12 @@ def test_a_merged_named_adapter_excludes_the_others(tiny_config):
     multi(tiny_inputs())
     randomise_adapters(multi)
     inputs = tiny_inputs()
-    multi.set_active_adapter("a")
+    multi.set_active_adapters("a")
     expected = multi(inputs, training=False).numpy()
     ab.merge_adapter(multi, "a")
     assert bert.merged_adapters() == ["a"]
     np.testing.assert_allclose(multi(inputs, training=False), expected, rtol=1e-5, atol=1e-5)
-    multi.set_active_adapter("b")
+    multi.set_active_adapters("b")
     with pytest.raises(ValueError, match="adapter 'a' is merged .* before running adapter 'b'"):
         multi(inputs, training=False)
     with pytest.raises(ValueError, match="'a' is merged already"):
@@ -346,7 +346,7 @@ def test_a_merged_named_adapter_excludes_the_others(tiny_config):
     with pytest.raises(ValueError, match="before deleting it"):
         multi.delete_adapter("a")
     ab.unmerge_adapter(multi, "a")
-    multi.set_active_adapter("a")
+    multi.set_active_adapters("a")
     np.testing.assert_array_equal(multi(inputs, training=False), expected)
 
 

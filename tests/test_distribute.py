@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from adapter_bert.errors import UserError
 from adapter_bert.training.distribute import (STRATEGIES, get_strategy, is_tpu_strategy, split_cpu,
                                      static_shapes_required)
 
@@ -135,7 +136,7 @@ def test_tpu_wiring(fake_tpu, kwargs, address):
 @pytest.mark.parametrize("fail_at", ["resolve", "initialize"])
 def test_missing_tpu_is_a_clear_error(fake_tpu, fail_at):
     fake_tpu(fail_at)
-    with pytest.raises(RuntimeError, match=r"--use_tpu was given but no TPU was found "
+    with pytest.raises(UserError, match=r"--use_tpu was given but no TPU was found "
                                            r"\(tpu_name='nope', zone='z'"):
         get_strategy(use_tpu=True, tpu_name="nope", tpu_zone="z")
 

@@ -25,7 +25,7 @@ def _multi(config):
     multi.add_adapter("sts", AdapterConfig(size=2, adapter_type="lora"), num_labels=1,
                       train_pooler=True)
     multi.add_adapter_fusion("fused", ["mrpc"], num_labels=3)
-    multi.set_active_adapter("sts")
+    multi.set_active_adapters("sts")
     return multi
 
 
@@ -53,9 +53,9 @@ def test_savedmodel_round_trip_keeps_the_tasks_without_skipping_layers(tiny_conf
                                                                        caplog):
     model = _multi(tiny_config)
     features = tiny_inputs()
-    expected = {name: (model.set_active_adapter(name), model(features, training=False))[1]
+    expected = {name: (model.set_active_adapters(name), model(features, training=False))[1]
                 for name in model.adapter_names}
-    model.set_active_adapter("sts")
+    model.set_active_adapters("sts")
     with caplog.at_level(logging.WARNING):
         model.save(tmp_path / "saved")
     assert "Skipping full serialization" not in caplog.text
@@ -63,7 +63,7 @@ def test_savedmodel_round_trip_keeps_the_tasks_without_skipping_layers(tiny_conf
     assert loaded.adapter_names == ["mrpc", "sts", "fused"]
     assert loaded.active_adapter == "sts" and loaded.labels["mrpc"] == ["no", "yes"]
     for name, logits in expected.items():
-        loaded.set_active_adapter(name)
+        loaded.set_active_adapters(name)
         _assert_same(logits, loaded(features, training=False))
 
 

@@ -63,12 +63,12 @@ def test_add_set_delete_and_active_adapter(bert, tiny_config):
     model.add_adapter("mrpc", AdapterConfig(size=M))
     model.add_adapter("sst-2", AdapterConfig(size=M, adapter_type="pfeiffer"), num_labels=2)
     assert model.active_adapter == "mrpc"  # the first one added
-    model.set_active_adapter("sst-2")
+    model.set_active_adapters("sst-2")
     assert model(tiny_inputs()).shape == (2, 2)
     with pytest.raises(ValueError, match="already exists"):
         model.add_adapter("mrpc", AdapterConfig(size=M))
     with pytest.raises(KeyError, match="no adapter named 'qqp'"):
-        model.set_active_adapter("qqp")
+        model.set_active_adapters("qqp")
     model.delete_adapter("sst-2")
     assert model.adapter_names == ["mrpc"] and bert.named_adapters == ["mrpc"]
     assert model.active_adapter is None
@@ -108,14 +108,14 @@ def test_switching_tasks_swaps_adapters_layernorms_and_heads(multi):
     inputs = tiny_inputs()
     outputs = {}
     for name in multi.adapter_names:
-        multi.set_active_adapter(name)
+        multi.set_active_adapters(name)
         outputs[name] = multi(inputs).numpy()
     assert outputs["b"].shape == (2, 3)
     assert not np.allclose(outputs["a"], outputs["c"])
     multi.adapter_variables("a")["bert/embeddings/LayerNorm/gamma"].assign(tf.fill([16], 3.0))
-    multi.set_active_adapter("a")
+    multi.set_active_adapters("a")
     assert not np.allclose(multi(inputs).numpy(), outputs["a"])  # a's own LayerNorm is used
-    multi.set_active_adapter("c")
+    multi.set_active_adapters("c")
     np.testing.assert_array_equal(multi(inputs).numpy(), outputs["c"])  # c's is untouched
 
 
@@ -127,7 +127,7 @@ def test_mixed_batch_gives_each_row_its_own_task_output(multi):
     assert mixed.shape == (6, 3)  # padded to the widest head
     for task in ("a", "b", "c"):
         rows = [i for i, n in enumerate(names) if n == task]
-        multi.set_active_adapter(task)
+        multi.set_active_adapters(task)
         alone = multi({k: v[rows] for k, v in inputs.items()}).numpy()
         width = alone.shape[1]
         # Bit-identical to the task run alone on its rows...
@@ -167,7 +167,7 @@ def test_span_adapters_route_start_and_end_logits(bert):
     inputs = tiny_inputs(batch=3)
     mixed = model(inputs, adapter_names=["squad2", "squad1", "squad2"])
     assert set(mixed) == {"start_logits", "end_logits"} and mixed["end_logits"].shape == (3, 7)
-    model.set_active_adapter("squad1")
+    model.set_active_adapters("squad1")
     alone = model({k: v[1:2] for k, v in inputs.items()})
     np.testing.assert_array_equal(mixed["start_logits"][1:2], alone["start_logits"])
     assert "squad1/cls/squad/output_weights" in tf1_variables(model)
@@ -214,14 +214,14 @@ def test_two_tasks_trained_in_turn_do_not_forget(bert, tiny_config):
     b_inputs, b_labels = _task_data(2, 3)
     a_losses = _train(model, "a", a_inputs, a_labels)
     assert a_losses[-1] < a_losses[0]
-    model.set_active_adapter("a")
+    model.set_active_adapters("a")
     after_a = model.predict(a_inputs, verbose=0)
     b_before = {k: v.numpy().copy() for k, v in model.adapter_variables("b").items()}
     b_losses = _train(model, "b", b_inputs, b_labels)
     assert b_losses[-1] < b_losses[0]
     assert any(not np.array_equal(b_before[k], v.numpy())
                for k, v in model.adapter_variables("b").items())
-    model.set_active_adapter("a")
+    model.set_active_adapters("a")
     np.testing.assert_array_equal(model.predict(a_inputs, verbose=0), after_a)
     for name, value in backbone.items():  # the shared backbone never moved
         np.testing.assert_array_equal(tf1_variables(bert)[name].numpy(), value, err_msg=name)
@@ -229,7 +229,7 @@ def test_two_tasks_trained_in_turn_do_not_forget(bert, tiny_config):
 
 # --------------------------------------------------------------------- files
 def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config, tmp_path):
-    multi.save_adapter("b", str(tmp_path / "b"), task="rte")
+    multi.save_adapter(str(tmp_path / "b"), "b", task="rte")
     single = BertClassifier(tiny_config, 3, AdapterConfig(size=M, adapter_type="lora"))
     single(tiny_inputs())
     for name, variable in tf1_variables(multi.bert).items():  # the same frozen backbone
@@ -237,7 +237,7 @@ def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config
             tf1_variables(single)[name].assign(variable)
     description = load_adapter(single, str(tmp_path / "b"))
     assert description["task"] == "rte"
-    multi.set_active_adapter("b")
+    multi.set_active_adapters("b")
     np.testing.assert_array_equal(single(tiny_inputs(), training=False).numpy(),
                                   multi(tiny_inputs()).numpy())
 
@@ -275,11 +275,11 @@ def test_loading_a_full_fine_tuning_file_is_refused(bert, tiny_config, tmp_path)
 def test_fusion_task_round_trips_through_its_file(multi, tmp_path, bert):
     multi.add_adapter("d", AdapterConfig(size=M, init_scale=0.3), num_labels=2)
     multi.add_adapter_fusion("f", ["a", "d"], num_labels=2)
-    multi.set_active_adapter("f")
+    multi.set_active_adapters("f")
     expected = multi(tiny_inputs()).numpy()
-    multi.save_adapter("f", str(tmp_path / "f"))
+    multi.save_adapter(str(tmp_path / "f"), "f")
     assert multi.load_adapter(str(tmp_path / "f"), name="f2") == "f2"
-    multi.set_active_adapter("f2")
+    multi.set_active_adapters("f2")
     np.testing.assert_array_equal(multi(tiny_inputs()).numpy(), expected)
     with pytest.raises(ValueError, match="fused by"):
         multi.delete_adapter("a")
@@ -315,7 +315,7 @@ def test_minilm_mrpc_then_sst2_keeps_each_dev_metric(minilm_dir, data_root):
                           train_pooler=True)
 
     def dev_accuracy(task):
-        model.set_active_adapter(task)
+        model.set_active_adapters(task)
         logits = model.predict(data[task][2], batch_size=32, verbose=0)
         return logits, float(np.mean(logits.argmax(-1) == data[task][3]))
 

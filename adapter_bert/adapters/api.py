@@ -62,6 +62,7 @@ from adapter_bert.adapters.tuning import parameter_report, resolve_train_pooler,
 from adapter_bert.model import blocks, heads
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import direct_weights, walk_layers
+from adapter_bert.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -255,17 +256,13 @@ class AdapterModelMixin:
         """
         if isinstance(name, (list, tuple)):
             if len(name) != 1:
-                raise ValueError(f"one adapter is active at a time, got {list(name)} (to "
-                                 f"combine adapters, add a fusion: add_adapter_fusion)")
+                raise UserError(f"one adapter is active at a time, got {list(name)} (to "
+                                f"combine adapters, add a fusion: add_adapter_fusion)")
             name = name[0]
         if name is not None:
             self._require(name)
         self._active = name
         self._reset_compiled_functions()
-
-    def set_active_adapter(self, name: Optional[str]) -> None:
-        """The same as `set_active_adapters` (the older name)."""
-        self.set_active_adapters(name)
 
     def train_adapter(self, name: str, verbose: bool = True) -> str:
         """Activates `name` and makes exactly its own weights trainable.
@@ -382,8 +379,8 @@ class AdapterModelMixin:
         if self._active is not None:
             return self._active
         if self._backbone_model().adapter_config is None:
-            raise ValueError(f"{type(self).__name__} has no active adapter to merge: pass "
-                             f"name=... (adapters: {self.adapter_names})")
+            raise UserError(f"{type(self).__name__} has no active adapter to merge: pass "
+                            f"name=... (adapters: {self.adapter_names})")
         return None
 
     def _refuse_while_merged(self, action: str, error=ValueError) -> None:
@@ -402,8 +399,7 @@ class AdapterModelMixin:
         The files are those a run_classifier.py / run_squad.py run writes, so
         `--load_adapter` and `load_adapter` read them; the backbone is not in them. A
         model without named adapters but with an `adapter_config` writes its trained
-        weights, as the runners do (`files.save_adapter`). The older
-        `save_adapter(name, directory)` order of `MultiAdapterModel` is understood too.
+        weights, as the runners do (`files.save_adapter`).
 
         Args:
             directory: created if needed; existing adapter files are replaced atomically.
@@ -420,14 +416,11 @@ class AdapterModelMixin:
                 kernels' fingerprint): `unmerge_adapter` first.
         """
         self._refuse_while_merged(f"saving to {directory}", AdapterFileError)
-        known = self._adapter_labels
-        if name is not None and name not in known and directory in known:
-            directory, name = name, directory  # the older (name, directory) order
         name = self._active if name is None else name
         if name is None:
             if self._backbone_model().adapter_config is None:
-                raise ValueError(f"{type(self).__name__} has no active adapter to save: pass "
-                                 f"name=... (adapters: {self.adapter_names})")
+                raise UserError(f"{type(self).__name__} has no active adapter to save: pass "
+                                f"name=... (adapters: {self.adapter_names})")
             return files.save_adapter(self, directory, task, labels)
         variables = self.adapter_variables(name)
         bert = self._backbone_model()
@@ -558,17 +551,17 @@ class AdapterModelMixin:
     def _check_new_name(self, name: str) -> None:
         validate_name(name)
         if name in self._adapter_labels or name in self._backbone_model().named_adapters:
-            raise ValueError(f"an adapter named {name!r} already exists")
+            raise UserError(f"an adapter named {name!r} already exists")
 
     def _head_kind(self, head: Optional[str]) -> Optional[str]:
         if head is None:
             return self.HEAD_KINDS[0] if self.HEAD_KINDS else None
         if head not in self.HEAD_KINDS:
             kinds = " or ".join(repr(k) for k in self.HEAD_KINDS)
-            raise ValueError(f"head must be {kinds}, got {head!r}" if kinds else
-                             f"a {type(self).__name__}'s adapters have no head, got "
-                             f"head={head!r} (a BertClassifier, BertSpanModel or "
-                             f"MultiAdapterModel gives each adapter its head)")
+            raise UserError(f"head must be {kinds}, got {head!r}" if kinds else
+                            f"a {type(self).__name__}'s adapters have no head, got "
+                            f"head={head!r} (a BertClassifier, BertSpanModel or "
+                            f"MultiAdapterModel gives each adapter its head)")
         return head
 
     def _num_labels(self, kind: Optional[str], num_labels: Optional[int]) -> Optional[int]:
@@ -576,7 +569,7 @@ class AdapterModelMixin:
             return None
         num_labels = self._default_num_labels() if num_labels is None else num_labels
         if int(num_labels) < 1:
-            raise ValueError(f"num_labels must be at least 1, got {num_labels}")
+            raise UserError(f"num_labels must be at least 1, got {num_labels}")
         return int(num_labels)
 
     def _head_refusal(self, directory: str, stored: str) -> str:

@@ -30,6 +30,7 @@ from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_bytes, atomic_write_text
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
+from adapter_bert.errors import UserError
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -54,7 +55,7 @@ _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
                  "intermediate_size", "max_position_embeddings", "type_vocab_size")
 
 
-class AdapterFileError(ValueError):
+class AdapterFileError(UserError):
     """An adapter file is missing, malformed, or does not fit the model."""
 
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.adapters.layers import AdapterLayer
+from adapter_bert.errors import UserError
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -67,7 +68,7 @@ class AdapterFusion(AdapterLayer):
             ValueError: no adapter outputs.
         """
         if not adapter_outputs:
-            raise ValueError("AdapterFusion needs at least one adapter output")
+            raise UserError("AdapterFusion needs at least one adapter output")
         dtype = self.compute_dtype
         cast = lambda v: tf.cast(v, dtype)  # noqa: E731
         stacked = tf.stack([tf.cast(a, dtype) for a in adapter_outputs], axis=2)  # [B,T,N,d]

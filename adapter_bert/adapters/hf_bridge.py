@@ -57,6 +57,7 @@ import tf_keras as keras  # noqa: E402
 from adapter_bert.adapters.layers import HoulsbyAdapter  # noqa: E402
 from adapter_bert.model.config import AdapterConfig  # noqa: E402
 from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
+from adapter_bert.errors import UserError  # noqa: E402
 
 POSITIONS = ("attention", "ffn")
 
@@ -152,8 +153,8 @@ def _config_from(adapter_config, overrides) -> AdapterConfig:
         adapter_config = AdapterConfig.from_dict(adapter_config)
     kind = getattr(adapter_config, "adapter_type", "houlsby")
     if kind != "houlsby":
-        raise ValueError(f"add_adapters inserts Houlsby adapters; adapter_type={kind!r} is "
-                         f"not supported for transformers models")
+        raise UserError(f"add_adapters inserts Houlsby adapters; adapter_type={kind!r} is "
+                        f"not supported for transformers models")
     return adapter_config
 
 
@@ -187,8 +188,8 @@ def add_adapters(model, adapter_config: Optional[AdapterConfig] = None, freeze: 
     num_layers = len(bert.encoder.layer)
     bad = [i for i in config.leave_out if not 0 <= i < num_layers]
     if bad:
-        raise ValueError(f"adapter leave_out names layers {bad}, but the model has layers "
-                         f"0..{num_layers - 1}")
+        raise UserError(f"adapter leave_out names layers {bad}, but the model has layers "
+                        f"0..{num_layers - 1}")
     _ensure_built(model)
     remove_adapters(model, unfreeze_weights=False)
     hidden = int(bert.config.hidden_size)
@@ -376,18 +377,18 @@ def copy_adapter_weights(source, model) -> int:
                 theirs[(index, position)] = block.adapter
     ours = adapters_by_position(model)
     if set(theirs) != set(ours):
-        raise ValueError(f"adapter layouts differ: source has {sorted(theirs)}, the "
-                         f"transformers model has {sorted(ours)}")
+        raise UserError(f"adapter layouts differ: source has {sorted(theirs)}, the "
+                        f"transformers model has {sorted(ours)}")
     for key, target in ours.items():
         source_adapter = theirs[key]
         if type(source_adapter) is not HoulsbyAdapter:  # noqa: E721 - subclasses compute otherwise
-            raise ValueError(f"adapter {key} of the source is a {type(source_adapter).__name__}; "
-                             f"add_adapters inserts Houlsby adapters")
+            raise UserError(f"adapter {key} of the source is a {type(source_adapter).__name__}; "
+                            f"add_adapters inserts Houlsby adapters")
         for name in ("weights1", "biases1", "weights2", "biases2"):
             value = getattr(source_adapter, name)
             variable = getattr(target, name)
             if tuple(value.shape) != tuple(variable.shape):
-                raise ValueError(f"adapter {key} {name}: shape {value.shape.as_list()} vs "
-                                 f"{variable.shape.as_list()}")
+                raise UserError(f"adapter {key} {name}: shape {value.shape.as_list()} vs "
+                                f"{variable.shape.as_list()}")
             variable.assign(value)
     return len(ours)

@@ -37,6 +37,7 @@ from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, PROJECTIONS,
                                          AdapterFamily, AdapterOption)
 from adapter_bert.model.fast_layers import Dropout, float32_sum
+from adapter_bert.errors import UserError
 
 
 def skip_sum(inputs, delta):
@@ -180,8 +181,8 @@ class PfeifferAdapter(_Bottleneck):
             ValueError: `residual` or `layer_norm` is missing.
         """
         if residual is None or layer_norm is None:
-            raise ValueError("PfeifferAdapter needs the sub-layer input (residual) and the "
-                             "block's LayerNorm")
+            raise UserError("PfeifferAdapter needs the sub-layer input (residual) and the "
+                            "block's LayerNorm")
         normed = layer_norm(inputs + tf.cast(residual, inputs.dtype))
         return skip_sum(inputs, self.bottleneck(tf.cast(normed, inputs.dtype)))
 
@@ -229,7 +230,7 @@ class ParallelAdapter(_Bottleneck):
             ValueError: `residual` is missing.
         """
         if residual is None:
-            raise ValueError("ParallelAdapter needs the sub-layer input (residual)")
+            raise UserError("ParallelAdapter needs the sub-layer input (residual)")
         return skip_sum(inputs, self.scaling * self.bottleneck(tf.cast(residual, inputs.dtype)))
 
     def get_config(self):
@@ -311,7 +312,7 @@ class ProjectionAdapter(AdapterLayer):
             ValueError: already merged.
         """
         if self.merged:
-            raise ValueError(f"{self.name} is merged already")
+            raise UserError(f"{self.name} is merged already")
         backup = {}
         for target in self.targets:
             kernel = projections[target].kernel
@@ -328,7 +329,7 @@ class ProjectionAdapter(AdapterLayer):
             ValueError: not merged.
         """
         if not self.merged:
-            raise ValueError(f"{self.name} is not merged")
+            raise UserError(f"{self.name} is not merged")
         for target in self.targets:
             kernel = projections[target].kernel
             if self._backup is not None:
@@ -342,9 +343,9 @@ class ProjectionAdapter(AdapterLayer):
         # The kernels Keras saves beside this layer hold its deltas while merged; a model
         # rebuilt from the file would add them a second time.
         if self.merged:
-            raise ValueError("a LoRA (projection) adapter is merged into the backbone's "
-                             "kernels: unmerge it (adapter_bert.unmerge_adapter) before "
-                             "saving the model with Keras")
+            raise UserError("a LoRA (projection) adapter is merged into the backbone's "
+                            "kernels: unmerge it (adapter_bert.unmerge_adapter) before "
+                            "saving the model with Keras")
         super().save_own_variables(store)
 
     def get_config(self):
@@ -439,7 +440,7 @@ def _lora_alpha(value):
     if value is None:
         return None
     if not float(value) > 0:
-        raise ValueError(f"lora_alpha must be > 0, got {value}")
+        raise UserError(f"lora_alpha must be > 0, got {value}")
     return float(value)
 
 
@@ -447,14 +448,14 @@ def _lora_targets(value):
     names = [t.strip() for t in value.split(",")] if isinstance(value, str) else list(value)
     bad = [t for t in names if t not in PROJECTIONS]
     if not names or bad or len(set(names)) != len(names):
-        raise ValueError(f"lora_targets must name projections of {PROJECTIONS}, each once, "
-                         f"got {value!r}")
+        raise UserError(f"lora_targets must name projections of {PROJECTIONS}, each once, "
+                        f"got {value!r}")
     return tuple(t for t in PROJECTIONS if t in names)
 
 
 def _lora_dropout(value):
     if not 0 <= float(value) < 1:
-        raise ValueError(f"lora_dropout must be in [0, 1), got {value}")
+        raise UserError(f"lora_dropout must be in [0, 1), got {value}")
     return float(value)
 
 

@@ -20,6 +20,7 @@ tracing; a `tf.function` of your own must be traced again after either call.
 
 import contextlib
 from typing import Iterator, Optional
+from adapter_bert.errors import UserError
 
 
 def _backbone(model):
@@ -62,18 +63,18 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
     adapter_name = _adapter_in_use(model, adapter_name)
     bert = _backbone(model)
     if not bert.built:
-        raise ValueError("build the model (and load its weights) before merging adapters")
+        raise UserError("build the model (and load its weights) before merging adapters")
     merged = bert.merged_adapters()
     if merged:
-        raise ValueError(f"{_describe(merged[0])} is merged already; unmerge it first")
+        raise UserError(f"{_describe(merged[0])} is merged already; unmerge it first")
     adapters = bert.projection_adapters(adapter_name)
     if not adapters:
         config = (bert.adapter_config if adapter_name is None
                   else bert.embeddings.task_branches[adapter_name].adapter_config
                   if adapter_name in bert.embeddings.task_branches else None)
         kind = f"{config.adapter_type} adapters" if config is not None else "no adapters"
-        raise ValueError(f"{_describe(adapter_name)} has nothing to merge ({kind}): only "
-                         f"projection families such as lora fold into the kernels")
+        raise UserError(f"{_describe(adapter_name)} has nothing to merge ({kind}): only "
+                        f"projection families such as lora fold into the kernels")
     for adapter, projections in adapters:
         adapter.merge(projections)
     _reset_keras_functions(model)
@@ -93,11 +94,11 @@ def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
     if adapter_name is None:
         merged = bert.merged_adapters()
         if not merged:
-            raise ValueError("no adapter of the model is merged (nothing to unmerge)")
+            raise UserError("no adapter of the model is merged (nothing to unmerge)")
         adapter_name = merged[0]
     adapters = [(a, p) for a, p in bert.projection_adapters(adapter_name) if a.merged]
     if not adapters:
-        raise ValueError(f"{_describe(adapter_name)} is not merged")
+        raise UserError(f"{_describe(adapter_name)} is not merged")
     for adapter, projections in adapters:
         adapter.unmerge(projections)
     _reset_keras_functions(model)

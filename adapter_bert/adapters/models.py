@@ -15,6 +15,7 @@ from adapter_bert.adapters.api import (PLAIN, AdapterModelMixin, check_adapter_m
 from adapter_bert.adapters.files import (AdapterFileError, check_backbone,
                                          read_adapter_config, read_adapter_weights)
 from adapter_bert.model import encoder, factory, heads
+from adapter_bert.errors import UserError
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
@@ -200,8 +201,8 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
     if isinstance(model, AdapterModelMixin):
         return model.save_adapter(directory, name, task, labels)
     if name is not None:
-        raise ValueError(f"{type(model).__name__} has no named adapters; call "
-                         f"save_adapter(model, directory) without a name")
+        raise UserError(f"{type(model).__name__} has no named adapters; call "
+                        f"save_adapter(model, directory) without a name")
     return files.save_adapter(model, directory, task, labels)
 
 

@@ -39,6 +39,7 @@ from adapter_bert.adapters.api import PLAIN, AdapterModelMixin, pop_adapter_fiel
 from adapter_bert.model.encoder import BertModel
 from adapter_bert.model.heads import SpanHead
 from adapter_bert.model.inputs import FeatureInputs, model_features
+from adapter_bert.errors import UserError
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -71,8 +72,8 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
     def __init__(self, bert: BertModel, name="multi_adapter_model", **kwargs):
         super().__init__(name=name, **kwargs)
         if bert.adapter_config is not None:
-            raise ValueError("MultiAdapterModel needs a backbone without its own adapters; "
-                             "add them as named adapters instead")
+            raise UserError("MultiAdapterModel needs a backbone without its own adapters; "
+                            "add them as named adapters instead")
         if not bert.built:
             bert.build_with_dummy_inputs()
         self.bert = bert
@@ -137,9 +138,9 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
         tasks = self.adapter_names
         kinds = {type(self.heads[t]) for t in tasks}
         if len(kinds) > 1:
-            raise ValueError("a mixed batch needs adapters whose heads are of one kind; this "
-                             "model mixes classifier and span heads (use one model per kind "
-                             "on the same backbone)")
+            raise UserError("a mixed batch needs adapters whose heads are of one kind; this "
+                            "model mixes classifier and span heads (use one model per kind "
+                            "on the same backbone)")
         names = self._checked_names(adapter_names, tasks)
         span = kinds == {SpanHead}
         width = max((self.heads[t].num_outputs for t in tasks), default=1)
@@ -174,7 +175,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
             unknown = sorted({n.decode("utf-8", "replace")
                               for n in tf.boolean_mask(names, tf.logical_not(known)).numpy()})
             if unknown:
-                raise ValueError(f"{message}; unknown: {', '.join(unknown)}")
+                raise UserError(f"{message}; unknown: {', '.join(unknown)}")
             return names
         check = tf.debugging.Assert(tf.reduce_all(known), [
             f"{message}; unknown:", tf.boolean_mask(names, tf.logical_not(known))], summarize=10)

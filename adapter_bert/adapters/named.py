@@ -26,6 +26,7 @@ from adapter_bert.adapters.fusion import AdapterFusion
 from adapter_bert.model.blocks import TaskBranch
 from adapter_bert.model.encoder import BertModel, holders, new_adapters
 from adapter_bert.model.naming import direct_weights, walk_layers
+from adapter_bert.errors import UserError
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -47,10 +48,10 @@ def validate_name(name: str) -> str:
             or a reserved scope name.
     """
     if not isinstance(name, str) or not _VALID_NAME.match(name):
-        raise ValueError(f"adapter name {name!r} must start with a letter or digit and use only "
-                         f"letters, digits, '_', '.' and '-'")
+        raise UserError(f"adapter name {name!r} must start with a letter or digit and use only "
+                        f"letters, digits, '_', '.' and '-'")
     if name in RESERVED_NAMES:
-        raise ValueError(f"adapter name {name!r} is reserved (a scope name of the model)")
+        raise UserError(f"adapter name {name!r} is reserved (a scope name of the model)")
     return name
 
 
@@ -118,11 +119,11 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
     """
     validate_name(name)
     if not bert.built:
-        raise ValueError("build the backbone (and load its weights) before adding named adapters")
+        raise UserError("build the backbone (and load its weights) before adding named adapters")
     if name in bert.embeddings.task_branches:
-        raise ValueError(f"an adapter named {name!r} already exists")
+        raise UserError(f"an adapter named {name!r} already exists")
     if (adapter_config is None) == (fuse is None):
-        raise ValueError("give either adapter_config (an adapter task) or fuse (a fusion task)")
+        raise UserError("give either adapter_config (an adapter task) or fuse (a fusion task)")
     if isinstance(adapter_config, dict):
         adapter_config = AdapterConfig.from_dict(adapter_config)
     if adapter_config is not None:
@@ -159,25 +160,25 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
 def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
     names = list(names)
     if not names:
-        raise ValueError("fuse needs at least one adapter name")
+        raise UserError("fuse needs at least one adapter name")
     if len(set(names)) != len(names):
-        raise ValueError(f"fuse names an adapter twice: {names}")
+        raise UserError(f"fuse names an adapter twice: {names}")
     layouts = []
     for fused_name in names:
         config = named_adapter_info(bert, fused_name).adapter_config
         if config is None:
-            raise ValueError(f"{fused_name!r} is a fusion, not an adapter; fuse adapters only")
+            raise UserError(f"{fused_name!r} is a fusion, not an adapter; fuse adapters only")
         if adapter_family(config.adapter_type).slot != "output":
             fusable = [f.name for f in adapter_families() if f.slot == "output"]
-            raise ValueError(f"{fused_name!r} is a {config.adapter_type} adapter, which updates "
-                             f"projections; fusion attends over output-block adapters "
-                             f"({', '.join(fusable)})")
+            raise UserError(f"{fused_name!r} is a {config.adapter_type} adapter, which updates "
+                            f"projections; fusion attends over output-block adapters "
+                            f"({', '.join(fusable)})")
         layouts.append([[block.modification(fused_name).adapter is not None
                          for block in (layer.attention_output_block, layer.ffn_output_block)]
                         for layer in bert.encoder.transformer_layers])
     if any(layout != layouts[0] for layout in layouts):
-        raise ValueError(f"adapters {names} sit in different slots; fusion needs the same "
-                         f"adapter positions and leave_out for all of them")
+        raise UserError(f"adapters {names} sit in different slots; fusion needs the same "
+                        f"adapter positions and leave_out for all of them")
     return names
 
 
@@ -192,10 +193,10 @@ def delete_named_adapter(bert: BertModel, name: str) -> None:
     users = [other for other in bert.named_adapters
              if name in named_adapter_info(bert, other).fused]
     if users:
-        raise ValueError(f"adapter {name!r} is fused by {users}; delete those first")
+        raise UserError(f"adapter {name!r} is fused by {users}; delete those first")
     if name in bert.merged_adapters():
-        raise ValueError(f"adapter {name!r} is merged into the backbone's kernels: unmerge it "
-                         f"(adapter_bert.unmerge_adapter) before deleting it")
+        raise UserError(f"adapter {name!r} is merged into the backbone's kernels: unmerge it "
+                        f"(adapter_bert.unmerge_adapter) before deleting it")
     for holder in _branch_holders(bert):
         holder.remove_task_branch(name)
 

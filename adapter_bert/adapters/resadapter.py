@@ -49,6 +49,7 @@ from adapter_bert.model.fast_layers import Dropout, LayerNorm
 from adapter_bert.model.heads import ClassifierHead, SpanHead
 from adapter_bert.model.encoder import BertModel
 from adapter_bert.model.inputs import FeatureInputs, model_features
+from adapter_bert.errors import UserError
 
 VARIANTS = ("pipeline", "resnet", "resnext")
 CELLS = ("feedforward", "attention")
@@ -144,7 +145,7 @@ def resnext_groups(num_layers: int, max_groups: int = 4) -> List[List[int]]:
         ValueError: a non-positive argument.
     """
     if num_layers <= 0 or max_groups <= 0:
-        raise ValueError(f"need positive num_layers and max_groups, got {num_layers}, {max_groups}")
+        raise UserError(f"need positive num_layers and max_groups, got {num_layers}, {max_groups}")
     per_group = math.ceil(num_layers / max_groups)
     count = math.ceil(num_layers / per_group)
     base, extra = divmod(num_layers, count)
@@ -284,7 +285,7 @@ class ResAdapterNetwork(keras.layers.Layer):
         Returns: the side network's output [B, T, H].
         """
         if len(layer_outputs) != len(self.cells):
-            raise ValueError(f"expected {len(self.cells)} layer outputs, got {len(layer_outputs)}")
+            raise UserError(f"expected {len(self.cells)} layer outputs, got {len(layer_outputs)}")
         outputs = [self._run_branch(layers, layer_outputs, input_mask, training)
                    for layers in self.branches]
         if self.resadapter_config.variant == "resnext":

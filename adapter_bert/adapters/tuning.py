@@ -38,6 +38,7 @@ import tf_keras as keras
 
 from adapter_bert.adapters.layers import AdapterLayer
 from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
+from adapter_bert.errors import UserError
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
 
@@ -132,30 +133,30 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
             time, with `train_adapter`).
     """
     if mode not in TUNING_MODES:
-        raise ValueError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
+        raise UserError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
     num_layers = _num_layers(model)
     if mode == "top_k":
         if top_k is None or not 0 <= int(top_k) <= num_layers:
-            raise ValueError(f"tuning mode top_k needs 0 <= top_k <= {num_layers} "
-                             f"(the backbone's layers), got {top_k}")
+            raise UserError(f"tuning mode top_k needs 0 <= top_k <= {num_layers} "
+                            f"(the backbone's layers), got {top_k}")
         top_k = int(top_k)
     elif top_k is not None:
-        raise ValueError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
+        raise UserError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
     named = _named_adapters(model)
     if named:
-        raise ValueError(f"{type(model).__name__} holds named adapters {named}: train one with "
-                         f"model.train_adapter(name), which freezes the others (apply_tuning "
-                         f"would set every named adapter's weights alike)")
+        raise UserError(f"{type(model).__name__} holds named adapters {named}: train one with "
+                        f"model.train_adapter(name), which freezes the others (apply_tuning "
+                        f"would set every named adapter's weights alike)")
     leaves = list(_leaf_layers(model))
     if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
-        raise ValueError("tuning mode 'adapter' needs a model with adapters "
-                         "(build it with an AdapterConfig or call add_adapters)")
+        raise UserError("tuning mode 'adapter' needs a model with adapters "
+                        "(build it with an AdapterConfig or call add_adapters)")
     train_pooler = resolve_train_pooler(model, mode, train_pooler)
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     if frozen_backbone and (mode != "adapter" or train_pooler):
-        raise ValueError(f"{type(model).__name__} keeps its whole backbone frozen: only tuning "
-                         f"mode 'adapter' without the pooler applies, not {mode!r}"
-                         + (" with train_pooler" if train_pooler else ""))
+        raise UserError(f"{type(model).__name__} keeps its whole backbone frozen: only tuning "
+                        f"mode 'adapter' without the pooler applies, not {mode!r}"
+                        + (" with train_pooler" if train_pooler else ""))
     # Containers stay trainable so that they do not hide their children's weights.
     for _, layer in walk_layers(model):
         if not _is_leaf(layer):
@@ -212,11 +213,11 @@ def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool =
     """
     if isinstance(train_pooler, str):
         if train_pooler.lower() not in _FLAG_VALUES:
-            raise ValueError(f"train_pooler must be 'auto', True or False, got {train_pooler!r}")
+            raise UserError(f"train_pooler must be 'auto', True or False, got {train_pooler!r}")
         train_pooler = _FLAG_VALUES[train_pooler.lower()]
     if train_pooler != "auto":
         if not isinstance(train_pooler, (bool, np.bool_)):
-            raise ValueError(f"train_pooler must be 'auto', True or False, got {train_pooler!r}")
+            raise UserError(f"train_pooler must be 'auto', True or False, got {train_pooler!r}")
         return bool(train_pooler)
     if mode not in ("adapter", "layernorm") or getattr(model, "frozen_backbone", False):
         return False

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert.data.features import pad_to_multiple_of_batch
+from adapter_bert.errors import UserError
 
 # Batch widths are rounded up to a multiple of this, which bounds the number of distinct
 # shapes (and so retracing / XLA compilations) and keeps matmul sizes friendly.
@@ -70,8 +71,8 @@ def training_batch_plan(num_examples: int, batch_size: int, num_steps: int, seed
         An int64 array of example indices.
     """
     if num_examples < 1 or batch_size < 1 or num_steps < 1:
-        raise ValueError(f"cannot plan {num_steps} batches of {batch_size} from "
-                         f"{num_examples} examples")
+        raise UserError(f"cannot plan {num_steps} batches of {batch_size} from "
+                        f"{num_examples} examples")
     rng = np.random.default_rng(seed)
     needed = num_steps * batch_size
     pool = batch_size * max(1, pool_batches)

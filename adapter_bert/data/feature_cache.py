@@ -28,6 +28,7 @@ import numpy as np
 from absl import logging
 
 from adapter_bert import io_utils
+from adapter_bert.errors import UserError
 
 CACHE_VERSION = 3  # 3: .npz + JSON instead of pickles
 DISABLED = "none"
@@ -45,7 +46,7 @@ def records_digest(records: Iterable) -> str:
     return digest.hexdigest()
 
 
-class CacheFormatError(ValueError):
+class CacheFormatError(UserError):
     """A value the cache cannot store as plain arrays, or an entry that does not decode."""
 
 

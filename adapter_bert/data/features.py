@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
+from adapter_bert.errors import UserError
 
 # Examples are tokenised this many at a time, to bound memory on MNLI/QQP.
 _TOKENIZE_CHUNK = 8192
@@ -121,7 +122,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     """
     has_pair = any(e.text_b for e in examples)
     if max_seq_length < (3 if has_pair else 2):
-        raise ValueError(
+        raise UserError(
             f"max_seq_length={max_seq_length} leaves no room for text: it "
             "must be at least 3 for sentence pairs (2 for single sentences)")
     label_map = {label: i for i, label in enumerate(label_list)}
@@ -154,7 +155,7 @@ def _label_id(example, label_map, is_regression):
     if is_regression:
         return float(example.label)
     if example.label not in label_map:
-        raise ValueError(
+        raise UserError(
             f"example {example.guid}: label {example.label!r} is not in the "
             f"label list {list(label_map)}")
     return label_map[example.label]
@@ -183,12 +184,12 @@ def pad_to_multiple_of_batch(features: Dict[str, np.ndarray],
         arrays have different lengths.
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise UserError(f"batch_size must be >= 1, got {batch_size}")
     if "is_real_example" not in features:
-        raise ValueError("features must contain 'is_real_example'")
+        raise UserError("features must contain 'is_real_example'")
     lengths = {key: len(value) for key, value in features.items()}
     if len(set(lengths.values())) != 1:
-        raise ValueError(f"feature arrays have different lengths: {lengths}")
+        raise UserError(f"feature arrays have different lengths: {lengths}")
     n = next(iter(lengths.values()))
     num_pad = -n % batch_size
     padded = {}

@@ -40,9 +40,10 @@ from adapter_bert.data.features import (  # noqa: F401
     pad_to_multiple_of_batch,
     truncate_seq_pair,
 )
+from adapter_bert.errors import UserError
 
 
-class GlueDataError(ValueError):
+class GlueDataError(UserError):
     """A GLUE data file is missing, malformed or has an unexpected label."""
 
 
@@ -572,7 +573,7 @@ def canonical_task_name(task_name: str) -> str:
     name = task_name.strip().lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
-        raise ValueError(
+        raise UserError(
             f"Unknown GLUE task {task_name!r}; valid tasks: "
             f"{', '.join(sorted(PROCESSORS))} (aliases: "
             f"{', '.join(sorted(_ALIASES))})")

@@ -26,6 +26,7 @@ import numpy as np
 from absl import logging
 
 from adapter_bert import io_utils
+from adapter_bert.errors import UserError
 
 __all__ = [
     "SquadDataError",
@@ -41,7 +42,7 @@ __all__ = [
 FIRST_UNIQUE_ID = 1000000000
 
 
-class SquadDataError(ValueError):
+class SquadDataError(UserError):
     """A SQuAD file is missing, unreadable or not shaped like SQuAD JSON."""
 
 
@@ -296,12 +297,12 @@ def _align_answer(offsets: np.ndarray, start_char: int, end_char: int):
 def _check_sizes(tokenizer: Any, max_seq_length: int, doc_stride: int, max_query_length: int) -> None:
     """Raises ValueError on sizes (or a tokenizer) the conversion cannot work with."""
     if max_seq_length <= 0 or doc_stride <= 0 or max_query_length <= 0:
-        raise ValueError("max_seq_length, doc_stride and max_query_length must be positive")
+        raise UserError("max_seq_length, doc_stride and max_query_length must be positive")
     if max_seq_length <= max_query_length + 3:
-        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length + 3 "
-                         f"({max_query_length + 3}) to leave room for the context")
+        raise UserError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length + 3 "
+                        f"({max_query_length + 3}) to leave room for the context")
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError("convert_examples_to_features needs a fast tokenizer (e.g. BertTokenizerFast)")
+        raise UserError("convert_examples_to_features needs a fast tokenizer (e.g. BertTokenizerFast)")
 
 
 def _question_ids(examples: Sequence[SquadExample], tokenizer: Any, max_query_length: int,

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from adapter_bert.io_utils import atomic_write_text, makedirs
+from adapter_bert.errors import UserError
 
 __all__ = ["RawResult", "write_predictions", "NO_SPAN_NULL_ODDS"]
 
@@ -68,14 +69,14 @@ def _write_json_atomic(path: str, obj: Any) -> None:
 def _window_logits(feature: Any, by_id: Mapping[int, Any], qas_id: str) -> Tuple[np.ndarray, np.ndarray]:
     """The start and end logits of one window, checked against its sequence length."""
     if feature.unique_id not in by_id:
-        raise ValueError(f"no result for feature unique_id {feature.unique_id} (question id {qas_id!r})")
+        raise UserError(f"no result for feature unique_id {feature.unique_id} (question id {qas_id!r})")
     result = by_id[feature.unique_id]
     start_logits = np.asarray(_field(result, "start_logits"), dtype=np.float64).reshape(-1)
     end_logits = np.asarray(_field(result, "end_logits"), dtype=np.float64).reshape(-1)
     seq_len = len(feature.token_to_orig)
     if start_logits.shape[0] != seq_len or end_logits.shape[0] != seq_len:
-        raise ValueError(f"logits of unique_id {feature.unique_id} have length "
-                         f"{start_logits.shape[0]}/{end_logits.shape[0]}, expected {seq_len}")
+        raise UserError(f"logits of unique_id {feature.unique_id} have length "
+                        f"{start_logits.shape[0]}/{end_logits.shape[0]}, expected {seq_len}")
     return start_logits, end_logits
 
 
@@ -196,7 +197,7 @@ def write_predictions(
         feature's sequence length.
     """
     if n_best_size <= 0 or max_answer_length <= 0:
-        raise ValueError("n_best_size and max_answer_length must be positive")
+        raise UserError("n_best_size and max_answer_length must be positive")
     by_id = {int(_field(r, "unique_id")): r for r in results}
     features_of = collections.defaultdict(list)
     for feature in features:

@@ -22,6 +22,7 @@ import json
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from adapter_bert import io_utils
+from adapter_bert.errors import UserError
 
 FORMATS = ("csv", "tsv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl",
@@ -30,7 +31,7 @@ _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl",
 Column = Union[str, int]
 
 
-class DataFileError(ValueError):
+class DataFileError(UserError):
     """A data file that cannot be read as asked; the message names the file (and line
     and column where there is one)."""
 

@@ -12,6 +12,7 @@ from tokenizers.models import WordPiece
 from adapter_bert import io_utils
 from adapter_bert.data.features import truncate_seq_pair
 from adapter_bert.model.config import BertConfig
+from adapter_bert.errors import UserError
 
 
 # Google's WordpieceTokenizer turns a word longer than this (in characters) into [UNK];
@@ -25,7 +26,7 @@ SPECIAL_TOKENS = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
 USED_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]")
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UserError):
     """The vocabulary or casing does not fit the checkpoint."""
 
 
@@ -144,7 +145,7 @@ class WordPieceTokenizer:
         if text_pair is not None:
             pairs = [text_pair] if single else list(text_pair)
             if len(pairs) != len(texts):
-                raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
+                raise UserError(f"{len(texts)} texts but {len(pairs)} text pairs")
             if truncation:
                 return self._truncated(texts, pairs, max_length, add_special_tokens,
                                        return_offsets_mapping, return_token_type_ids,
@@ -173,8 +174,8 @@ class WordPieceTokenizer:
         """`__call__` with truncation: pieces of each text, cut and laid out as Google's."""
         specials = (3 if pairs is not None else 2) if add_special_tokens else 0
         if max_length is None or max_length < specials + 1:
-            raise ValueError(f"truncation=True needs max_length, the row length with special "
-                             f"tokens, of at least {specials + 1}; got {max_length}")
+            raise UserError(f"truncation=True needs max_length, the row length with special "
+                            f"tokens, of at least {specials + 1}; got {max_length}")
         encode = self.backend_tokenizer.encode_batch if offsets \
             else self.backend_tokenizer.encode_batch_fast
         first = encode(texts, add_special_tokens=False)

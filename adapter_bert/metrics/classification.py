@@ -27,6 +27,7 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 from sklearn import metrics as sk_metrics
+from adapter_bert.errors import UserError
 
 METRIC_NAMES = {
     "mcc": ("mcc",),
@@ -46,8 +47,8 @@ def main_metric(kind: str) -> str:
 
 def _names(kind: str):
     if kind not in METRIC_NAMES:
-        raise ValueError(f"Unknown metric kind {kind!r}; known kinds: "
-                         f"{', '.join(METRIC_NAMES)}")
+        raise UserError(f"Unknown metric kind {kind!r}; known kinds: "
+                        f"{', '.join(METRIC_NAMES)}")
     return METRIC_NAMES[kind]
 
 
@@ -64,27 +65,27 @@ def _prepare(predictions, labels, weights, regression):
             predictions = np.argmax(predictions, axis=-1)
         if (np.issubdtype(predictions.dtype, np.floating)
                 and np.any(predictions != np.round(predictions))):
-            raise ValueError(
+            raise UserError(
                 "classification predictions must be class ids (or 2-D "
                 "logits); got non-integer values")
         predictions = predictions.astype(np.int64)
         labels = labels.astype(np.int64)
     if predictions.ndim != 1 or predictions.shape != labels.shape:
-        raise ValueError(
+        raise UserError(
             f"predictions {predictions.shape} and labels {labels.shape} must "
             "be 1-D with the same length")
     if weights is not None:
         weights = np.asarray(weights)
         if weights.shape != labels.shape:
-            raise ValueError(
+            raise UserError(
                 f"weights {weights.shape} must have the shape of labels "
                 f"{labels.shape}")
         if not np.all((weights == 0) | (weights == 1)):
-            raise ValueError("weights must be a 0/1 mask (is_real_example)")
+            raise UserError("weights must be a 0/1 mask (is_real_example)")
         keep = weights.astype(bool)
         predictions, labels = predictions[keep], labels[keep]
     if labels.size == 0:
-        raise ValueError("no examples to score (after applying weights)")
+        raise UserError("no examples to score (after applying weights)")
     return predictions, labels
 
 

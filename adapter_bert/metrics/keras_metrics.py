@@ -15,6 +15,7 @@ Examples:
 
 import tensorflow as tf
 import tf_keras as keras
+from adapter_bert.errors import UserError
 
 
 class _ConfusionMetric(keras.metrics.Metric):
@@ -23,7 +24,7 @@ class _ConfusionMetric(keras.metrics.Metric):
     def __init__(self, num_classes: int, name: str, **kwargs):
         super().__init__(name=name, **kwargs)
         if int(num_classes) < 2:
-            raise ValueError(f"num_classes must be 2 or more, got {num_classes}")
+            raise UserError(f"num_classes must be 2 or more, got {num_classes}")
         self.num_classes = int(num_classes)
         self.matrix = self.add_weight("confusion", shape=(self.num_classes, self.num_classes),
                                       initializer="zeros", dtype=tf.float64)

@@ -35,6 +35,7 @@ import string
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from absl import logging
+from adapter_bert.errors import UserError
 
 __all__ = [
     "normalize_answer",
@@ -133,7 +134,7 @@ def metric_max_over_ground_truths(metric_fn, prediction: str, ground_truths: Ite
     """
     scores = [metric_fn(prediction, gt) for gt in ground_truths]
     if not scores:
-        raise ValueError("metric_max_over_ground_truths needs at least one gold answer")
+        raise UserError("metric_max_over_ground_truths needs at least one gold answer")
     return max(scores)
 
 
@@ -145,23 +146,23 @@ def _iter_questions(dataset: Any):
     """
     articles = dataset.get("data") if isinstance(dataset, Mapping) else dataset
     if not isinstance(articles, list):
-        raise ValueError("dataset must be a SQuAD JSON object with a 'data' list, or that list")
+        raise UserError("dataset must be a SQuAD JSON object with a 'data' list, or that list")
     for a_i, article in enumerate(articles):
         try:
             paragraphs = article["paragraphs"]
         except (KeyError, TypeError):
-            raise ValueError(f"data[{a_i}] has no 'paragraphs' list") from None
+            raise UserError(f"data[{a_i}] has no 'paragraphs' list") from None
         for p_i, paragraph in enumerate(paragraphs):
             try:
                 qas = paragraph["qas"]
             except (KeyError, TypeError):
-                raise ValueError(f"data[{a_i}].paragraphs[{p_i}] has no 'qas' list") from None
+                raise UserError(f"data[{a_i}].paragraphs[{p_i}] has no 'qas' list") from None
             for q_i, qa in enumerate(qas):
                 try:
                     qid = qa["id"]
                     golds = [ans["text"] for ans in qa.get("answers", [])]
                 except (KeyError, TypeError):
-                    raise ValueError(
+                    raise UserError(
                         f"data[{a_i}].paragraphs[{p_i}].qas[{q_i}] needs an 'id' and answers with 'text'"
                     ) from None
                 yield qid, golds
@@ -185,7 +186,7 @@ def find_missing_predictions(dataset: Any, predictions: Mapping[str, str]) -> Li
 
 def _check_prediction(qid: str, prediction: Any) -> str:
     if not isinstance(prediction, str):
-        raise ValueError(f"prediction for question {qid!r} must be a string, got {type(prediction).__name__}")
+        raise UserError(f"prediction for question {qid!r} must be a string, got {type(prediction).__name__}")
     return prediction
 
 
@@ -215,12 +216,12 @@ def evaluate_v1(dataset: Any, predictions: Mapping[str, str]) -> Dict[str, float
             missing.append(qid)
             continue
         if not golds:
-            raise ValueError(f"question {qid!r} has no gold answers (not a v1.1 dataset?)")
+            raise UserError(f"question {qid!r} has no gold answers (not a v1.1 dataset?)")
         pred = _check_prediction(qid, predictions[qid])
         exact += metric_max_over_ground_truths(exact_match_score, pred, golds)
         f1 += metric_max_over_ground_truths(v1_f1, pred, golds)
     if total == 0:
-        raise ValueError("dataset has no questions")
+        raise UserError("dataset has no questions")
     if missing:
         logging.warning("%d of %d questions have no prediction and score 0 (first: %s)",
                         len(missing), total, missing[0])
@@ -259,7 +260,7 @@ def find_best_threshold(
       ValueError: if ``qid_to_has_ans`` is empty.
     """
     if not qid_to_has_ans:
-        raise ValueError("no questions to score")
+        raise UserError("no questions to score")
     current = sum(1 for qid, has in qid_to_has_ans.items() if not has and qid in scores)
     best, best_thresh = current, 0.0
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):
@@ -297,7 +298,7 @@ def _raw_scores_v2(dataset: Any, predictions: Mapping[str, str]):
         exact_raw[qid] = metric_max_over_ground_truths(exact_match_score, pred, golds)
         f1_raw[qid] = metric_max_over_ground_truths(f1_score, pred, golds)
     if not qid_to_has_ans:
-        raise ValueError("dataset has no questions")
+        raise UserError("dataset has no questions")
     if missing:
         logging.warning("%d of %d questions have no prediction and score 0 (first: %s)",
                         len(missing), len(qid_to_has_ans), missing[0])
@@ -354,7 +355,7 @@ def evaluate_v2(
     if na_probs is not None:
         lacking = [qid for qid in exact_raw if qid not in na_probs]
         if lacking:
-            raise ValueError(f"na_probs has no value for {len(lacking)} predicted questions (first: {lacking[0]!r})")
+            raise UserError(f"na_probs has no value for {len(lacking)} predicted questions (first: {lacking[0]!r})")
         probs = na_probs
     else:
         probs = {qid: 0.0 for qid in exact_raw}

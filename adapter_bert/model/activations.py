@@ -10,6 +10,7 @@ import math
 import tensorflow as tf
 
 from adapter_bert.model.fast_layers import lean_cpu_kernels
+from adapter_bert.errors import UserError
 
 _ALIASES = {
     "gelu": "gelu_tanh",          # adapter-bert / Google BERT meaning
@@ -119,7 +120,7 @@ def canonical_activation(name: str) -> str:
     key = str(name).lower()
     key = _ALIASES.get(key, key)
     if key not in _FUNCTIONS:
-        raise ValueError(f"unknown activation {name!r}; expected one of {', '.join(ACTIVATION_NAMES)}")
+        raise UserError(f"unknown activation {name!r}; expected one of {', '.join(ACTIVATION_NAMES)}")
     return key
 
 

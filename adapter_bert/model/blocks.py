@@ -15,6 +15,7 @@ import tf_keras as keras
 
 from adapter_bert.adapters.layers import ProjectionAdapter
 from adapter_bert.model.config import BertConfig
+from adapter_bert.errors import UserError
 
 
 class ConfiguredLayer(keras.layers.Layer):
@@ -140,8 +141,8 @@ class ModifiableBlock(ConfiguredLayer):
         own_dense = getattr(self, "dense", None)
         if adapter_name is None:
             if not self.adapter_enabled and getattr(self.adapter, "merged", False):
-                raise ValueError(f"the adapter of {self.name} is merged into its kernels and "
-                                 f"cannot be switched off: unmerge it first")
+                raise UserError(f"the adapter of {self.name} is merged into its kernels and "
+                                f"cannot be switched off: unmerge it first")
             return BlockModification(own_layer_norm,
                                      self.adapter if self.adapter_enabled else None, own_dense)
         branch = self.task_branches.get(adapter_name)

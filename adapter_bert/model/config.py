@@ -16,6 +16,7 @@ from adapter_bert.model.activations import canonical_activation
 from adapter_bert.model.families import (  # noqa: F401
     ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, COMMON_FIELDS, GOOGLE_ADAPTER_INIT_SCALE,
     AdapterFamily, AdapterOption, parse_option)
+from adapter_bert.errors import UserError
 
 # Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
 _GOOGLE_REQUIRED = (
@@ -48,7 +49,7 @@ _HF_IGNORED = frozenset({
 })
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration file or value is invalid; the message names the file and field."""
 
 
@@ -204,22 +205,22 @@ def register_adapter_family(family: AdapterFamily, replace: bool = False) -> Ada
             family's.
     """
     if not isinstance(family, AdapterFamily):
-        raise ValueError(f"register_adapter_family takes an AdapterFamily, got {family!r}")
+        raise UserError(f"register_adapter_family takes an AdapterFamily, got {family!r}")
     registry = _registry()
     if family.name in _BUILT_IN or family.name == "resadapter":
-        raise ValueError(f"adapter family name {family.name!r} is built in")
+        raise UserError(f"adapter family name {family.name!r} is built in")
     if family.name in registry and not replace:
-        raise ValueError(f"an adapter family named {family.name!r} is already registered "
-                         f"(replace=True replaces it)")
+        raise UserError(f"an adapter family named {family.name!r} is already registered "
+                        f"(replace=True replaces it)")
     taken = sorted(key for key in family.options if hasattr(AdapterConfig, key))
     if taken:
-        raise ValueError(f"adapter family {family.name!r}: option name(s) {taken} are "
-                         f"AdapterConfig attributes")
+        raise UserError(f"adapter family {family.name!r}: option name(s) {taken} are "
+                        f"AdapterConfig attributes")
     for other in registry.values():
         shared = sorted(set(other.options) & set(family.options))
         if other.name != family.name and shared:
-            raise ValueError(f"adapter family {family.name!r}: option(s) {shared} belong to "
-                             f"family {other.name!r}; prefix options with the family's name")
+            raise UserError(f"adapter family {family.name!r}: option(s) {shared} belong to "
+                            f"family {other.name!r}; prefix options with the family's name")
     registry[family.name] = family
     return family
 
@@ -233,7 +234,7 @@ def unregister_adapter_family(name: str) -> None:
     """
     registry = _registry()
     if name in _BUILT_IN:
-        raise ValueError(f"adapter family {name!r} is built in and stays registered")
+        raise UserError(f"adapter family {name!r} is built in and stays registered")
     if name not in registry:
         raise KeyError(f"no adapter family named {name!r}")
     del registry[name]

@@ -45,6 +45,7 @@ from adapter_bert.model.blocks import ConfiguredLayer, ModifiableBlock, add_proj
 from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
 from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm, float32_sum
 from adapter_bert.model.inputs import FeatureInputs, model_features
+from adapter_bert.errors import UserError
 
 # Added to attention scores of padding positions, as Google's BERT does.
 _MASK_ADDER = -10000.0
@@ -467,8 +468,8 @@ class BertModel(FeatureInputs, keras.Model):
             ValueError: the adapter is merged into the kernels (`unmerge_adapter` first).
         """
         if None in self.merged_adapters():
-            raise ValueError("the model's adapter is merged into its kernels: unmerge it "
-                             "(adapter_bert.unmerge_adapter) before replacing or removing it")
+            raise UserError("the model's adapter is merged into its kernels: unmerge it "
+                            "(adapter_bert.unmerge_adapter) before replacing or removing it")
         for layer in self.encoder.transformer_layers:
             for block in holders(layer):
                 block.set_adapter(None)
@@ -522,8 +523,8 @@ class BertModel(FeatureInputs, keras.Model):
             shown = "the model's own adapter" if merged[0] is None else f"adapter {merged[0]!r}"
             running = ("the model without it" if adapter_name is None
                        else f"adapter {adapter_name!r}")
-            raise ValueError(f"{shown} is merged into the backbone's kernels; unmerge it "
-                             f"(adapter_bert.unmerge_adapter) before running {running}")
+            raise UserError(f"{shown} is merged into the backbone's kernels; unmerge it "
+                            f"(adapter_bert.unmerge_adapter) before running {running}")
         inputs = model_features(inputs, type(self).__name__)
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")

@@ -7,8 +7,10 @@ checkpoints of `training.loop`) and the downloader of Google's released checkpoi
 other.
 """
 
+from adapter_bert.errors import UserError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(UserError):
     """A checkpoint cannot be found, fetched, read or fitted to the model."""
 
 

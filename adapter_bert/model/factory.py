@@ -17,6 +17,7 @@ from adapter_bert.model.encoder import BertModel
 from adapter_bert.model.errors import CheckpointError
 from adapter_bert.model.heads import BertClassifier, BertSpanModel
 from adapter_bert.precision import apply_dtype
+from adapter_bert.errors import UserError
 
 HEADS = ("classifier", "span")
 
@@ -47,10 +48,10 @@ def task_model(bert_config: BertConfig, head: Optional[str] = None,
     if head is None:
         return classes[None](bert_config, adapter_config)
     if head not in HEADS:
-        raise ValueError(f"head must be None, 'classifier' or 'span', got {head!r}")
+        raise UserError(f"head must be None, 'classifier' or 'span', got {head!r}")
     if head == "classifier":
         if num_labels is None:
-            raise ValueError("a classifier head needs num_labels")
+            raise UserError("a classifier head needs num_labels")
         return classes["classifier"](bert_config, num_labels, adapter_config)
     return classes["span"](bert_config, adapter_config)
 

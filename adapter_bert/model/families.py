@@ -23,6 +23,7 @@ built-in families' registration live in model/config.py and adapters/layers.py.
 
 import dataclasses
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+from adapter_bert.errors import UserError
 
 ADAPTER_POSITIONS = ("both", "attention", "ffn")
 
@@ -101,31 +102,31 @@ class AdapterFamily:
     def __post_init__(self):
         if not (isinstance(self.name, str) and self.name and self.name[0].isalpha()
                 and all(c.islower() or c.isdigit() or c == "_" for c in self.name)):
-            raise ValueError(f"adapter family name {self.name!r} must start with a letter and "
-                             f"use only lowercase letters, digits and '_'")
+            raise UserError(f"adapter family name {self.name!r} must start with a letter and "
+                            f"use only lowercase letters, digits and '_'")
         if self.slot not in SLOT_KINDS:
-            raise ValueError(f"adapter family {self.name!r}: slot must be one of {SLOT_KINDS}, "
-                             f"got {self.slot!r}")
+            raise UserError(f"adapter family {self.name!r}: slot must be one of {SLOT_KINDS}, "
+                            f"got {self.slot!r}")
         positions = tuple(self.positions)
         if not positions or any(p not in ADAPTER_POSITIONS for p in positions):
-            raise ValueError(f"adapter family {self.name!r}: positions must be values of "
-                             f"{ADAPTER_POSITIONS}, got {positions}")
+            raise UserError(f"adapter family {self.name!r}: positions must be values of "
+                            f"{ADAPTER_POSITIONS}, got {positions}")
         if self.default_positions not in positions:
-            raise ValueError(f"adapter family {self.name!r}: default_positions "
-                             f"{self.default_positions!r} is not one of its positions {positions}")
+            raise UserError(f"adapter family {self.name!r}: default_positions "
+                            f"{self.default_positions!r} is not one of its positions {positions}")
         if (self.slot == "projections") != (self.projections is not None):
-            raise ValueError(f"adapter family {self.name!r}: a 'projections' family, and only "
-                             f"one, says which projections it updates (projections=...)")
+            raise UserError(f"adapter family {self.name!r}: a 'projections' family, and only "
+                            f"one, says which projections it updates (projections=...)")
         if not callable(getattr(self.layer, "from_adapter_config", None)):
-            raise ValueError(f"adapter family {self.name!r}: its layer {self.layer!r} needs a "
-                             f"from_adapter_config classmethod (subclass AdapterLayer)")
+            raise UserError(f"adapter family {self.name!r}: its layer {self.layer!r} needs a "
+                            f"from_adapter_config classmethod (subclass AdapterLayer)")
         if not callable(self.param_count):
-            raise ValueError(f"adapter family {self.name!r}: param_count must be callable")
+            raise UserError(f"adapter family {self.name!r}: param_count must be callable")
         options: Dict[str, AdapterOption] = {}
         for key, option in dict(self.options).items():
             if key in COMMON_FIELDS + ("options",) or not key.isidentifier():
-                raise ValueError(f"adapter family {self.name!r}: option name {key!r} is a "
-                                 f"common field or not an identifier")
+                raise UserError(f"adapter family {self.name!r}: option name {key!r} is a "
+                                f"common field or not an identifier")
             if not isinstance(option, AdapterOption):
                 option = AdapterOption(option)
             parse_option(key, option, option.default)  # the default must pass its own check
@@ -142,4 +143,4 @@ def parse_option(key: str, option: AdapterOption, value: Any) -> Any:
         return option.parse(value)
     except (TypeError, ValueError) as e:
         message = str(e)
-        raise ValueError(message if key in message else f"{key}: {message}") from None
+        raise UserError(message if key in message else f"{key}: {message}") from None

@@ -22,6 +22,7 @@ import sys
 from typing import Dict, Iterable, Mapping
 
 import tensorflow as tf
+from adapter_bert.errors import UserError
 
 # Google's names, in the order of `BertModel.call`.
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -65,7 +66,7 @@ def model_features(inputs, model_name: str = "the model",
     extra = tuple(extra)
     if not isinstance(inputs, Mapping):
         what = type(inputs).__name__
-        raise ValueError(
+        raise UserError(
             f"{model_name} takes a dict of features ({expected_keys(extra)}), not a {what}: "
             f"pass {{'input_ids': ids, 'input_mask': mask}} (a bare tensor would attend "
             f"padding)")
@@ -77,17 +78,17 @@ def model_features(inputs, model_name: str = "the model",
             unknown.append(key)
             continue
         if name in features:
-            raise ValueError(f"{model_name} got both {name!r} and its alias "
-                             f"{[k for k, v in ALIASES.items() if v == name][0]!r}: pass one")
+            raise UserError(f"{model_name} got both {name!r} and its alias "
+                            f"{[k for k, v in ALIASES.items() if v == name][0]!r}: pass one")
         features[name] = value
     if unknown:
         hints = [f"{k!r} -> {_RENAMES[k]!r}" for k in unknown if k in _RENAMES]
-        raise ValueError(f"{model_name} got unknown input key(s) {unknown}; expected "
-                         f"{expected_keys(extra)}" + (f" (rename {', '.join(hints)})"
+        raise UserError(f"{model_name} got unknown input key(s) {unknown}; expected "
+                        f"{expected_keys(extra)}" + (f" (rename {', '.join(hints)})"
                                                       if hints else ""))
     if "input_ids" not in features:
-        raise ValueError(f"{model_name} needs 'input_ids'; got {list(inputs)} (expected "
-                         f"{expected_keys(extra)})")
+        raise UserError(f"{model_name} needs 'input_ids'; got {list(inputs)} (expected "
+                        f"{expected_keys(extra)})")
     for name in FEATURE_NAMES:
         if name in features:
             _check_value(features[name], name, model_name)
@@ -96,12 +97,12 @@ def model_features(inputs, model_name: str = "the model",
 
 def _check_value(value, name: str, model_name: str) -> None:
     if _is_keras3(value):
-        raise ValueError(_KERAS3_HINT.format(kind="Input") + f" ({model_name}'s {name!r})")
+        raise UserError(_KERAS3_HINT.format(kind="Input") + f" ({model_name}'s {name!r})")
     dtype = getattr(value, "dtype", None)
     if name == "input_ids" and dtype is not None:
         dtype = tf.as_dtype(dtype)
         if not dtype.is_integer:
-            raise ValueError(f"{model_name}: input_ids must be integers, got {dtype.name}")
+            raise UserError(f"{model_name}: input_ids must be integers, got {dtype.name}")
 
 
 def _is_keras3(obj) -> bool:
@@ -184,8 +185,8 @@ class FeatureInputs:
         merged = bert.merged_adapters() if hasattr(bert, "merged_adapters") else []
         if merged:
             shown = "the model's adapter" if merged[0] is None else f"adapter {merged[0]!r}"
-            raise ValueError(f"{shown} is merged into the backbone's kernels: unmerge it "
-                             f"(unmerge_adapter) before saving the model with Keras")
+            raise UserError(f"{shown} is merged into the backbone's kernels: unmerge it "
+                            f"(unmerge_adapter) before saving the model with Keras")
         return super().save(filepath, *args, **kwargs)
 
     def build_with_dummy_inputs(self, seq_length: int = 2) -> None:

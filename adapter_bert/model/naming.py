@@ -7,6 +7,7 @@ absolute `tf1_scope`) and each weight its short name (`kernel`, `gamma`, `weight
 """
 
 from typing import Dict, Iterator, Tuple
+from adapter_bert.errors import UserError
 
 import tensorflow as tf
 import tf_keras as keras
@@ -71,6 +72,6 @@ def tf1_variables(model: keras.layers.Layer) -> Dict[str, tf.Variable]:
             else:
                 name = _join(scope, _short_name(variable))
             if name in names and names[name] is not variable:
-                raise ValueError(f"two variables map to the TF1 name {name!r}")
+                raise UserError(f"two variables map to the TF1 name {name!r}")
             names[name] = variable
     return names

@@ -29,6 +29,7 @@ import tensorflow as tf
 from adapter_bert.io_utils import as_write_error
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.tokenizer import BertInputEncoder
+from adapter_bert.errors import UserError
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 INFO_FILE = "export_info.json"
@@ -47,7 +48,7 @@ _EARLIER_KINDS = frozenset({"classifier", "squad", "multi_adapter"})
 ROWS_PER_GROUP = 8
 
 
-class ExportError(ValueError):
+class ExportError(UserError):
     """The model or its settings cannot be exported as asked."""
 
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.export import FEATURES, INFO_FILE, write_saved_model
+from adapter_bert.errors import UserError
 
 VOCAB_ASSET = "vocab.txt"
 
@@ -104,8 +105,8 @@ class SquadAnswerer:
         with open(os.path.join(export_dir, INFO_FILE), encoding="utf-8") as f:
             self.info = json.load(f)
         if self.info.get("kind") != "span":
-            raise ValueError(f"{export_dir} is a {self.info.get('kind')!r} export, not a SQuAD "
-                             f"span model")
+            raise UserError(f"{export_dir} is a {self.info.get('kind')!r} export, not a SQuAD "
+                            f"span model")
         self.tokenizer = load_tokenizer(os.path.join(export_dir, "assets", VOCAB_ASSET),
                                         self.info["do_lower_case"])
         self._serve = tf.saved_model.load(export_dir).signatures["serving_default"]

@@ -20,6 +20,7 @@ from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_bytes
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.export import FEATURES, ExportError
+from adapter_bert.errors import UserError
 
 
 def _network_function(model, batch_size: Optional[int], max_seq_length: Optional[int],
@@ -181,8 +182,8 @@ def refused_ops(saved_model_dir: str, signature: str,
     # Errors raised before the op listing (a TensorArray loop, say) name the op as 'tf.X'.
     ops = ops or set(re.findall(r"'tf\.(\w+)' op", message))
     if not ops:
-        raise ValueError(f"{signature}: the converter failed without naming an op:\n"
-                         f"{message[-2000:]}")
+        raise UserError(f"{signature}: the converter failed without naming an op:\n"
+                        f"{message[-2000:]}")
     if with_tensorflow_text:
         kernels = tensorflow_text_kernels()
         ops = {op for op in ops if not any(op.startswith(kernel) for kernel in kernels)}

@@ -29,13 +29,14 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert.serving import unicode_tables as tables
+from adapter_bert.errors import UserError
 
 # google-research/bert's WordpieceTokenizer.max_input_chars_per_word.
 MAX_CHARS_PER_WORD = 200
 _SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
 
 
-class VocabularyError(ValueError):
+class VocabularyError(UserError):
     """The vocabulary file cannot serve as a WordPiece vocabulary."""
 
 
@@ -91,8 +92,8 @@ class BertInputEncoder(tf.Module):
         super().__init__(name=name)
         import tensorflow_text as text  # the optional [serving] extra
         if max_seq_length < 3:
-            raise ValueError(f"max_seq_length={max_seq_length}: need at least 3 ([CLS] a [SEP] "
-                             f"b [SEP] with one token each side)")
+            raise UserError(f"max_seq_length={max_seq_length}: need at least 3 ([CLS] a [SEP] "
+                            f"b [SEP] with one token each side)")
         vocab = read_vocab(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.max_seq_length = int(max_seq_length)

@@ -29,6 +29,7 @@ import numpy as np
 
 from adapter_bert import io_utils
 from adapter_bert.metrics.classification import main_metric
+from adapter_bert.errors import UserError
 
 # The metric shown by default for each GLUE task (the first leaderboard figure).
 def default_metric(metrics_kind: str) -> str:
@@ -94,8 +95,8 @@ def adapters_disabled(model, layers: Iterable[int]) -> Iterator[None]:
     layers = sorted(set(int(i) for i in layers))
     bad = [i for i in layers if not 0 <= i < len(blocks_by_layer)]
     if bad:
-        raise ValueError(f"layers {bad} do not exist: the model has layers "
-                         f"0..{len(blocks_by_layer) - 1}")
+        raise UserError(f"layers {bad} do not exist: the model has layers "
+                        f"0..{len(blocks_by_layer) - 1}")
     blocks = [block for i in layers for block in blocks_by_layer[i]]
     saved = [block.adapter_enabled for block in blocks]
     _reset_keras_functions(model)
@@ -115,7 +116,7 @@ def layer_spans(num_layers: int) -> List[Tuple[int, int]]:
     There are L (L + 1) / 2 of them, ordered by first layer then last layer.
     """
     if num_layers <= 0:
-        raise ValueError(f"num_layers must be positive, got {num_layers}")
+        raise UserError(f"num_layers must be positive, got {num_layers}")
     return [(first, last) for first in range(num_layers) for last in range(first, num_layers)]
 
 
@@ -202,12 +203,12 @@ def run_ablation(model, evaluate: Callable[[], Dict[str, float]],
     blocks_by_layer = adapter_blocks_by_layer(model)
     num_layers = len(blocks_by_layer)
     if not any(blocks_by_layer):
-        raise ValueError("the model has no adapters to ablate in its output blocks (LoRA "
-                         "adapters, which sit in self-attention, have no on/off switch)")
+        raise UserError("the model has no adapters to ablate in its output blocks (LoRA "
+                        "adapters, which sit in self-attention, have no on/off switch)")
     spans = layer_spans(num_layers) if spans is None else [tuple(s) for s in spans]
     for first, last in spans:
         if not 0 <= first <= last < num_layers:
-            raise ValueError(f"span ({first}, {last}) is not 0 <= first <= last < {num_layers}")
+            raise UserError(f"span ({first}, {last}) is not 0 <= first <= last < {num_layers}")
     baseline = dict(evaluate())
     cells = {}
     for first, last in spans:

@@ -11,20 +11,23 @@ import dataclasses
 import functools
 import os
 import sys
+import traceback
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 from absl import logging
 
-from adapter_bert.adapters.files import AdapterFileError, load_adapter, save_adapter
+import adapter_bert
+from adapter_bert.adapters.files import load_adapter, save_adapter
 from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.console import configure_logging
-from adapter_bert.data.tokenization import (TokenizerError, check_vocab_matches_config,
+from adapter_bert.errors import UserError
+from adapter_bert.data.tokenization import (check_vocab_matches_config,
                                             load_tokenizer, validate_case_matches_checkpoint)
 from adapter_bert.io_utils import (atomic_write_text, makedirs, read_text,
                                    remove_stale_temporaries)
-from adapter_bert.model.checkpoints import BackboneFiles, CheckpointError, resolve_backbone
-from adapter_bert.model.config import BertConfig, ConfigError
+from adapter_bert.model.checkpoints import BackboneFiles, resolve_backbone
+from adapter_bert.model.config import BertConfig
 from adapter_bert.tasks.flag_checks import FlagError, was_set
 from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
@@ -33,8 +36,7 @@ from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output
 from adapter_bert.tasks.task_models import build_task_model_for_flags
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
-from adapter_bert.training.loop import (TrainingCheckpoints, TrainingError,
-                                        set_seed, steps_per_execution)
+from adapter_bert.training.loop import (TrainingCheckpoints, set_seed, steps_per_execution)
 from adapter_bert.training.optimizer import choose_optimizer
 from adapter_bert.training.recipe import optimizer_for, schedule_for
 from adapter_bert.precision import apply_dtype
@@ -44,11 +46,10 @@ from adapter_bert.precision import apply_dtype
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
 
-# Errors that describe bad input or a failed run: shown as one line, exit code 1.
-# OSError covers the file system's own refusals (a directory where a file was expected, a
-# full disk, no permission): its message names the path (`io_utils.WriteError` for writes).
-USER_ERRORS = (FlagError, ConfigError, CheckpointError, TokenizerError, AdapterFileError,
-               TrainingError, OSError, ValueError)
+# What a user can fix, shown as one line with exit status 1: the package's `UserError`s, and
+# OSError, the file system's own refusals (a directory where a file was expected, a full
+# disk, no permission), whose message names the path. Anything else is a bug.
+USER_ERRORS = (UserError, OSError)
 
 
 @dataclasses.dataclass
@@ -315,6 +316,13 @@ def _run_reporting_errors(program: str, main: Callable[[], int]) -> int:
         logging.debug("Traceback of the error below:", exc_info=True)
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
         return 1
+    except Exception:  # noqa: BLE001 - not the user's input: a bug, with its traceback
+        traceback.print_exc()
+        print(f"{program}: internal error: this is a bug in adapter-bert "
+              f"{adapter_bert.__version__}, not a problem with your input; please report "
+              f"it with the traceback above and the command you ran", file=sys.stderr,
+              flush=True)
+        return 2
 
 
 def training_schedule(flag_values, num_examples: int, static_shapes: bool):

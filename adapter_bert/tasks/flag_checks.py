@@ -11,9 +11,10 @@ import math
 import os
 
 from adapter_bert import io_utils
+from adapter_bert.errors import UserError
 
 
-class FlagError(ValueError):
+class FlagError(UserError):
     """A flag value is invalid; the message names the flag and what was expected."""
 
 

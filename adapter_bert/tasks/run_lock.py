@@ -37,6 +37,7 @@ from typing import Optional
 from absl import logging
 
 from adapter_bert import io_utils
+from adapter_bert.errors import UserError
 from adapter_bert.tasks.flag_checks import FlagError
 
 LOCK_NAME = ".adapter_bert.lock"
@@ -49,7 +50,7 @@ SETTLE_S = 1.0
 _HELD = set()
 
 
-class LockLost(RuntimeError):
+class LockLost(UserError, RuntimeError):
     """Another run took over this run's lock (only possible on object stores)."""
 
 

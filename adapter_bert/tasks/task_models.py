@@ -24,6 +24,7 @@ from adapter_bert.model.config import AdapterConfig, adapter_family
 from adapter_bert.model.factory import HEADS, task_model
 from adapter_bert.tasks.flag_checks import FlagError, was_set
 from adapter_bert.tasks.flags import adapter_type
+from adapter_bert.errors import UserError
 
 
 def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
@@ -68,13 +69,13 @@ def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
             adapter at once.
     """
     if head not in HEADS:
-        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+        raise UserError(f"head must be one of {HEADS}, got {head!r}")
     if resadapter_config is None:
         return task_model(bert_config, head, num_labels, adapter_config)
     if head == "classifier" and num_labels is None:
-        raise ValueError("a classifier head needs num_labels")
+        raise UserError("a classifier head needs num_labels")
     if adapter_config is not None:
-        raise ValueError("a ResAdapter model keeps BERT free of inner adapters")
+        raise UserError("a ResAdapter model keeps BERT free of inner adapters")
     if head == "classifier":
         return ResAdapterClassifier(bert_config, num_labels, resadapter_config)
     return ResAdapterSpanModel(bert_config, resadapter_config)

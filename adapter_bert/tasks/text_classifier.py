@@ -46,6 +46,7 @@ from adapter_bert.training.distribute import get_strategy
 from adapter_bert.training.loop import fit_with_resume, set_seed
 from adapter_bert.training.optimizer import choose_optimizer
 from adapter_bert.training.recipe import optimizer_for, schedule_for
+from adapter_bert.errors import UserError
 
 INPUT_KEYS = base.INPUT_KEYS
 # The runner's defaults, so that a model built with none of the arguments trains as
@@ -126,8 +127,8 @@ class TextClassifier(keras.Model):
         """
         labels = _checked_labels(labels, regression)
         if tuning_mode == "top_k":
-            raise ValueError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
-                             "--tuning_mode=top_k --top_k_layers=N")
+            raise UserError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
+                            "--tuning_mode=top_k --top_k_layers=N")
         files = resolve_backbone(backbone)
         if do_lower_case is None:
             found = checkpoint_lower_case(files.weights)
@@ -235,7 +236,7 @@ class TextClassifier(keras.Model):
             return super().fit(x, y, batch_size=None, epochs=int(epochs), verbose=verbose,
                                callbacks=callbacks, **kwargs)
         if y is None:
-            raise ValueError("fit needs y: a label (name, id or float) for each text")
+            raise UserError("fit needs y: a label (name, id or float) for each text")
         features = self.features(x, y)
         self.pair = isinstance(x, tuple)
         count = len(features["input_ids"])
@@ -298,7 +299,7 @@ class TextClassifier(keras.Model):
         if isinstance(x, tf.data.Dataset):
             return super().evaluate(x, y, verbose=verbose, **kwargs)
         if y is None:
-            raise ValueError("evaluate needs y: a label (name, id or float) for each text")
+            raise UserError("evaluate needs y: a label (name, id or float) for each text")
         features = self.features(x, y)
         logits = predict_features(self, features, INPUT_KEYS, batch_size, dynamic=True,
                                   static_shapes=False, verbose=verbose)
@@ -316,14 +317,14 @@ class TextClassifier(keras.Model):
 def _checked_labels(labels, regression: bool) -> List[str]:
     if regression:
         if labels:
-            raise ValueError("regression=True takes no labels (one float output)")
+            raise UserError("regression=True takes no labels (one float output)")
         return []
     if labels is None or isinstance(labels, str) or len(labels) < 2:
-        raise ValueError(f"labels: need a list of two or more label names, got {labels!r}")
+        raise UserError(f"labels: need a list of two or more label names, got {labels!r}")
     names = [str(label) for label in labels]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ValueError(f"labels: {', '.join(repeated)} given more than once")
+        raise UserError(f"labels: {', '.join(repeated)} given more than once")
     return names
 
 
@@ -332,26 +333,26 @@ def _texts(x):
     if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], (str, bytes)):
         first, second = _strings(x[0], "x[0]"), _strings(x[1], "x[1]")
         if len(first) != len(second):
-            raise ValueError(f"x: a sentence pair needs as many second texts as first ones "
-                             f"({len(first)} and {len(second)})")
+            raise UserError(f"x: a sentence pair needs as many second texts as first ones "
+                            f"({len(first)} and {len(second)})")
         return first, second
     return _strings(x, "x"), None
 
 
 def _strings(values, what: str) -> List[str]:
     if isinstance(values, (str, bytes)) or values is None:
-        raise ValueError(f"{what}: expected a sequence of texts, got {type(values).__name__}")
+        raise UserError(f"{what}: expected a sequence of texts, got {type(values).__name__}")
     values = values.numpy() if isinstance(values, tf.Tensor) else values
     texts = []
     for i, value in enumerate(values):
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         if not isinstance(value, str):
-            raise ValueError(f"{what}[{i}]: expected a text, got {type(value).__name__} "
-                             f"{value!r}")
+            raise UserError(f"{what}[{i}]: expected a text, got {type(value).__name__} "
+                            f"{value!r}")
         texts.append(value)
     if not texts:
-        raise ValueError(f"{what}: no texts")
+        raise UserError(f"{what}: no texts")
     return texts
 
 
@@ -362,12 +363,12 @@ def _targets(y, count: int, labels: Sequence[str]) -> list:
     y = y.numpy() if isinstance(y, tf.Tensor) else y
     values = list(np.asarray(y).reshape(-1)) if isinstance(y, np.ndarray) else list(y)
     if len(values) != count:
-        raise ValueError(f"y: {len(values)} labels for {count} texts")
+        raise UserError(f"y: {len(values)} labels for {count} texts")
     if not labels:
         try:
             return [float(v) for v in values]
         except (TypeError, ValueError):
-            raise ValueError("y: regression targets must be numbers") from None
+            raise UserError("y: regression targets must be numbers") from None
     known = set(labels)
     targets = []
     for i, value in enumerate(values):
@@ -376,11 +377,11 @@ def _targets(y, count: int, labels: Sequence[str]) -> list:
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and \
                 str(value) not in known:
             if not 0 <= value < len(labels):
-                raise ValueError(f"y[{i}]: label id {value} is not in 0..{len(labels) - 1}")
+                raise UserError(f"y[{i}]: label id {value} is not in 0..{len(labels) - 1}")
             value = labels[value]
         value = str(value)
         if value not in known:
-            raise ValueError(f"y[{i}]: {value!r} is not one of the labels "
-                             f"({', '.join(labels)})")
+            raise UserError(f"y[{i}]: {value!r} is not one of the labels "
+                            f"({', '.join(labels)})")
         targets.append(value)
     return targets

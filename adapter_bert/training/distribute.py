@@ -13,6 +13,7 @@ from typing import Optional
 
 import tensorflow as tf
 from absl import logging
+from adapter_bert.errors import UserError
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
 
@@ -36,7 +37,7 @@ def split_cpu(num_devices: int) -> None:
             strategy or `list_logical_devices` call does that): call this first.
     """
     if num_devices < 1:
-        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+        raise UserError(f"num_devices must be >= 1, got {num_devices}")
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
         tf.config.set_logical_device_configuration(
@@ -136,7 +137,7 @@ def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as e:
-        raise RuntimeError(
+        raise UserError(
             f"--use_tpu was given but no TPU was found (tpu_name={tpu_name!r}, "
             f"zone={tpu_zone!r}, project={gcp_project!r}, master={master!r}, "
             f"resolved to {tpu!r}): {type(e).__name__}: {e}") from e
@@ -149,7 +150,7 @@ def _gpus(num_gpus):
     if num_gpus is None:
         return gpus
     if num_gpus > len(gpus):
-        raise ValueError(f"num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
+        raise UserError(f"num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
     return gpus[:num_gpus]
 
 
@@ -197,10 +198,10 @@ def get_strategy(distribution_strategy: str = "auto", use_tpu: bool = False,
     """
     name = (distribution_strategy or "auto").lower()
     if name not in STRATEGIES:
-        raise ValueError(f"Unknown distribution strategy {distribution_strategy!r}; "
-                         f"expected one of {', '.join(STRATEGIES)}")
+        raise UserError(f"Unknown distribution strategy {distribution_strategy!r}; "
+                        f"expected one of {', '.join(STRATEGIES)}")
     if use_tpu and name not in ("auto", "tpu"):
-        raise ValueError(f"--use_tpu conflicts with distribution_strategy={name!r}")
+        raise UserError(f"--use_tpu conflicts with distribution_strategy={name!r}")
     if name == "auto":
         name = "tpu" if use_tpu else ("mirrored" if len(_gpus(num_gpus)) > 1 else "one_device")
 

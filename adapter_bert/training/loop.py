@@ -30,9 +30,10 @@ from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
 from adapter_bert.progress import Progress
 from adapter_bert.training import preemption
+from adapter_bert.errors import UserError
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError, RuntimeError):
     """Training cannot go on (e.g. the loss became NaN)."""
 
 

@@ -33,6 +33,7 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras as keras
+from adapter_bert.errors import UserError
 
 # Variables whose names match any of these (`re.search`, as Keras and Google's
 # optimiser both do) get no weight decay. "bias" also matches the adapters'
@@ -67,7 +68,7 @@ def adam_step_multiplier(step: int, beta_1: float = 0.9, beta_2: float = 0.999) 
     t = 100, 1.86 at t = 343 (3 MRPC epochs at batch 32), 1.0 in the limit.
     """
     if step < 1:
-        raise ValueError(f"step counts from 1, got {step}")
+        raise UserError(f"step counts from 1, got {step}")
     return (1.0 - beta_1 ** step) / (1.0 - beta_2 ** step) ** 0.5
 
 
@@ -247,9 +248,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                  name: Optional[str] = None):
         super().__init__()
         if int(total_steps) <= 0:
-            raise ValueError(f"total_steps must be positive, got {total_steps}")
+            raise UserError(f"total_steps must be positive, got {total_steps}")
         if int(warmup_steps) < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+            raise UserError(f"warmup_steps must be >= 0, got {warmup_steps}")
         self.peak = float(peak)
         self.total_steps = int(total_steps)
         self.warmup_steps = int(warmup_steps)
@@ -309,14 +310,14 @@ class BertAdamW(keras.optimizers.AdamW):
         super().__init__(learning_rate=learning_rate, weight_decay=weight_decay,
                          name=name, **kwargs)
         if self.amsgrad and not bias_correction:
-            raise ValueError("amsgrad is only supported with bias_correction=True")
+            raise UserError("amsgrad is only supported with bias_correction=True")
         self.rate_factors = {str(k): float(v) for k, v in (rate_factors or {}).items()}
         if self.amsgrad and self.rate_factors:
-            raise ValueError("amsgrad does not support rate_factors")
+            raise UserError("amsgrad does not support rate_factors")
         self.bias_correction = bool(bias_correction)
         if step_ceiling is not None and (self.bias_correction or step_ceiling <= 0):
-            raise ValueError("step_ceiling needs bias_correction=False and a positive value, "
-                             f"got {step_ceiling}")
+            raise UserError("step_ceiling needs bias_correction=False and a positive value, "
+                            f"got {step_ceiling}")
         self.step_ceiling = None if step_ceiling is None else float(step_ceiling)
         self.no_decay_patterns = tuple(no_decay_patterns)
         if self.no_decay_patterns:

@@ -1,0 +1,59 @@
+"""One base class for what the user can fix; the runners print those in one line and
+anything else as a bug with its traceback (adapter_bert/errors.py, tasks/base.run_cli)."""
+
+import pytest
+
+import adapter_bert as ab
+from adapter_bert.adapters.files import AdapterFileError
+from adapter_bert.data.glue import GlueDataError
+from adapter_bert.data.squad import SquadDataError
+from adapter_bert.data.text_files import DataFileError
+from adapter_bert.data.tokenization import TokenizerError
+from adapter_bert.errors import UserError
+from adapter_bert.io_utils import StorageError, WriteError
+from adapter_bert.model.checkpoints import CheckpointError
+from adapter_bert.model.config import ConfigError
+from adapter_bert.tasks.base import run_cli
+from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.tasks.run_lock import LockLost
+from adapter_bert.training.loop import TrainingError
+
+
+@pytest.mark.parametrize("error", [AdapterFileError, GlueDataError, SquadDataError,
+                                   DataFileError, TokenizerError, StorageError, WriteError,
+                                   CheckpointError, ConfigError, FlagError, LockLost,
+                                   TrainingError])
+def test_every_input_error_is_a_user_error_and_a_value_error(error):
+    assert issubclass(error, UserError) and issubclass(UserError, ValueError)
+    assert ab.UserError is UserError
+
+
+def _fails_with(error):
+    def main():
+        raise error
+    return main
+
+
+def test_a_user_error_is_one_line_and_status_1(capsys):
+    assert run_cli("prog", _fails_with(FlagError("--learning_rate must be > 0, got -1"))) == 1
+    err = capsys.readouterr().err
+    assert err == "prog: error: --learning_rate must be > 0, got -1\n"
+
+
+def test_the_file_systems_refusal_is_one_line_naming_the_path(capsys):
+    error = IsADirectoryError(21, "Is a directory", "/data/train.tsv")
+    assert run_cli("prog", _fails_with(error)) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "prog: error: [Errno 21] Is a directory: '/data/train.tsv'"]
+
+
+@pytest.mark.parametrize("bug", [KeyError("input_ids"), ValueError("shapes (2,) and (3,)"),
+                                 TypeError("unsupported operand")])
+def test_anything_else_is_a_bug_with_its_traceback(capsys, bug):
+    assert run_cli("prog", _fails_with(bug)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert f"{type(bug).__name__}: " in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("prog: internal error: this is a bug in adapter-bert")
+    assert "report it with the traceback above" in last
