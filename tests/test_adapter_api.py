@@ -89,9 +89,13 @@ def test_disable_adapters_gives_the_backbone_and_restores(tiny_config, source, k
     same(run(model), expected)
 
 
-def test_disable_adapters_bypasses_the_single_set_too(tiny_config, source):
-    """A model built with an adapter_config (the runners' single set) runs as plain BERT."""
-    model = ab.BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="lora"))
+@pytest.mark.parametrize("targets", [None, ["intermediate", "output"]])
+def test_disable_adapters_bypasses_the_single_set_too(tiny_config, source, targets):
+    """A model built with an adapter_config (the runners' single set) runs as plain BERT,
+    LoRA on the feed-forward projections included."""
+    options = {"lora_targets": targets} if targets else {}
+    model = ab.BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="lora",
+                                                            **options))
     model.build_with_dummy_inputs()
     copy_weights(source, model)
     rng = np.random.default_rng(3)

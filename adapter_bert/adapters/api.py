@@ -63,6 +63,7 @@ from adapter_bert.model import blocks, heads
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import direct_weights, walk_layers
 from adapter_bert.errors import UserError
+from adapter_bert.model.encoder import holders, reset_compiled_functions
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ class AdapterModelMixin:
         self._adapter_labels = {k: v for k, v in self._adapter_labels.items() if k != name}
         if self._active == name:
             self._active = None
-        self._reset_compiled_functions()
+        reset_compiled_functions(self)
 
     # -------------------------------------------------- switch and train
     def set_active_adapters(self, name: Optional[str]) -> None:
@@ -262,7 +263,7 @@ class AdapterModelMixin:
         if name is not None:
             self._require(name)
         self._active = name
-        self._reset_compiled_functions()
+        reset_compiled_functions(self)
 
     def train_adapter(self, name: str, verbose: bool = True) -> str:
         """Activates `name` and makes exactly its own weights trainable.
@@ -308,14 +309,14 @@ class AdapterModelMixin:
         self._adapters_off = True
         for block in blocks:
             block.adapter_enabled = False
-        self._reset_compiled_functions()
+        reset_compiled_functions(self)
         try:
             yield
         finally:
             for block, enabled in zip(blocks, saved):
                 block.adapter_enabled = enabled
             self._adapters_off = was_off
-            self._reset_compiled_functions()
+            reset_compiled_functions(self)
 
     # ------------------------------------------------------------- merging
     def merge_adapter(self, name: Optional[str] = None) -> None:
@@ -340,7 +341,7 @@ class AdapterModelMixin:
         merging.merge_adapter(self, name)
         if name is not None and self._active != name:
             self._active = name
-            self._reset_compiled_functions()
+            reset_compiled_functions(self)
 
     def unmerge_adapter(self, name: Optional[str] = None) -> None:
         """Restores the kernels `merge_adapter` changed, exactly; the adapter runs
@@ -369,7 +370,7 @@ class AdapterModelMixin:
             merging.unmerge_adapter(self, name)
             if self._active != active:
                 self._active = active
-                self._reset_compiled_functions()
+                reset_compiled_functions(self)
 
     def _merge_target(self, name: Optional[str]) -> Optional[str]:
         """The adapter `merge_adapter(name)` merges: a named one, or None (the single set)."""
@@ -604,7 +605,7 @@ class AdapterModelMixin:
         if self._active is None:
             self._active = name
         self._freeze_except(self._active)
-        self._reset_compiled_functions()
+        reset_compiled_functions(self)
 
     def _new_head(self, name: str, kind: str, num_labels: Optional[int]):
         config = self._backbone_model().config
@@ -649,19 +650,11 @@ class AdapterModelMixin:
                                        f"{variable.shape.as_list()}")
             variable.assign(weights[key])
 
-    def _reset_compiled_functions(self) -> None:
-        # The active adapter is read while tracing: drop Keras' traced functions.
-        for attribute in ("predict_function", "test_function", "train_function"):
-            if getattr(self, attribute, None) is not None:
-                setattr(self, attribute, None)
-
 
 def _modifiable_blocks(bert) -> Iterator[blocks.ModifiableBlock]:
     """The blocks whose single adapter slot `disable_adapters` switches off."""
     for layer in bert.encoder.transformer_layers:
-        yield layer.attention.self_attention
-        yield layer.attention_output_block
-        yield layer.ffn_output_block
+        yield from holders(layer)
 
 
 def _name_of_directory(directory: str) -> str:

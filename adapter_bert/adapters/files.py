@@ -31,6 +31,7 @@ from adapter_bert.io_utils import atomic_write_bytes, atomic_write_text
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
 from adapter_bert.errors import UserError
+from adapter_bert.model.encoder import backbone_of
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -59,14 +60,11 @@ class AdapterFileError(UserError):
     """An adapter file is missing, malformed, or does not fit the model."""
 
 
-def _backbone(model):
-    return model if hasattr(model, "encoder") else model.bert
-
 
 def _refuse_merged(model) -> None:
     # Merged LoRA updates live in the backbone's kernels: its fingerprint would not be the
     # backbone's, and weights loaded into merged adapters would not reach the kernels.
-    if _backbone(model).merged_adapters():
+    if backbone_of(model).merged_adapters():
         raise AdapterFileError("an adapter is merged into the backbone's kernels: unmerge it "
                                "(adapter_bert.unmerge_adapter) before saving or loading adapters")
 
@@ -91,7 +89,7 @@ def backbone_fingerprint(model) -> str:
     """
     _refuse_merged(model)
     digest = hashlib.sha256()
-    variables = tf1_variables(_backbone(model))
+    variables = tf1_variables(backbone_of(model))
     for name in sorted(n for n in variables if _FINGERPRINTED.match(n)):
         values = np.asarray(variables[name].numpy(), dtype="<f4").ravel()
         picks = np.linspace(0, values.size - 1, min(values.size, _FINGERPRINT_SAMPLES))
@@ -145,7 +143,7 @@ def save_adapter(model, directory: str, task: Optional[str] = None,
     Returns:
         The path of the weights file.
     """
-    bert = _backbone(model)
+    bert = backbone_of(model)
     # Trainable weights plus the state training updates (BatchNorm moving statistics).
     trained = {id(v) for v in trained_weights(model)}
     weights = {name: v.numpy() for name, v in tf1_variables(model).items() if id(v) in trained}
@@ -309,7 +307,7 @@ def load_adapter(model, directory: str) -> dict:
     """
     description = read_adapter_config(directory)
     _refuse_merged(model)
-    check_backbone(description, _backbone(model).config, directory)
+    check_backbone(description, backbone_of(model).config, directory)
     weights = read_adapter_weights(directory)
     weights_path = os.path.join(directory, WEIGHTS_NAME)
     check_fingerprint(description, model, directory)

@@ -57,7 +57,8 @@ import tf_keras as keras  # noqa: E402
 from adapter_bert.adapters.layers import HoulsbyAdapter  # noqa: E402
 from adapter_bert.model.config import AdapterConfig  # noqa: E402
 from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
-from adapter_bert.errors import UserError  # noqa: E402
+from adapter_bert.errors import UserError
+from adapter_bert.model.encoder import backbone_of, reset_compiled_functions  # noqa: E402
 
 POSITIONS = ("attention", "ffn")
 
@@ -206,7 +207,7 @@ def add_adapters(model, adapter_config: Optional[AdapterConfig] = None, freeze: 
     object.__setattr__(model, "_adapter_bert_config", config)  # read by adapter_config_of
     if freeze:
         freeze_for_adapter_tuning(model, train_pooler=train_pooler, train_head=train_head)
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
     return adapters
 
 
@@ -227,7 +228,7 @@ def remove_adapters(model, unfreeze_weights: bool = True) -> int:
     object.__setattr__(model, "_adapter_bert_config", None)
     if unfreeze_weights:
         unfreeze(model)
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
     return removed
 
 
@@ -249,14 +250,8 @@ def set_adapters_enabled(model, enabled: bool, layers=None) -> None:
     for index, _, block in output_blocks(model):
         if isinstance(block.dropout, DropoutThenAdapter) and (wanted is None or index in wanted):
             block.dropout.enabled = bool(enabled)
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
 
-
-def _reset_keras_functions(model) -> None:
-    """Drops Keras' traced functions: they captured the old layer structure."""
-    for name in ("predict_function", "test_function", "train_function"):
-        if getattr(model, name, None) is not None:
-            setattr(model, name, None)
 
 
 # ------------------------------------------------------------------ freezing
@@ -326,7 +321,7 @@ def freeze_for_adapter_tuning(model, train_pooler: bool = False, train_head: boo
         else:
             train = False
         _set_own_weights_trainable(layer, train)
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
 
 
 def unfreeze(model) -> None:
@@ -336,7 +331,7 @@ def unfreeze(model) -> None:
             _set_own_weights_trainable(layer, True)
         else:
             layer._trainable = True  # noqa: SLF001
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
 
 
 def parameter_counts(model) -> Tuple[int, int]:
@@ -368,7 +363,7 @@ def copy_adapter_weights(source, model) -> int:
         ValueError: the two models do not have adapters in the same places, or of
             different shapes.
     """
-    bert = source if hasattr(source, "encoder") else source.bert
+    bert = backbone_of(source)
     theirs = {}
     for index, layer in enumerate(bert.encoder.transformer_layers):
         for position, block in (("attention", layer.attention_output_block),

@@ -21,16 +21,9 @@ tracing; a `tf.function` of your own must be traced again after either call.
 import contextlib
 from typing import Iterator, Optional
 from adapter_bert.errors import UserError
+from adapter_bert.model.encoder import backbone_of, reset_compiled_functions
 
 
-def _backbone(model):
-    return model if hasattr(model, "encoder") else model.bert
-
-
-def _reset_keras_functions(model) -> None:
-    for name in ("predict_function", "test_function", "train_function"):
-        if getattr(model, name, None) is not None:
-            setattr(model, name, None)
 
 
 def _describe(adapter_name: Optional[str]) -> str:
@@ -61,7 +54,7 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
             adapter is merged already.
     """
     adapter_name = _adapter_in_use(model, adapter_name)
-    bert = _backbone(model)
+    bert = backbone_of(model)
     if not bert.built:
         raise UserError("build the model (and load its weights) before merging adapters")
     merged = bert.merged_adapters()
@@ -77,7 +70,7 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
                         f"projection families such as lora fold into the kernels")
     for adapter, projections in adapters:
         adapter.merge(projections)
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
 
 
 def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
@@ -90,7 +83,7 @@ def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
     Raises:
         ValueError: that adapter (None: any) is not merged.
     """
-    bert = _backbone(model)
+    bert = backbone_of(model)
     if adapter_name is None:
         merged = bert.merged_adapters()
         if not merged:
@@ -101,7 +94,7 @@ def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
         raise UserError(f"{_describe(adapter_name)} is not merged")
     for adapter, projections in adapters:
         adapter.unmerge(projections)
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
 
 
 @contextlib.contextmanager

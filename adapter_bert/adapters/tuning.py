@@ -39,6 +39,7 @@ import tf_keras as keras
 from adapter_bert.adapters.layers import AdapterLayer
 from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
 from adapter_bert.errors import UserError
+from adapter_bert.model.encoder import backbone_of
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
 
@@ -90,7 +91,7 @@ def _is_leaf(layer) -> bool:
 
 
 def _num_layers(model) -> int:
-    bert = model if hasattr(model, "encoder") else model.bert
+    bert = backbone_of(model)
     return bert.config.num_hidden_layers
 
 
@@ -171,7 +172,7 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
 
 def _named_adapters(model) -> list:
     """Names of the named adapters in the model's backbone (see adapters/named.py)."""
-    bert = model if hasattr(model, "encoder") else getattr(model, "bert", None)
+    bert = backbone_of(model) if hasattr(model, "encoder") or hasattr(model, "bert") else None
     return list(getattr(bert, "named_adapters", None) or [])
 
 
@@ -221,7 +222,7 @@ def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool =
         return bool(train_pooler)
     if mode not in ("adapter", "layernorm") or getattr(model, "frozen_backbone", False):
         return False
-    bert = model if hasattr(model, "encoder") else model.bert
+    bert = backbone_of(model)
     report = getattr(model, "load_report", None)
     missing = bool(report is not None and report.pooler_missing)
     if not missing and not bert.pooler.dense.built:
@@ -263,7 +264,7 @@ def pooler_is_untrained(model) -> bool:
     Pretraining with next-sentence prediction trains the pooler (Google's BERT); models
     distilled or trained without it (all-MiniLM-L6-v2) keep the zero-initialised bias.
     """
-    bert = model if hasattr(model, "encoder") else model.bert
+    bert = backbone_of(model)
     return not np.any(bert.pooler.dense.bias.numpy())
 
 

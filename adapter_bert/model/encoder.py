@@ -363,6 +363,22 @@ def holders(layer: BertTransformerLayer):
             layer.ffn_output_block]
 
 
+def backbone_of(model) -> "BertModel":
+    """The `BertModel` of a task model (its `.bert`), or the model itself."""
+    return model if hasattr(model, "encoder") else model.bert
+
+
+def reset_compiled_functions(model) -> None:
+    """Drops Keras' traced predict/test/train functions so that the next call re-traces.
+
+    The active adapter, `adapter_enabled` and the layer structure are Python state read
+    while tracing: a function traced before a change would keep running the old model.
+    """
+    for name in ("predict_function", "test_function", "train_function"):
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)
+
+
 def new_adapters(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
     """Fresh adapter layers for transformer layer `index`: [(block, layer)], in call order.
 

@@ -30,6 +30,7 @@ import numpy as np
 from adapter_bert import io_utils
 from adapter_bert.metrics.classification import main_metric
 from adapter_bert.errors import UserError
+from adapter_bert.model.encoder import backbone_of, holders, reset_compiled_functions
 
 # The metric shown by default for each GLUE task (the first leaderboard figure).
 def default_metric(metrics_kind: str) -> str:
@@ -37,10 +38,6 @@ def default_metric(metrics_kind: str) -> str:
     (`metrics.classification.main_metric`), e.g. eval_mcc for CoLA."""
     return "eval_" + main_metric(metrics_kind)
 
-
-def _backbone(model):
-    """The `BertModel` of a task model (or the model itself)."""
-    return model if hasattr(model, "encoder") else model.bert
 
 
 def adapter_blocks_by_layer(model) -> List[list]:
@@ -55,21 +52,10 @@ def adapter_blocks_by_layer(model) -> List[list]:
         blocks of bottleneck families, and for LoRA the blocks of its target projections
         (self-attention, the output blocks, the intermediate block).
     """
-    layers = _backbone(model).encoder.transformer_layers
-    return [[block for block in (layer.attention.self_attention, layer.attention_output_block,
-                                 layer.intermediate, layer.ffn_output_block)
-             if block.adapter is not None] for layer in layers]
+    layers = backbone_of(model).encoder.transformer_layers
+    return [[block for block in holders(layer) if block.adapter is not None]
+            for layer in layers]
 
-
-def _reset_keras_functions(model) -> None:
-    """Drops Keras' traced predict/test/train functions so the next call re-traces.
-
-    `adapter_enabled` is a Python attribute read while tracing: a function traced with
-    the adapters on would keep them on.
-    """
-    for name in ("predict_function", "test_function", "train_function"):
-        if getattr(model, name, None) is not None:
-            setattr(model, name, None)
 
 
 @contextlib.contextmanager
@@ -99,7 +85,7 @@ def adapters_disabled(model, layers: Iterable[int]) -> Iterator[None]:
                         f"0..{len(blocks_by_layer) - 1}")
     blocks = [block for i in layers for block in blocks_by_layer[i]]
     saved = [block.adapter_enabled for block in blocks]
-    _reset_keras_functions(model)
+    reset_compiled_functions(model)
     try:
         for block in blocks:
             block.adapter_enabled = False
@@ -107,7 +93,7 @@ def adapters_disabled(model, layers: Iterable[int]) -> Iterator[None]:
     finally:
         for block, enabled in zip(blocks, saved):
             block.adapter_enabled = enabled
-        _reset_keras_functions(model)
+        reset_compiled_functions(model)
 
 
 def layer_spans(num_layers: int) -> List[Tuple[int, int]]:
