@@ -9,7 +9,7 @@ GLUE_DIR ?=
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
-.PHONY: setup demo demo-data test test-fast test-data test-data-dir test-tf220 bench clean
+.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir test-tf220 bench clean
 
 setup: $(STAMP)
 
@@ -53,7 +53,7 @@ endif
 
 # Tests run in parallel (pytest-xdist), one worker per logical CPU and at most
 # TEST_WORKERS_MAX: most of a test's time is single-threaded Python (building models,
-# tracing graphs), so two workers on two cores take the suite from 25 to 14 minutes.
+# tracing graphs), so two workers on two cores take about half the time of one.
 # Each worker imports TensorFlow and holds its own models (a few GiB each).
 TEST_WORKERS     ?= logical
 TEST_WORKERS_MAX ?= 4
@@ -62,13 +62,17 @@ TEST_WORKERS_MAX ?= 4
 # worker; every other test is handed out as with the default `load`.
 PYTEST = $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX) --dist loadgroup
 
-# Every test, the real-weight ones included (marker `realweights`).
+# The suite without the slow end-to-end group (marker `slow`: runner subprocesses, several
+# workers, exports, the real MiniLM weights), which `make test-slow` runs; CI runs both.
 test: setup
-	$(PYTEST)
+	$(PYTEST) -m "not slow"
 
-# Skip the slower real-weight tests while iterating.
-test-fast: setup
-	$(PYTEST) -m "not realweights"
+test-slow: setup
+	$(PYTEST) -m slow
+
+# Everything in one run (what `make test` and `make test-slow` run between them).
+test-all: setup
+	$(PYTEST)
 
 # The real-data group (marker `realdata`): accuracy, tokenisation and scorer checks on real
 # GLUE and SQuAD files. DATA names a folder holding glue/<TASK>/{train,dev,test}.tsv and

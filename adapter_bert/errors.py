@@ -13,3 +13,8 @@ with Keras' and TensorFlow's argument errors.
 
 class UserError(ValueError):
     """Bad input, or a run that failed for a reason its message tells the user to fix."""
+
+
+class MissingDependency(ImportError, UserError):
+    """An optional package a feature needs is not installed (or is another version); the
+    message names the `pip install` that fixes it. Also an `ImportError`."""

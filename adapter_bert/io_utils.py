@@ -43,7 +43,7 @@ _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 OBJECT_STORES = frozenset({"gs", "s3"})
 
 
-class StorageError(UserError, OSError):
+class StorageError(OSError, UserError):
     """The store of a URL path (`gs://`, `s3://`, ...) did not answer or refused: no
     network, no credentials, no permission. `str()` is one line: the path, the store's
     reason and what to check."""
@@ -58,7 +58,7 @@ class StorageError(UserError, OSError):
                 f"credentials{login}")
 
 
-class WriteError(UserError, OSError):
+class WriteError(OSError, UserError):
     """A file or checkpoint could not be written: `filename` is the target, `strerror`
     the reason ("No space left on device", "Permission denied", ...), `note` what the
     user may do (optional)."""

@@ -81,8 +81,13 @@ OPTIONAL_GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Deselects each optional group whose condition does not hold (no skips)."""
+    """Marks the real-weight tests slow (before `-m` selects), and deselects each optional
+    group whose condition does not hold (no skips)."""
+    for item in items:
+        if item.get_closest_marker("realweights") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     config._deselected_groups = {}
     for marker, (available, _) in OPTIONAL_GROUPS.items():
         if available():

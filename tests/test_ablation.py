@@ -71,6 +71,7 @@ def test_layer_spans_are_all_contiguous_spans():
         layer_spans(0)
 
 
+@pytest.mark.slow
 def test_every_cell_equals_a_model_built_without_those_layers_adapters(trained_like, config3):
     from adapter_bert.tasks.ablation import run_ablation
     model, adapters = trained_like
@@ -100,6 +101,7 @@ def test_all_removed_cell_equals_the_model_without_adapters(trained_like, config
                                plain(inputs, training=False).numpy().ravel(), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_switches_and_predictions_are_restored(trained_like):
     from adapter_bert.tasks.ablation import adapter_blocks_by_layer, adapters_disabled, run_ablation
     model, _ = trained_like
@@ -199,6 +201,7 @@ def _run_ablation_cli(argv):
     return ablate_adapters.main()
 
 
+@pytest.mark.slow
 def test_entry_point_ablates_a_trained_run(tiny_mrpc_adapter, mrpc_dir, tmp_path, capsys):
     from tests.runner_utils import read_results
     backbone, run_dir = tiny_mrpc_adapter

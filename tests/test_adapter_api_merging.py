@@ -34,6 +34,7 @@ def kernels(model):
     return {n: v.numpy().copy() for n, v in tf1_variables(model).items() if n.endswith("/kernel")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["classifier", "multi"])
 def test_a_named_lora_adapter_trains_saves_loads_merges_and_unmerges(tiny_config, source, kind,
                                                                     tmp_path):

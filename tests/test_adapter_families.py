@@ -524,6 +524,7 @@ def test_an_unregistered_family_in_a_file_names_the_registered_ones(user_familie
 
 
 # ------------------------------------------------------- merged models and Keras
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["merged.keras", "merged_savedmodel"])
 def test_keras_saving_while_merged_is_refused_before_writing(tiny_config, tmp_path, target):
     """A SavedModel of a merged model would reload with LoRA applied over the merged

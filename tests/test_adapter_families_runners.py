@@ -40,6 +40,7 @@ def test_family_flags_are_checked_before_anything_runs(backbone, mrpc_dir, tmp_p
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_run_classifier_trains_lora_targets_and_exports_it_merged(backbone, mrpc_dir, tmp_path):
     """--lora_targets/--lora_dropout train; --merge_lora exports kernels with LoRA folded
     in, serving the outputs of the unmerged export of the same adapter."""
@@ -79,6 +80,7 @@ def test_run_classifier_trains_lora_targets_and_exports_it_merged(backbone, mrpc
     assert sorted(differing) == sorted([(16, 16), (16, 16), (16, 32)] * 2)
 
 
+@pytest.mark.slow
 def test_the_runner_trains_a_family_registered_by_a_launcher(backbone, mrpc_dir, tmp_path):
     """A launcher script registers a family (with an absl flag for its option) before
     importing run_classifier: --adapter_type offers it, and the run trains and saves it."""

@@ -286,6 +286,7 @@ def test_fusion_refuses_lora_and_mismatched_slots(tiny_config):
 
 
 # --------------------------------------------------------- run_classifier.py
+@pytest.mark.slow
 @pytest.mark.parametrize("adapter_type", ("pfeiffer", "parallel", "lora"))  # houlsby: test_run_classifier
 def test_run_classifier_trains_each_family(backbone, mrpc_dir, tmp_path, adapter_type):
     out = tmp_path / "out"
@@ -314,6 +315,7 @@ def test_run_classifier_trains_each_family(backbone, mrpc_dir, tmp_path, adapter
     assert float(again["eval_loss"]) == pytest.approx(float(results["eval_loss"]), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_run_squad_selects_the_family(backbone, squad_dir, tmp_path):
     from tests.test_run_squad import run_squad, squad_flags, write_slice
     dev = write_slice(squad_dir / "dev-v1.1.json", tmp_path / "dev.json", paragraphs=1)

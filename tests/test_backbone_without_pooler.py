@@ -131,6 +131,7 @@ def classifier_argv(folder, out, data, *extra):
             *classifier_flags(folder, out, data, init_checkpoint=folder, num_train_epochs=0.5)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", ["hf", "tf1"])
 def test_adapter_run_trains_the_fresh_pooler(backbone, poolerless_minilm, poolerless_tf1,
                                              mrpc, tmp_path):
@@ -148,6 +149,7 @@ def test_adapter_run_trains_the_fresh_pooler(backbone, poolerless_minilm, pooler
     assert np.any(trained["bert/pooler/dense/bias"])   # ... away from its zero start
 
 
+@pytest.mark.slow
 def test_train_pooler_false_keeps_the_fresh_pooler_frozen(poolerless_tf1, mrpc, tmp_path):
     out = tmp_path / "out"
     result = run_subprocess("run_classifier.py", classifier_argv(
@@ -158,6 +160,7 @@ def test_train_pooler_false_keeps_the_fresh_pooler_frozen(poolerless_tf1, mrpc, 
     assert not set(POOLER) & set(trained)
 
 
+@pytest.mark.slow
 def test_run_classifier_stops_with_one_line_on_other_missing_weights(minilm_dir, mrpc,
                                                                       tmp_path):
     folder = hf_folder_without(minilm_dir, tmp_path / "broken",

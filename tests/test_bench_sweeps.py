@@ -109,6 +109,7 @@ def test_eval_results_are_parsed(sweeps, tmp_path):
                                                    "global_step": 93.0, "note": "text"}
 
 
+@pytest.mark.slow
 def test_tiny_sweep_end_to_end(sweeps, mrpc_dir, tmp_path):
     """Two real points (adapter size 4, LayerNorm only) on a random 2-layer backbone."""
     from tests.runner_utils import write_tiny_backbone

@@ -188,6 +188,7 @@ def assert_reads_well(lines, max_lines=MAX_LINES):
         assert "cuda drivers" not in text and "cuInit" not in text
 
 
+@pytest.mark.slow
 def test_classifier_console(tiny_backbone, tmp_path):
     data = write_mrpc(tmp_path / "mrpc")
     common = ["--task_name=MRPC", f"--data_dir={data}",
@@ -227,6 +228,7 @@ def test_classifier_console(tiny_backbone, tmp_path):
     assert sum(line.startswith("eval dev: ") for line in lines) == 5
 
 
+@pytest.mark.slow
 def test_squad_console(tiny_backbone, tmp_path):
     train = write_squad(tmp_path / "train.json", 16, seed=1)
     dev = write_squad(tmp_path / "dev.json", 6, seed=2)

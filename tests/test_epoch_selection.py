@@ -49,6 +49,7 @@ def whole_run(backbone, files, tmp_path_factory):
 
 # The tests reading the module's one run (`whole_run`) share a worker (make test's --dist
 # loadgroup), which trains it once.
+@pytest.mark.slow
 @pytest.mark.xdist_group("test_epoch_selection_whole_run")
 def test_every_epoch_is_scored_and_the_best_is_kept(whole_run):
     state = json.loads((whole_run / "epoch_selection.json").read_text())
@@ -68,6 +69,7 @@ def test_every_epoch_is_scored_and_the_best_is_kept(whole_run):
         np.testing.assert_array_equal(kept[name], final[name])
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("test_epoch_selection_whole_run")
 def test_a_killed_run_resumes_with_the_best_so_far(whole_run, backbone, files, tmp_path):
     out = tmp_path / "out"
@@ -86,6 +88,7 @@ def test_a_killed_run_resumes_with_the_best_so_far(whole_run, backbone, files, t
         read_results(whole_run / "eval_results.txt")["kept_epoch"]
 
 
+@pytest.mark.slow
 def test_select_metric_picks_another_score_and_lower_loss_wins(backbone, files, tmp_path):
     out = tmp_path / "out"
     code, _ = run_in_process("run_classifier", flags_for(

@@ -9,7 +9,7 @@ from adapter_bert.data.glue import GlueDataError
 from adapter_bert.data.squad import SquadDataError
 from adapter_bert.data.text_files import DataFileError
 from adapter_bert.data.tokenization import TokenizerError
-from adapter_bert.errors import UserError
+from adapter_bert.errors import MissingDependency, UserError
 from adapter_bert.io_utils import StorageError, WriteError
 from adapter_bert.model.checkpoints import CheckpointError
 from adapter_bert.model.config import ConfigError
@@ -22,10 +22,17 @@ from adapter_bert.training.loop import TrainingError
 @pytest.mark.parametrize("error", [AdapterFileError, GlueDataError, SquadDataError,
                                    DataFileError, TokenizerError, StorageError, WriteError,
                                    CheckpointError, ConfigError, FlagError, LockLost,
-                                   TrainingError])
+                                   TrainingError, MissingDependency])
 def test_every_input_error_is_a_user_error_and_a_value_error(error):
     assert issubclass(error, UserError) and issubclass(UserError, ValueError)
     assert ab.UserError is UserError
+
+
+def test_file_system_errors_keep_their_fields():
+    error = WriteError("/out/adapter", "No space left on device", 28)
+    assert isinstance(error, OSError) and error.errno == 28
+    assert str(error) == "cannot write /out/adapter: No space left on device"
+    assert issubclass(MissingDependency, ImportError)
 
 
 def _fails_with(error):

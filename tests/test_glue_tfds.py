@@ -143,6 +143,7 @@ def test_offline_with_nothing_prepared_is_one_line_naming_both_ways(tmp_path, mo
     assert "GLUE_DIR" in message
 
 
+@pytest.mark.slow
 def test_runner_trains_on_tfds_data(tmp_path, local_downloads, minilm_dir):
     """run_classifier.py --data_source=tfds reads what TFDS prepared in $TFDS_DATA_DIR."""
     from tests.runner_utils import write_tiny_backbone

@@ -400,6 +400,7 @@ def _runner_flags(data_dir, output_dir, name):
             "--num_train_epochs=1", "--save_checkpoints_steps=100"]
 
 
+@pytest.mark.slow
 def test_run_classifier_trains_from_a_name(google, server, tmp_path):
     from tests.runner_utils import read_results, run_in_process
     data = _write_mrpc(tmp_path / "MRPC")

@@ -205,6 +205,7 @@ def test_dropout_then_adapter_config_round_trip():
     assert again.adapter.init_scale == 0.1 and again.enabled is False
 
 
+@pytest.mark.slow
 def test_keras_fit_updates_adapters_and_leaves_frozen_weights():
     from transformers import TFBertForSequenceClassification
 

@@ -242,6 +242,7 @@ def _flags(backbone, output_dir, **overrides):
                       "save_checkpoints_steps": 3}, overrides)
 
 
+@pytest.mark.slow
 def test_each_entry_point_runs(made_up, tmp_path):
     """run_classifier.py trains, evaluates and predicts; ablate_adapters.py ablates its
     adapters; run_squad.py trains and predicts: each as a user runs it."""

@@ -49,6 +49,7 @@ def test_keras_file_round_trip_gives_identical_outputs(tiny_config, tmp_path, ki
     _assert_same(expected, loaded(features, training=False))
 
 
+@pytest.mark.slow
 def test_savedmodel_round_trip_keeps_the_tasks_without_skipping_layers(tiny_config, tmp_path,
                                                                        caplog):
     model = _multi(tiny_config)
@@ -67,6 +68,7 @@ def test_savedmodel_round_trip_keeps_the_tasks_without_skipping_layers(tiny_conf
         _assert_same(logits, loaded(features, training=False))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["classifier", "span"])
 def test_savedmodel_saving_skips_no_layer(tiny_config, tmp_path, caplog, kind):
     model = MODELS[kind](tiny_config)
@@ -80,6 +82,7 @@ def test_savedmodel_saving_skips_no_layer(tiny_config, tmp_path, caplog, kind):
                                                                      training=False))
 
 
+@pytest.mark.slow
 def test_a_compiled_model_comes_back_compiled_with_its_optimizer_state(tiny_config, tmp_path,
                                                                         caplog):
     model = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
@@ -104,6 +107,7 @@ def keras3():
     return keras
 
 
+@pytest.mark.slow
 def test_keras3_objects_fail_in_one_line(tiny_config, keras3):
     model = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
     hint = ("adapter_bert models are tf-keras (Keras 2) models: use tf_keras.optimizers.Adam, "

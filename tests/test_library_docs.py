@@ -93,6 +93,7 @@ def check_own_data_results(namespace, folder):
     assert saved["labels"] == list(EMOTIONS) and saved["task"] == "emotion"
 
 
+@pytest.mark.slow
 def test_every_snippet_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
     from adapter_bert.model import checkpoints
     from tests.runner_utils import write_tiny_backbone
@@ -112,6 +113,7 @@ def test_every_snippet_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
     assert namespace["history"].history["loss"][-1] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.realweights
 def test_the_first_sections_print_what_the_doc_says_on_minilm(minilm_dir, tmp_path,
                                                              monkeypatch):
@@ -177,6 +179,7 @@ def run_readme(tmp_path):
     return namespace, out.getvalue()
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
     from adapter_bert.model import checkpoints
     from tests.runner_utils import write_tiny_backbone
@@ -194,6 +197,7 @@ def test_the_readme_example_runs_on_a_tiny_backbone(tmp_path, monkeypatch):
     assert (same.predict(texts) == model.predict(texts)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.realweights
 def test_the_readme_example_prints_what_its_prose_says_on_minilm(minilm_dir, tmp_path,
                                                                  monkeypatch):

@@ -138,6 +138,7 @@ def test_mixed_batch_gives_each_row_its_own_task_output(multi):
         np.testing.assert_allclose(mixed[rows, :width], whole[rows], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_mixed_batch_in_a_graph_and_through_predict(multi):
     inputs = tiny_inputs(batch=4, seed=5)
     names = np.array([b"c", b"a", b"b", b"c"])
@@ -148,6 +149,7 @@ def test_mixed_batch_in_a_graph_and_through_predict(multi):
     np.testing.assert_allclose(predicted, eager, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_mixed_batch_rejects_unknown_names(multi):
     with pytest.raises(ValueError) as excinfo:
         multi(tiny_inputs(), adapter_names=["a", "zzz"])
@@ -203,6 +205,7 @@ def _train(model, name, inputs, labels, epochs=3, batch_size=8, learning_rate=1e
     return history.history["loss"]
 
 
+@pytest.mark.slow
 def test_two_tasks_trained_in_turn_do_not_forget(bert, tiny_config):
     tf.keras.utils.set_random_seed(0)
     model = MultiAdapterModel(bert)
@@ -286,6 +289,7 @@ def test_fusion_task_round_trips_through_its_file(multi, tmp_path, bert):
 
 
 # ------------------------------------------------------- real weights and data
+@pytest.mark.slow
 @pytest.mark.realweights
 @WRITTEN_AND_REAL
 def test_minilm_mrpc_then_sst2_keeps_each_dev_metric(minilm_dir, data_root):

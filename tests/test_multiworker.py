@@ -127,6 +127,7 @@ def assert_same_metrics(got: Path, expected: Path, tolerance=1e-3):
     return {key: abs(float(got[key]) - float(expected[key])) for key in METRICS}
 
 
+@pytest.mark.slow
 def test_two_workers_match_one_process_and_only_the_chief_writes(
         one_process, backbone, data, tmp_path):
     out = tmp_path / "out"
@@ -156,6 +157,7 @@ def test_two_workers_match_one_process_and_only_the_chief_writes(
     assert list((tmp_path / "tmpdir").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_killed_worker_resumes_with_the_cluster_from_the_last_checkpoint(
         one_process, backbone, data, tmp_path):
     """kill -9 worker 1 right after checkpoint 4; the chief, stuck waiting for it in the
@@ -193,6 +195,7 @@ def test_a_killed_worker_resumes_with_the_cluster_from_the_last_checkpoint(
     print("killed and resumed two workers vs one process, |difference|:", differences)
 
 
+@pytest.mark.slow
 def test_a_signal_to_one_worker_stops_every_worker_after_the_same_step(
         one_process, backbone, data, tmp_path):
     """SIGTERM reaches worker 1 only, right after step 3 (between checkpoints 2 and 4):

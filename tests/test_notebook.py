@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import BERT_VOCAB, REPO
 from tests.runner_utils import read_results, write_tiny_backbone
 
@@ -23,6 +25,7 @@ print("ON_TPU =", namespace["ON_TPU"])
 """
 
 
+@pytest.mark.slow
 def test_notebook_runs_without_a_tpu(tmp_path, mrpc_dir):
     backbone = write_tiny_backbone(tmp_path / "tiny", BERT_VOCAB)
     out = tmp_path / "out"

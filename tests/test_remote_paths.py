@@ -66,6 +66,7 @@ def classifier_runs(backbone, mrpc_dir, tmp_path_factory):
     return tmp
 
 
+@pytest.mark.slow
 def test_classifier_on_ram_equals_local(classifier_runs):
     local, remote = classifier_runs / "local" / "out", classifier_runs / "remote"
     assert_same_outputs(local, remote, ["eval_results.txt", "test_results.tsv",
@@ -78,6 +79,7 @@ def test_classifier_on_ram_equals_local(classifier_runs):
     assert not [name for name in files if name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_adapter_loaded_from_ram_predicts_the_same(classifier_runs):
     again = classifier_runs / "again"
     assert (again / "test_results.tsv").read_bytes() == \
@@ -86,6 +88,7 @@ def test_adapter_loaded_from_ram_predicts_the_same(classifier_runs):
     assert "-test-" in entry and entry.endswith(".npz")
 
 
+@pytest.mark.slow
 def test_squad_on_ram_equals_local(backbone, squad_dir, tmp_path):
     squad = squad_dir
     train = write_slice(squad / "train-v1.1-subset.json", tmp_path / "train.json", paragraphs=2)

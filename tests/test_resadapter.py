@@ -400,6 +400,7 @@ def test_pooling_is_refused_for_the_span_head(backbone, squad_dir, tmp_path, cap
     assert "--resadapter_pooling chooses a classification head's input" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_run_squad_smoke_and_load_adapter(backbone, squad_dir, tmp_path):
     """v2.0 slice, attention cells in a ResNet: trains, scores, and the file reproduces it."""
     data = json.loads((squad_dir / "dev-v2.0.json").read_text(encoding="utf-8"))

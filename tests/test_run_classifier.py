@@ -32,6 +32,7 @@ def mrpc_run(backbone, mrpc_dir, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_outputs_follow_the_original_formats(mrpc_run):
     results = read_results(mrpc_run / "eval_results.txt")
     assert list(results) == sorted(results)
@@ -76,6 +77,7 @@ def test_adapter_file_is_small_and_reproduces_the_metrics(mrpc_run, backbone, mr
 # XLA draws other dropout masks than plain TensorFlow, and the 16-bit types round: all
 # land near, not on, the float32 run's loss after the same 4 steps. float16 trains with
 # Keras' dynamic loss scaling (compile wraps the optimizer under that policy).
+@pytest.mark.slow
 @pytest.mark.parametrize("flag,tolerance", [("--jit_compile=true", 0.01),
                                              ("--dtype=mixed_bfloat16", 0.03),
                                              ("--dtype=mixed_float16", 0.01)])
@@ -122,6 +124,7 @@ def write_tsv(path, header, rows):
     path.write_text("".join("\t".join(map(str, r)) + "\n" for r in lines), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_stsb_regression_trains_and_predicts_one_score(backbone, tmp_path):
     data = tmp_path / "STS-B"
     header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
@@ -142,6 +145,7 @@ def test_stsb_regression_trains_and_predicts_one_score(backbone, tmp_path):
     assert len(scores) == 5 and all(len(s.split("\t")) == 1 for s in scores)
 
 
+@pytest.mark.slow
 def test_mnli_evaluates_matched_and_mismatched(backbone, tmp_path):
     data = tmp_path / "MNLI"
     header = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p", "sentence1",
@@ -202,6 +206,7 @@ def test_do_lower_case_must_match_a_cased_checkpoint(backbone, mrpc_dir, tmp_pat
     assert "--do_lower_case=True but" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_last_checkpoint(backbone, mrpc_dir, tmp_path):
     argv = ["--task_name=MRPC", "--do_train", f"--data_dir={mrpc_dir}",
             "--num_train_epochs=0.1", *common_flags(backbone, tmp_path / "out")]
@@ -233,6 +238,7 @@ def _logged_steps(log_dir, tag):
     return sorted(steps)
 
 
+@pytest.mark.slow
 def test_default_dtype_is_this_machines_native_one_and_logged(backbone, mrpc_dir, tmp_path):
     # The suite pins --dtype=auto to float32 (tests/conftest.py); an empty value lifts it.
     from adapter_bert.precision import choose_dtype, describe_hardware
@@ -264,6 +270,7 @@ def test_mixed_float16_trains_with_dynamic_loss_scaling():
     assert done.stdout.split()[-2:] == ["mixed_float16", "True"]
 
 
+@pytest.mark.slow
 def test_xnli_trains_and_evaluates_on_the_original_layout(backbone, tmp_path):
     """--task_name=XNLI reads multinli/multinli.train.zh.tsv and the zh rows of
     xnli.dev.tsv, as Google's run_classifier.py, and reports accuracy."""

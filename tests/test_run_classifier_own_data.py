@@ -58,6 +58,7 @@ def spam_run(backbone, spam_file, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_headerless_binary_set_trains_evaluates_and_predicts(spam_run, spam_file):
     description = json.loads((spam_run / "adapter" / "adapter_config.json").read_text())
     assert description["task"] == "smsspamcollection"
@@ -101,6 +102,7 @@ def test_a_loaded_adapter_predicts_with_its_label_names(spam_run, spam_file, bac
     assert (out / "test_results.tsv").read_text() == (spam_run / "test_results.tsv").read_text()
 
 
+@pytest.mark.slow
 def test_an_adapter_of_another_task_is_refused(spam_run, spam_file, backbone, tmp_path,
                                                capfd):
     """Same label names (ham, spam) but another task named: refused, not evaluated."""
@@ -114,6 +116,7 @@ def test_an_adapter_of_another_task_is_refused(spam_run, spam_file, backbone, tm
                           r"not phishing: pass an adapter trained on phishing")
 
 
+@pytest.mark.slow
 def test_the_export_answers_strings_with_label_names(spam_run, spam_file, backbone, tmp_path):
     pytest.importorskip("tensorflow_text")
     import tensorflow as tf

@@ -69,6 +69,7 @@ def v1_run(backbone, v1_files, tmp_path_factory):
     return out, result
 
 
+@pytest.mark.slow
 def test_v1_writes_the_original_files_and_scores(v1_run, v1_files):
     out, result = v1_run
     ids = question_ids(v1_files[1])
@@ -105,6 +106,7 @@ def test_v1_eval_results_hold_scores_counts_and_parameters(v1_run, v1_files):
     assert isinstance(as_json["trainable_params"], int)
 
 
+@pytest.mark.slow
 def test_predict_from_load_adapter_reproduces_predictions(v1_run, v1_files, backbone, tmp_path):
     out, _ = v1_run
     result = run_squad(["--do_predict", f"--predict_file={v1_files[1]}",
@@ -118,6 +120,7 @@ def test_predict_from_load_adapter_reproduces_predictions(v1_run, v1_files, back
     assert again["exact_match"] == original["exact_match"] and again["f1"] == original["f1"]
 
 
+@pytest.mark.slow
 def test_v2_writes_null_odds_and_the_threshold_search(backbone, squad_dir, tmp_path):
     dev = write_slice(squad_dir / "dev-v2.0.json", tmp_path / "dev2.json",
                       paragraphs=3)
@@ -180,6 +183,7 @@ def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, squad_dir, tm
     assert not (tmp_path / "out" / "predictions.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc_stride", [48, 64])
 def test_strides_google_accepts_run(backbone, v1_files, tmp_path, doc_stride):
     """A stride longer than the context window (45 tokens here) or than the whole sequence

@@ -66,6 +66,7 @@ def trained(backbone, mrpc_dir, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_export_serves_the_runs_predictions_without_adapter_bert(trained, mrpc_dir, tmp_path):
     rows = read_tsv(mrpc_dir / "dev.tsv")
     results = serve(trained / "export", [("serving_default", {
@@ -81,6 +82,7 @@ def test_export_serves_the_runs_predictions_without_adapter_bert(trained, mrpc_d
                                      abs=1e-6)
 
 
+@pytest.mark.slow
 def test_tokenize_signature_gives_the_python_pipelines_features(trained, mrpc_dir, backbone,
                                                               tmp_path):
     from adapter_bert.data.features import convert_examples_to_features
@@ -98,6 +100,7 @@ def test_tokenize_signature_gives_the_python_pipelines_features(trained, mrpc_di
         np.testing.assert_array_equal(features[key], expected[key], err_msg=key)
 
 
+@pytest.mark.slow
 def test_export_of_load_adapter_and_of_the_latest_checkpoint(trained, backbone, tmp_path):
     """The two other ways to export give the same model as exporting after training."""
     texts = {"text_a": ["The cat sat on the mat.", "Stocks fell sharply on Monday."],
@@ -120,6 +123,7 @@ def test_export_of_load_adapter_and_of_the_latest_checkpoint(trained, backbone, 
                                    atol=1e-6, err_msg=kind)
 
 
+@pytest.mark.slow
 def test_bad_input_at_serving_time(trained, tmp_path):
     """Empty, overlong and non-UTF-8 texts and an empty batch: defined results; rows of
     text_a and text_b that do not pair up: a clear error."""
@@ -154,6 +158,7 @@ def test_bad_input_at_serving_time(trained, tmp_path):
     assert s7 == "error" and "text_a and text_b must have the same number of rows" in mismatch
 
 
+@pytest.mark.slow
 def test_single_sentence_and_regression_exports(backbone, tmp_path):
     """A single-sentence task takes text_a only; a regression head returns `score`."""
     import tensorflow as tf
@@ -192,6 +197,7 @@ def test_export_without_tensorflow_text_is_one_clear_line(backbone, tmp_path, mo
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.realweights
 def test_minilm_export_matches_run_classifier_on_mrpc_dev(minilm_dir, mrpc_dir, tmp_path):
     """The real MiniLM (adapters untrained, head as initialised): the SavedModel's

@@ -64,6 +64,7 @@ TEXTS_B = ["A cat was on a mat.", "", "Something.", "A man is playing music.",
            "Dogs are running.", "London was sunny.", "", "Sure thing."]
 
 
+@pytest.mark.slow
 def test_each_row_equals_its_single_task_export(backbone, adapters, multi_export, tmp_path):
     multi = tf.saved_model.load(str(multi_export)).signatures["serving_default"]
     tasks = list(TASKS)
@@ -90,6 +91,7 @@ def test_each_row_equals_its_single_task_export(backbone, adapters, multi_export
                                    single["probabilities"].numpy()[mine].max(1), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_unknown_task_is_a_clear_error_and_an_empty_batch_is_empty(multi_export):
     serve = tf.saved_model.load(str(multi_export)).signatures["serving_default"]
     with pytest.raises(tf.errors.InvalidArgumentError) as error:
@@ -103,6 +105,7 @@ def test_unknown_task_is_a_clear_error_and_an_empty_batch_is_empty(multi_export)
     assert empty["probabilities"].shape == (0, 3) and empty["label"].shape == (0,)
 
 
+@pytest.mark.slow
 def test_backbone_is_stored_once(backbone, adapters, multi_export):
     """Size on disk: the one-adapter export plus about the other adapters' files."""
     from adapter_bert.serving import export_multi_adapter
@@ -116,6 +119,7 @@ def test_backbone_is_stored_once(backbone, adapters, multi_export):
     assert info["tasks"] == list(TASKS) and info["labels"]["stsb"] is None
 
 
+@pytest.mark.slow
 def test_export_model_command(backbone, adapters, tmp_path):
     out = tmp_path / "cli"
     # As installed (python -m), then as the clone's root script.
@@ -132,6 +136,7 @@ def test_export_model_command(backbone, adapters, tmp_path):
     assert "give each one its own name" in done.stderr
 
 
+@pytest.mark.slow
 def test_export_model_dtype_bfloat16_answers_as_float32(backbone, adapters, multi_export, tmp_path):
     out = tmp_path / "bf16"
     done = run_subprocess("-m adapter_bert.export_model", [

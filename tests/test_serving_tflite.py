@@ -57,6 +57,7 @@ def tiny_export(backbone, mrpc_dir, tmp_path_factory):
     return model, features, expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch, width", [(4, MAX_LEN), (None, None)])
 def test_tflite_probabilities_equal_the_saved_models(tiny_export, tmp_path, batch, width):
     """10 rows through a static [4, 32] model (last batch padded) and a dynamic one."""
@@ -74,6 +75,7 @@ def test_tflite_probabilities_equal_the_saved_models(tiny_export, tmp_path, batc
     assert np.ptp(got[:, 1]) > 1e-2
 
 
+@pytest.mark.slow
 def test_regression_head_returns_score(backbone, tmp_path):
     from adapter_bert.serving.tflite import export_tflite, tflite_interpreter, tflite_predict
     from tests.conftest import tiny_inputs
@@ -86,6 +88,7 @@ def test_regression_head_returns_score(backbone, tmp_path):
                                atol=1e-5)
 
 
+@pytest.mark.slow
 def test_refused_ops_names_the_tokenizers_ops(tiny_export, tmp_path):
     """The tokenizer does not convert to builtins; WordPiece alone has a custom kernel."""
     from adapter_bert.serving import export_classifier
@@ -102,6 +105,7 @@ def test_refused_ops_names_the_tokenizers_ops(tiny_export, tmp_path):
                                                    "RaggedTensorToTensor"}
 
 
+@pytest.mark.slow
 @pytest.mark.realweights
 def test_minilm_tflite_matches_the_saved_model_on_mrpc_dev(minilm_dir, mrpc_dir, tmp_path):
     """The embedded MiniLM with size-64 adapters as initialised, all 408 MRPC dev pairs

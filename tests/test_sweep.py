@@ -72,6 +72,7 @@ def whole(backbone, files, tmp_path_factory):
     return out, killed
 
 
+@pytest.mark.slow
 @SHARES_THE_SWEEP
 def test_a_four_point_grid_runs_and_the_best_point_is_kept(whole):
     whole, _ = whole
@@ -91,6 +92,7 @@ def test_a_four_point_grid_runs_and_the_best_point_is_kept(whole):
     assert all(int(r["trainable_params"]) > 0 and float(r["wall_s"]) > 0 for r in rows)
 
 
+@pytest.mark.slow
 @SHARES_THE_SWEEP
 def test_a_point_killed_half_way_resumes_to_an_uninterrupted_runs_results(whole, tmp_path):
     whole, killed = whole
@@ -107,6 +109,7 @@ def test_a_point_killed_half_way_resumes_to_an_uninterrupted_runs_results(whole,
         {k: v for k, v in direct.items() if k.startswith("eval_")}
 
 
+@pytest.mark.slow
 @SHARES_THE_SWEEP
 def test_a_wider_grid_adds_points_without_redoing_the_others(whole, backbone, files,
                                                              tmp_path):
@@ -125,6 +128,7 @@ def test_a_wider_grid_adds_points_without_redoing_the_others(whole, backbone, fi
         assert (out / name / "eval_results.txt").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_a_glue_task_selects_on_held_out_training_rows_and_predicts(backbone, tmp_path):
     data = write_mrpc(tmp_path / "glue", rows={"train": 200, "dev": 40, "test": 30})
     out = tmp_path / "sweep"
@@ -170,6 +174,7 @@ def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, 
     assert not out.exists()
 
 
+@pytest.mark.slow
 @SHARES_THE_SWEEP
 @pytest.mark.parametrize("extra, message", [
     (["--grid=learning_rate=1e-3,3e-3", "--grid=num_train_epochs=1"],
@@ -225,6 +230,7 @@ def test_a_best_folder_the_sweep_did_not_write_is_left_alone(tmp_path):
         '{"second": 1}'
 
 
+@pytest.mark.slow
 def test_a_squad_sweep_selects_on_the_predict_files_f1(backbone, squad_dir, tmp_path):
     from tests.robustness.helpers import squad_flags
     from tests.test_run_squad import write_slice

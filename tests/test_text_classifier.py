@@ -80,6 +80,7 @@ def library_model(backbone, mood_data):
     return model
 
 
+@pytest.mark.slow
 @SHARES_THE_RUNS
 def test_library_and_runner_agree_on_the_same_file(library_model, runner_run, mood_data):
     texts, labels = zip(*mood_data["dev"])
@@ -131,6 +132,7 @@ def test_the_saved_adapter_is_the_runners_directory(library_model, runner_run, b
         library_model.predict(list(texts), return_labels=True)
 
 
+@pytest.mark.slow
 def test_pairs_ids_and_a_compiled_optimizer(backbone):
     firsts = [f"the crew was {w}" for w in ("kind", "rude", "late", "great")] * 4
     seconds = [f"answer {i}" for i in range(16)]
@@ -154,6 +156,7 @@ def test_pairs_ids_and_a_compiled_optimizer(backbone):
                                atol=1e-5)
 
 
+@pytest.mark.slow
 def test_regression_takes_floats_and_predicts_floats(backbone):
     model = TextClassifier.from_pretrained(None, str(backbone / "bert_model.ckpt"),
                                            regression=True, max_seq_length=16)
@@ -165,6 +168,7 @@ def test_regression_takes_floats_and_predicts_floats(backbone):
     assert len(predicted) == 3 and all(isinstance(v, float) for v in predicted)
 
 
+@pytest.mark.slow
 def test_fit_with_a_checkpoint_dir_restores_a_finished_fit(backbone, mood_data, tmp_path):
     texts, labels = (list(v) for v in zip(*mood_data["train"]))
 
@@ -212,6 +216,7 @@ def test_bad_label_lists_are_refused_before_loading(labels, regression, message)
         TextClassifier.from_pretrained(labels, "/nonexistent/checkpoint", regression=regression)
 
 
+@pytest.mark.slow
 @SHARES_THE_RUNS
 def test_the_export_of_its_adapter_answers_strings_with_label_names(library_model, backbone,
                                                                      mood_data, tmp_path):
@@ -247,6 +252,7 @@ _MIRRORED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_mirrored_strategy_trains_it_on_two_replicas(backbone):
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, "-c", _MIRRORED, str(backbone / "bert_model.ckpt")],

@@ -77,6 +77,7 @@ def test_an_unknown_feature_lists_the_sets_features(ag_news):
         task.get_examples(None, "train")
 
 
+@pytest.mark.slow
 def test_the_runner_trains_on_a_tfds_set_by_name(ag_news, backbone, tmp_path):
     out = tmp_path / "out"
     code, _ = run_in_process("run_classifier", [

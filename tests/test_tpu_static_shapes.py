@@ -159,6 +159,7 @@ def run_classifier_steps(backbone, data, out: Path, xla: bool):
     return run, results, probabilities
 
 
+@pytest.mark.slow
 def test_classifier_compiles_with_xla_on_static_shapes_and_matches_the_plain_run(
         backbone, mrpc, tmp_path):
     plain, plain_results, plain_probabilities = run_classifier_steps(
@@ -223,6 +224,7 @@ def run_squad_steps(backbone, squad_file, out: Path, xla: bool):
     return run, logits, figures, json.loads((out / "predictions.json").read_text())
 
 
+@pytest.mark.slow
 def test_squad_compiles_with_xla_on_static_shapes_and_matches_the_plain_run(
         backbone, squad_file, tmp_path):
     plain, plain_logits, plain_figures, plain_predictions = run_squad_steps(

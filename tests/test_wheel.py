@@ -162,6 +162,7 @@ def test_the_wheel_holds_the_package_only(wheel):
         assert f"{command} = adapter_bert." in entry_points
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_runs_mrpc_from_any_directory(venv, tmp_path):
     """`python -m adapter_bert.run_classifier` trains and evaluates a tiny backbone."""
     from adapter_bert.model.checkpoints import default_backbone_dir
@@ -186,6 +187,7 @@ def test_the_installed_wheel_runs_mrpc_from_any_directory(venv, tmp_path):
     assert not (cwd / "run_classifier.py").exists()
 
 
+@pytest.mark.slow
 def test_the_console_scripts_are_installed_and_name_themselves(venv, tmp_path):
     cwd, env = _elsewhere(tmp_path)
     scripts = venv.parent

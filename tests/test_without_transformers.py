@@ -60,6 +60,7 @@ def write_mrpc(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_run_classifier_trains_and_evaluates_without_transformers(backbone, tmp_path):
     """Tokenisation and the whole training run work with transformers unimportable."""
     data, out = write_mrpc(tmp_path / "MRPC"), tmp_path / "out"

@@ -29,6 +29,9 @@ Examples:
 
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from adapter_bert.errors import MissingDependency, UserError
+
+
 # The one line that says what to install when transformers is missing or has no TF models.
 TRANSFORMERS_NEEDED = ('adapter_bert.adapters.hf_bridge needs transformers 4.x with its TF '
                        'models (transformers 5 removed them): pip install "transformers>=4.57,<5"')
@@ -42,10 +45,10 @@ def check_transformers() -> None:
     except ImportError as e:
         found = ("transformers is not installed" if e.name == "transformers"
                  else f"importing transformers failed: {e}")
-        raise ImportError(f"{TRANSFORMERS_NEEDED} ({found})") from None
+        raise MissingDependency(f"{TRANSFORMERS_NEEDED} ({found})") from None
     version = str(getattr(transformers, "__version__", "0"))
     if not version.split(".")[0].isdigit() or int(version.split(".")[0]) != 4:
-        raise ImportError(f"{TRANSFORMERS_NEEDED} (found transformers {version})")
+        raise MissingDependency(f"{TRANSFORMERS_NEEDED} (found transformers {version})")
 
 
 check_transformers()
@@ -57,7 +60,6 @@ import tf_keras as keras  # noqa: E402
 from adapter_bert.adapters.layers import HoulsbyAdapter  # noqa: E402
 from adapter_bert.model.config import AdapterConfig  # noqa: E402
 from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
-from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of, reset_compiled_functions  # noqa: E402
 
 POSITIONS = ("attention", "ffn")

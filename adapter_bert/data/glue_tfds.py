@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from absl import logging
 
-from adapter_bert.errors import UserError
+from adapter_bert.errors import MissingDependency
 from adapter_bert.data.glue import (DataProcessor, GlueDataError, InputExample,
                                      canonical_task_name, get_processor)
 
@@ -112,7 +112,7 @@ def load_tfds_examples(task_name: str, split: str,
     try:
         import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
     except ImportError as e:
-        raise UserError(
+        raise MissingDependency(
             "load_tfds_examples needs tensorflow_datasets, which is not "
             "installed (pip install tensorflow-datasets), or use the TSV "
             "processors with a glue_data directory instead") from e

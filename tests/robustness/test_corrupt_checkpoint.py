@@ -219,6 +219,7 @@ def run_twice_truncating_the_newest(script: str, argv, out: Path, outputs):
     return again
 
 
+@pytest.mark.slow
 def test_classifier_resumes_past_a_truncated_newest_checkpoint(backbone, mrpc_lines, tmp_path):
     data = write_mrpc_dir(tmp_path, mrpc_lines)
     out = tmp_path / "out"
@@ -243,6 +244,7 @@ def test_classifier_resumes_past_a_truncated_newest_checkpoint(backbone, mrpc_li
     assert snapshot(out) == before
 
 
+@pytest.mark.slow
 def test_squad_resumes_past_a_truncated_newest_checkpoint(backbone, squad_slice, tmp_path):
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(squad_slice))

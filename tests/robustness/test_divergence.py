@@ -75,6 +75,7 @@ def run(runner, argv):
     return result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["run_classifier", "run_squad"])
 def test_weights_that_overflow_are_never_checkpointed(runner, backbone, mrpc_lines,
                                                       squad_slice, tmp_path):
@@ -88,6 +89,7 @@ def test_weights_that_overflow_are_never_checkpointed(runner, backbone, mrpc_lin
     assert_nothing_from_diverged_weights(out, tmp_path, before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["run_classifier", "run_squad"])
 def test_a_nan_loss_keeps_the_last_good_checkpoint_as_it_was(runner, backbone, mrpc_lines,
                                                              squad_slice, tmp_path):

@@ -64,6 +64,7 @@ def _walk(module: str):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", sorted(ENTRY_POINTS))
 def test_every_numeric_flag_is_bounded_and_named_when_out_of_bounds(module):
     program = ENTRY_POINTS[module]

@@ -105,6 +105,7 @@ def classifier_reference(backbone, mrpc, tmp_path_factory):
     return read_bytes(out, CLASSIFIER_OUTPUTS)
 
 
+@pytest.mark.slow
 def test_classifier_stops_on_signals_in_training_evaluation_and_prediction_and_resumes(
         classifier_reference, backbone, mrpc, tmp_path):
     out = tmp_path / "out"
@@ -137,6 +138,7 @@ def test_classifier_stops_on_signals_in_training_evaluation_and_prediction_and_r
     assert read_bytes(out, CLASSIFIER_OUTPUTS) == classifier_reference
 
 
+@pytest.mark.slow
 def test_training_logs_one_line_when_it_saves_on_a_signal(backbone, mrpc, tmp_path):
     """A signal right after a periodic checkpoint: no second save of that step."""
     out = tmp_path / "out"
@@ -180,6 +182,7 @@ def squad_reference(backbone, squad_files, tmp_path_factory):
     return read_bytes(out, SQUAD_OUTPUTS), steps
 
 
+@pytest.mark.slow
 def test_squad_stops_on_signals_in_training_and_prediction_and_resumes(
         squad_reference, backbone, squad_files, tmp_path):
     reference, steps = squad_reference

@@ -84,6 +84,7 @@ def classifier_reference(backbone, mrpc, tmp_path_factory):
     return read_bytes(out, CLASSIFIER_OUTPUTS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kills", [
     # Killed after step 1 (before the first checkpoint: the next run starts over), after
     # step 3 (between checkpoints 2 and 4), after step 5 (between 4 and 6), then completed.
@@ -95,6 +96,7 @@ def test_classifier_resumes_to_bit_identical_outputs(classifier_reference, backb
                                                      tmp_path, kills):
     out = tmp_path / "out"
     finished = run_to_completion("run_classifier.py", classifier_argv(backbone, out, mrpc), kills)
+    assert "Op determinism enabled (--deterministic) with seed 7" in finished.stderr
     if "KILL_AT_STEP" in kills[-1]:
         restored = kills[-1]["KILL_AT_STEP"] // 2 * 2   # the checkpoint before the kill
         assert f"steps {restored + 1}..6 of 6" in finished.stderr
@@ -140,6 +142,7 @@ def squad_reference(backbone, squad_files, tmp_path_factory):
     return read_bytes(out, SQUAD_OUTPUTS), finished
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kills", [
     [{"KILL_AT_STEP": 4}],           # between checkpoints 3 and 6
     [{"KILL_PREDICTING": 1}],        # during prediction, training complete

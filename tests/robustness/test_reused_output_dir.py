@@ -1,4 +1,4 @@
-"""A reused --output_dir (issue 32): a training run records its training flags in
+"""A reused --output_dir: a training run records its training flags in
 run_flags.json; a rerun with other training flags stops before loading anything, naming
 them; the same flags resume; --overwrite_output_dir deletes what a run wrote there (never
 the user's files) and trains anew; eval-only runs take any eval flags; a
@@ -45,6 +45,7 @@ def _refuse_loading(monkeypatch):
     monkeypatch.setattr(base, "prepare_backbone", boom)
 
 
+@pytest.mark.slow
 def test_training_records_its_flags(trained, backbone):
     out, data = trained
     record = json.loads((out / "run_flags.json").read_text())["flags"]
@@ -58,6 +59,7 @@ def test_training_records_its_flags(trained, backbone):
         assert name not in record
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changes, named", [
     ({"learning_rate": 2e-3}, "--learning_rate 0.001 -> 0.002"),
     ({"adapter_size": 4, "seed": 7}, "--seed 42 -> 7; --adapter_size 8 -> 4"),
@@ -123,6 +125,7 @@ def test_folder_without_a_record_resumes_with_one_line(trained, backbone, tmp_pa
     assert json.loads((out / "run_flags.json").read_text())["flags"]["learning_rate"] == 0.002
 
 
+@pytest.mark.slow
 def test_overwrite_output_dir_trains_anew(trained, backbone, tmp_path, capfd):
     out = _copy(trained[0], tmp_path / "out")
     (out / "feature_cache").mkdir(exist_ok=True)
@@ -172,6 +175,7 @@ def test_overwrite_needs_do_train(trained, backbone, tmp_path, capfd):
     assert snapshot(out) == before
 
 
+@pytest.mark.slow
 def test_squad_rerun_with_another_rate_is_refused(backbone, squad_slice, tmp_path):
     train = tmp_path / "train.json"
     train.write_text(json.dumps(squad_slice))

@@ -133,6 +133,7 @@ def test_a_run_whose_lock_was_taken_stops_before_saving(tmp_path, monkeypatch):
     assert (tmp_path / run_lock.LOCK_NAME).exists()  # the other run's: not deleted
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_and_a_killed_runs_folder_is_taken_over(
         backbone, mrpc_lines, tmp_path, capfd, caplog):
     """A real training run holds the folder; a second command on it stops in one line

@@ -74,6 +74,7 @@ def reference(backbone, mrpc, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_classifier_write_failures_keep_what_was_written_and_the_next_run_goes_on(
         reference, backbone, mrpc, tmp_path):
     expected = read_bytes(reference, CLASSIFIER_OUTPUTS)
@@ -114,6 +115,7 @@ def test_classifier_write_failures_keep_what_was_written_and_the_next_run_goes_o
     assert read_bytes(out, CLASSIFIER_OUTPUTS) == expected
 
 
+@pytest.mark.slow
 def test_squad_prediction_write_failure_keeps_the_files_written_before(backbone, squad_slice,
                                                                        tmp_path):
     path = tmp_path / "squad.json"
@@ -157,6 +159,7 @@ def _pages(path: Path) -> int:
     return -(-path.stat().st_size // 4096) * 4096
 
 
+@pytest.mark.slow
 def test_a_full_file_system_under_the_checkpoints_keeps_the_last_checkpoint(
         reference, backbone, mrpc, tmp_path):
     """<output_dir>/checkpoints is a tmpfs with room for one and a half checkpoints:
