@@ -10,7 +10,7 @@ initialisation every run starts from) and, with --adapter_dir, trained ones:
   (over the real tokens);
 - the relative error of what the adapter adds, |computed - exact| / |B(x)|, when `B` runs
   in bfloat16 and the skip sum `x + B(x)` is rounded to bfloat16, against the same with
-  the sum kept in float32 (what the adapter layers do: adapters/layers.py `skip_sum`);
+  the sum kept in float32 (what the adapter layers do: model/adapter_layers.py `skip_sum`);
 - the whole model: largest logit difference from float32 and the share of dev pairs whose
   prediction agrees with float32's, for mixed_bfloat16 with the float32 sum (the package)
   and with a bfloat16 sum.

@@ -18,7 +18,7 @@ import tf_keras as keras
 import adapter_bert as ab
 from adapter_bert.adapters.files import (AdapterFileError, adapter_config_of,
                                         backbone_fingerprint, load_adapter, save_adapter)
-from adapter_bert.adapters.layers import ProjectionAdapter
+from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
 from adapter_bert.model.config import (AdapterConfig, ConfigError, adapter_families,

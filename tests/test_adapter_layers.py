@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.layers import (HoulsbyAdapter, LoraAdapter, ParallelAdapter,
+from adapter_bert.model.adapter_layers import (HoulsbyAdapter, LoraAdapter, ParallelAdapter,
                                    PfeifferAdapter)
 from adapter_bert.model.config import AdapterConfig, ConfigError
 from adapter_bert.adapters.fusion import AdapterFusion
@@ -333,7 +333,7 @@ def test_run_squad_selects_the_family(backbone, squad_dir, tmp_path):
 @pytest.mark.parametrize("adapter_type", ["houlsby", "pfeiffer", "parallel"])
 def test_mixed_bfloat16_keeps_a_new_adapters_small_output_in_the_skip_sum(adapter_type):
     # A new adapter adds well under 1% of its input: a bfloat16 sum would round most of it
-    # away, so the skip sum is float32 (adapters/layers.py skip_sum).
+    # away, so the skip sum is float32 (model/adapter_layers.py skip_sum).
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
         cls = {"houlsby": HoulsbyAdapter, "pfeiffer": PfeifferAdapter,

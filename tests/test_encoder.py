@@ -6,7 +6,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.activations import canonical_activation, get_activation
-from adapter_bert.adapters.layers import HoulsbyAdapter
+from adapter_bert.model.adapter_layers import HoulsbyAdapter
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
 from adapter_bert.model.blocks import BlockModification, ModifiableBlock

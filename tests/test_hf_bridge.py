@@ -39,7 +39,7 @@ def _outputs(model, inputs):
 
 
 def test_adapters_sit_in_both_output_blocks_with_block_scoped_names(tiny_hf):
-    from adapter_bert.adapters.layers import HoulsbyAdapter
+    from adapter_bert.model.adapter_layers import HoulsbyAdapter
     from adapter_bert.adapters.hf_bridge import DropoutThenAdapter, adapters_by_position, output_blocks
     from adapter_bert.adapters.hf_bridge import add_adapters
     adapters = add_adapters(tiny_hf, size=4)
@@ -196,7 +196,7 @@ def test_unbuilt_model_is_built_first_with_its_own_weight_names():
 
 
 def test_dropout_then_adapter_config_round_trip():
-    from adapter_bert.adapters.layers import HoulsbyAdapter
+    from adapter_bert.model.adapter_layers import HoulsbyAdapter
     from adapter_bert.adapters.hf_bridge import DropoutThenAdapter
     layer = DropoutThenAdapter(keras.layers.Dropout(0.3), HoulsbyAdapter(5, init_scale=0.1),
                                enabled=False)

@@ -25,16 +25,10 @@ LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "cli": 0, "console": 
           "tasks": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "sweep": 7, "__main__": 7}
 
-# The edges that run against the order, on purpose: the encoder builds its blocks'
-# adapter layers (adapters/layers.py, which itself needs only model.activations,
-# model.families and model.fast_layers) where the families' registrations put them, and
-# model.blocks sizes a projection adapter by its block; model.config loads the built-in
-# families declared beside those layers, on first use, to validate an AdapterConfig.
-# Everything that manages adapters (named, fusion, multi-task, files, merging,
-# ResAdapter) sits above the model.
-ALLOWED_UPWARD = {("adapter_bert.model.encoder", "adapter_bert.adapters.layers"),
-                  ("adapter_bert.model.blocks", "adapter_bert.adapters.layers"),
-                  ("adapter_bert.model.config", "adapter_bert.adapters.layers")}
+# No edge runs against the order: the adapter layers are network layers (model/), and
+# everything that manages adapters (named, fusion, multi-task, files, merging, ResAdapter)
+# sits above the model.
+ALLOWED_UPWARD = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -17,7 +17,7 @@ from typing import Sequence
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.layers import AdapterLayer
+from adapter_bert.model.adapter_layers import AdapterLayer
 from adapter_bert.errors import UserError
 
 

@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from adapter_bert.adapters.layers import HoulsbyAdapter  # noqa: E402
+from adapter_bert.model.adapter_layers import HoulsbyAdapter  # noqa: E402
 from adapter_bert.model.config import AdapterConfig  # noqa: E402
 from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
 from adapter_bert.model.encoder import backbone_of, reset_compiled_functions  # noqa: E402

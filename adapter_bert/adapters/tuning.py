@@ -36,7 +36,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tf_keras as keras
 
-from adapter_bert.adapters.layers import AdapterLayer
+from adapter_bert.model.adapter_layers import AdapterLayer
 from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
 from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of

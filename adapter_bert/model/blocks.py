@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional, Tuple
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.layers import ProjectionAdapter
+from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.model.config import BertConfig
 from adapter_bert.errors import UserError
 

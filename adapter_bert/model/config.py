@@ -175,10 +175,10 @@ def _registry() -> Dict[str, AdapterFamily]:
     """The registered families, the built-in ones first (registered on first use)."""
     global _BUILT_IN
     if not _BUILT_IN:
-        # The built-in families are declared beside their layers (adapters/layers.py);
+        # The built-in families are declared beside their layers (model/adapter_layers.py);
         # loading them on first use keeps `import adapter_bert.model.config` free of
         # TensorFlow. That module imports nothing of this one, so this makes no cycle.
-        from adapter_bert.adapters.layers import BUILT_IN_FAMILIES
+        from adapter_bert.model.adapter_layers import BUILT_IN_FAMILIES
         for family in BUILT_IN_FAMILIES:
             _FAMILIES[family.name] = family
         _BUILT_IN = tuple(family.name for family in BUILT_IN_FAMILIES)

@@ -39,7 +39,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.activations import get_activation
-from adapter_bert.adapters.layers import ProjectionAdapter
+from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.model.attention_kernel import attention_context
 from adapter_bert.model.blocks import ConfiguredLayer, ModifiableBlock, add_projection_updates
 from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
@@ -195,7 +195,7 @@ class BertResidualOutput(ModifiableBlock):
     and after the feed-forward network (scope `output`, whose input is
     `intermediate_size` wide: `input_width`). `adapter` is the adapter
     slot; it is empty (None) for a plain BERT. An adapter is called as
-    `adapter(hidden, residual, layer_norm)` (see adapters/layers.py), so Houlsby, Pfeiffer and
+    `adapter(hidden, residual, layer_norm)` (see model/adapter_layers.py), so Houlsby, Pfeiffer and
     parallel adapters share the slot; a `ProjectionAdapter` (LoRA on `dense`) in it adds its
     update to the projection instead. A named adapter runs its own LayerNorm copy and
     adapter (or fusion) here.
@@ -228,7 +228,7 @@ class BertResidualOutput(ModifiableBlock):
                                          for adapter in mod.fused])
         elif mod.adapter is not None and not isinstance(mod.adapter, ProjectionAdapter):
             hidden = mod.adapter(hidden, residual, mod.layer_norm)
-        # An adapter returns float32 under mixed precision (adapters/layers.py skip_sum):
+        # An adapter returns float32 under mixed precision (model/adapter_layers.py skip_sum):
         # the residual joins it there, and the LayerNorm reads that sum unrounded.
         if hidden.dtype == tf.float32 and residual.dtype != tf.float32:
             return mod.layer_norm(float32_sum(hidden, residual))

@@ -11,14 +11,14 @@ Two kinds of slot (`AdapterFamily.slot`):
 - "output": one layer in an output block (after the attention output projection and/or
   the feed-forward output projection, chosen by `AdapterConfig.positions`), called as
   `layer(hidden, residual, layer_norm)` and returning the adapted sub-layer output (see
-  adapters/layers.py). Houlsby, Pfeiffer and parallel adapters.
+  model/adapter_layers.py). Houlsby, Pfeiffer and parallel adapters.
 - "projections": additive updates of the frozen dense projections named in `PROJECTIONS`
   (which ones: `AdapterFamily.projections(config)`). One layer per block that holds such a
   projection, called as `layer(inputs, training=...)` on the projection's input and
   returning `{projection's layer name in the block: update}`. LoRA.
 
 This module holds only the declarations (no TensorFlow): the registry itself and the
-built-in families' registration live in model/config.py and adapters/layers.py.
+built-in families' registration live in model/config.py and model/adapter_layers.py.
 """
 
 import dataclasses
@@ -69,10 +69,10 @@ class AdapterFamily:
 
     Attributes:
         name: the `adapter_type` (lowercase letters, digits and `_`).
-        layer: the layer class, a subclass of `adapters.layers.AdapterLayer` whose
+        layer: the layer class, a subclass of `model.adapter_layers.AdapterLayer` whose
             classmethod `from_adapter_config(config)` ("output" families) or
             `from_adapter_config(config, projections)` ("projections" families; see
-            `adapters.layers.ProjectionAdapter`) builds the layer of one slot.
+            `model.adapter_layers.ProjectionAdapter`) builds the layer of one slot.
         param_count: `param_count(config, in_width, out_width)`: weights of one slot's
             layer ("output") or of one projection's update ("projections").
         slot: "output" or "projections" (see the module docstring).

@@ -106,7 +106,7 @@ def float32_sum(a, b):
     """`a + b` in float32, for 16-bit inputs that must not be rounded before they meet.
 
     Used under mixed precision where a small addend joins a large one (an adapter's
-    output and its input, see adapters/layers.py `skip_sum`; the block's residual). Op by
+    output and its input, see model/adapter_layers.py `skip_sum`; the block's residual). Op by
     op that is two casts and an add, three passes over the activation forward; on a CPU
     outside XLA (`lean_cpu_kernels`) it is one XLA-fused pass. The gradient is cast to
     each input's dtype once, shared when the dtypes agree.
