@@ -1,5 +1,5 @@
 """What the optimizer does to MRPC adapter tuning in its first steps: the figures behind
-docs/stability.md.
+docs/results.md, "Learning rates, seeds and the optimizer".
 
 Each variant is one run_classifier.py configuration (flags), trained with the schedule
 of a full --epochs run (warmup and decay as the real run) but stopped after --steps

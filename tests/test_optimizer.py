@@ -321,7 +321,7 @@ def test_default_ceiling_keeps_googles_rule_at_the_originals_rate():
 
 def test_ceilings_of_2e_3_and_3e_3_train_the_same_at_3e_4():
     # The benchmark's 3e-4 runs were made under a 3e-3 ceiling and stand for the 2e-3
-    # default (docs/stability.md): at 3e-4 both take Google's steps, bit for bit, and
+    # default (docs/results.md, "Learning rates, seeds and the optimizer"): at 3e-4 both take Google's steps, bit for bit, and
     # neither lengthens the warmup.
     assert ceiling_warmup_steps(200, 2000, 3e-4, 2e-3) == 200
     runs = [_train_toy(create_optimizer(3e-4, 2000, 200, epsilon=1e-8, step_ceiling=c),

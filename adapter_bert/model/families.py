@@ -41,7 +41,8 @@ PROJECTIONS = ("query", "key", "value", "attention_output", "intermediate", "out
 # for stddevs up to 1e-2), because Adam moves every weight by about the learning rate per
 # step whatever its size: at adapter rates (1e-3 and up) weights of size 1e-3 are
 # replaced by gradient noise in the first steps, weights of size 1e-2 are only nudged
-# (docs/stability.md has the measurements). --adapter_init_scale=1e-3 restores Google's.
+# (measurements: docs/results.md, "Learning rates, seeds and the optimizer").
+# --adapter_init_scale=1e-3 restores Google's.
 ADAPTER_INIT_SCALE = 1e-2
 GOOGLE_ADAPTER_INIT_SCALE = 1e-3
 

@@ -25,7 +25,8 @@ the original's 3e-4; at adapter rates it overshoots the adapters' stable window 
 majority class, so the ceiling keeps it inside. Above the ceiling the step is the
 bias-corrected one and the warmup lasts longer, so the rate climbs no faster than at the
 ceiling (`ceiling_warmup_steps`). An epsilon of 1e-6 is as large as the
-adapters' gradients (docs/stability.md has the measurements).
+adapters' gradients (measurements: docs/results.md, "Learning rates, seeds and the
+optimizer").
 """
 
 import dataclasses
@@ -46,14 +47,16 @@ PARAMETER_EFFICIENT_MODES = ("adapter", "layernorm")
 # about 1e-6 (their size times the other projection's), so next to an epsilon of 1e-6
 # their steps shrink to a fraction of the learning rate that differs from weight to
 # weight; the bias-corrected variant uses PyTorch AdamW's 1e-8, under which every weight
-# steps by about the learning rate (docs/stability.md).
+# steps by about the learning rate (docs/results.md, "Learning rates, seeds and the
+# optimizer").
 GOOGLE_EPSILON = 1e-6
 CORRECTED_EPSILON = 1e-8
 # The highest rate the parameter-efficient modes' default optimizer lets Google's overshoot
 # reach (times the schedule's shape). Adapters train well with bias-corrected Adam between
 # 1e-3 and 3e-3 and collapse at 1.2e-2 on MRPC and SQuAD; at 2e-3 the ceiling leaves
 # Google's rule untouched at the original's 3e-4 (its overshoot peaks at 6.57 < 2e-3 / 3e-4)
-# and holds 1e-3 to at most twice its bias-corrected step (docs/stability.md).
+# and holds 1e-3 to at most twice its bias-corrected step (docs/results.md, "Learning
+# rates, seeds and the optimizer").
 STEP_CEILING = 2e-3
 # Google's fine-tuning rate (its scripts' --learning_rate default), and the rate the
 # parameter-efficient modes use when no --learning_rate is given.
