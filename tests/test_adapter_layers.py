@@ -354,3 +354,31 @@ def test_mixed_bfloat16_keeps_a_new_adapters_small_output_in_the_skip_sum(adapte
     # bfloat16 rounding of the sum would lose a large share of what the adapter adds.
     lost = np.linalg.norm(rounded - delta) / np.linalg.norm(delta)
     assert lost > 0.05
+
+
+def test_adapter_shapes_names_and_param_count():
+    adapter = HoulsbyAdapter(size=4)
+    out = adapter(tf.random.normal([2, 3, 10]))
+    assert out.shape == (2, 3, 10)
+    shapes = {v.name.split("/")[-1]: tuple(v.shape) for v in adapter.weights}
+    assert shapes == {"weights1:0": (10, 4), "biases1:0": (1, 4), "weights2:0": (4, 10),
+                      "biases2:0": (1, 10)}
+    assert adapter.count_params() == HoulsbyAdapter.param_count(10, 4) == 2 * 10 * 4 + 4 + 10
+
+
+def test_adapter_is_identity_with_zero_init_and_near_identity_by_default():
+    x = tf.random.normal([4, 5, 32], seed=1)
+    np.testing.assert_array_equal(HoulsbyAdapter(size=8, init_scale=0.0)(x), x)
+    near = HoulsbyAdapter(size=8)(x)  # init_scale 1e-3
+    relative = float(tf.norm(near - x) / tf.norm(x))
+    assert 0 < relative < 1e-3
+
+
+def test_adapter_computes_bottleneck_with_skip():
+    adapter = HoulsbyAdapter(size=3, activation="relu", init_scale=0.5)
+    x = np.random.default_rng(0).normal(size=(2, 4, 6)).astype("float32")
+    out = adapter(x).numpy()
+    w1, b1, w2, b2 = (v.numpy() for v in (adapter.weights1, adapter.biases1, adapter.weights2,
+                                          adapter.biases2))
+    expected = x + np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
