@@ -226,26 +226,6 @@ def test_a_runner_style_directory_loads_as_a_named_adapter(tiny_config, source, 
     same(run(loaded), run(run_model))
 
 
-def test_format_1_directories_still_load(tiny_config, source, tmp_path, caplog):
-    run_model = heads.BertClassifier(tiny_config, 2, AdapterConfig(size=M))
-    run_model.build_with_dummy_inputs()
-    copy_weights(source, run_model)
-    apply_tuning(run_model, "adapter", train_pooler=False)
-    save_run_files(run_model, str(tmp_path / "v1"), "mrpc")
-    path = tmp_path / "v1" / "adapter_config.json"
-    description = json.loads(path.read_text())
-    description["format_version"] = 1
-    del description["backbone_fingerprint"]
-    description["adapter_config"] = {k: description["adapter_config"][k] for k in
-                                     ("size", "activation", "init_scale", "positions",
-                                      "leave_out")}
-    path.write_text(json.dumps(description))
-    with caplog.at_level(logging.INFO, logger="adapter_bert.adapters.files"):
-        loaded = ab.load_adapter(str(tmp_path / "v1"), backbone=source)
-    assert any("records no backbone fingerprint" in r.getMessage() for r in caplog.records)
-    same(run(loaded), run(run_model))
-
-
 def test_another_backbone_shape_is_refused_in_one_line(tiny_config, source, tmp_path,
                                                        monkeypatch):
     model = make("classifier", tiny_config, source)

@@ -93,25 +93,18 @@ def test_another_backbone_shape_fails_clearly(tiny_config, tmp_path):
         MultiAdapterModel(bert).load_adapter(str(tmp_path / "ad"))
 
 
-def test_format_1_files_still_load(tiny_config, tmp_path, caplog):
-    """Files written before adapter types and fingerprints existed."""
+def test_a_format_1_file_is_refused_in_one_line(tiny_config, tmp_path):
+    """Pre-release files (no fingerprint, Houlsby only) are not read: one line says so."""
     trained = classifier(tiny_config)
     save_adapter(trained, str(tmp_path / "v1"), task="mrpc")
     path = tmp_path / "v1" / "adapter_config.json"
     description = json.loads(path.read_text())
     description["format_version"] = 1
-    del description["backbone_fingerprint"]
-    # Format 1 knew only these fields of the adapter config (Houlsby adapters).
-    description["adapter_config"] = {key: description["adapter_config"][key] for key in
-                                     ("size", "activation", "init_scale", "positions", "leave_out")}
     path.write_text(json.dumps(description))
-    assert adapter_config_of(str(tmp_path / "v1")).adapter_type == "houlsby"
-    fresh = classifier(tiny_config, source=trained)
-    with caplog.at_level(logging.INFO, logger=LOGGER):
-        load_adapter(fresh, str(tmp_path / "v1"))
-    assert any("records no backbone fingerprint" in r.getMessage() for r in caplog.records)
-    np.testing.assert_array_equal(fresh(tiny_inputs(), training=False),
-                                  trained(tiny_inputs(), training=False))
+    with pytest.raises(AdapterFileError, match=r"format_version 1 is not supported \(this "
+                                               r"adapter_bert reads version 2; train the "
+                                               r"adapter again"):
+        load_adapter(classifier(tiny_config, source=trained), str(tmp_path / "v1"))
 
 
 @pytest.mark.parametrize("version, message", [

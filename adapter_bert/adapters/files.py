@@ -11,9 +11,7 @@ adapter never lands silently on the wrong network. A file also records a fingerp
 of the frozen backbone weights (`backbone_fingerprint`); loading onto a backbone of the
 same shape but other weights (another checkpoint) logs a warning naming both.
 
-Format versions: 2 adds `backbone_fingerprint` and the adapter family
-(`adapter_config.adapter_type`); version-1 files (Houlsby adapters, no fingerprint)
-still load.
+`format_version` is 2; a file of another version is refused in one line naming it.
 """
 
 import hashlib
@@ -36,8 +34,6 @@ from adapter_bert.model.encoder import backbone_of
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
 FORMAT_VERSION = 2
-# Versions this code reads: 1 had no fingerprint and Houlsby adapters only.
-READABLE_VERSIONS = (1, 2)
 
 log = logging.getLogger(__name__)
 
@@ -181,12 +177,13 @@ def read_adapter_config(directory: str) -> dict:
         raise AdapterFileError(f"{path}: expected a JSON object at the top level, got "
                                f"{type(description).__name__}")
     version = description.get("format_version")
-    if version not in READABLE_VERSIONS:
+    if version != FORMAT_VERSION:
         newer = isinstance(version, int) and version > FORMAT_VERSION
         raise AdapterFileError(
             f"{path}: format_version {version!r} is not supported (this adapter_bert reads "
-            f"versions {', '.join(map(str, READABLE_VERSIONS))}"
-            + ("; the file was written by a newer adapter_bert: upgrade it)" if newer else ")"))
+            f"version {FORMAT_VERSION}"
+            + ("; the file was written by a newer adapter_bert: upgrade it)" if newer else
+               "; train the adapter again with this version)"))
     _check_description_types(description, path)
     return description
 
@@ -247,12 +244,12 @@ def check_fingerprint(description: dict, model, source: str) -> Optional[str]:
         source: the file's directory, for the message.
 
     Returns:
-        The model's fingerprint (None when the file records none: format 1).
+        The model's fingerprint (None when the file records none).
     """
     stored = description.get("backbone_fingerprint")
     if stored is None:
-        log.info("%s records no backbone fingerprint (format %s): the backbone's weights are "
-                 "not checked", source, description.get("format_version"))
+        log.info("%s records no backbone fingerprint: the backbone's weights are not "
+                 "checked", source)
         return None
     current = backbone_fingerprint(model)
     if current != stored:
