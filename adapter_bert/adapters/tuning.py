@@ -158,16 +158,12 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
         raise UserError(f"{type(model).__name__} keeps its whole backbone frozen: only tuning "
                         f"mode 'adapter' without the pooler applies, not {mode!r}"
                         + (" with train_pooler" if train_pooler else ""))
-    # Containers stay trainable so that they do not hide their children's weights.
-    for _, layer in walk_layers(model):
-        if not _is_leaf(layer):
-            layer._trainable = True  # noqa: SLF001 - the setter would recurse into children
-    for scope, layer, component in leaves:
-        if frozen_backbone:
-            layer.trainable = component in ("adapters", "head")
-        else:
-            layer.trainable = _trains(mode, scope, component, top_k or 0, num_layers,
-                                      train_pooler)
+    if frozen_backbone:
+        chosen = [layer for _, layer, component in leaves if component in ("adapters", "head")]
+    else:
+        chosen = [layer for scope, layer, component in leaves
+                  if _trains(mode, scope, component, top_k or 0, num_layers, train_pooler)]
+    train_only(model, chosen)
 
 
 def _named_adapters(model) -> list:
@@ -179,9 +175,10 @@ def _named_adapters(model) -> list:
 def train_only(model, layers) -> None:
     """Makes exactly the weights of `layers` (and of the layers inside them) trainable.
 
-    What `train_adapter` of the adapter API does: every other weight of `model`, the
-    backbone's and the other adapters' and heads', is frozen. As in `apply_tuning`, only
-    layers that own weights are frozen; containers stay trainable.
+    The one freezing function: `apply_tuning` (a tuning mode's layers) and
+    `train_adapter` of the adapter API (one adapter's layers) choose the layers, this sets
+    them. Every other weight of `model` is frozen. Only layers that own weights are
+    frozen; containers stay trainable so that they do not hide their children's weights.
 
     Args:
         model: a model of this package.
