@@ -52,9 +52,9 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert.adapters import files, merging
-from adapter_bert.adapters.files import (AdapterFileError, backbone_fingerprint, check_backbone,
-                                         check_fingerprint, read_adapter_config,
-                                         read_adapter_weights, write_adapter_files)
+from adapter_bert.adapters.files import (AdapterFileError, check_backbone, check_fingerprint,
+                                         describe, read_adapter_config, read_adapter_weights,
+                                         write_adapter_files)
 from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter,
                                          named_adapter_info, named_adapter_variables,
                                          validate_name)
@@ -427,17 +427,11 @@ class AdapterModelMixin:
         bert = self._backbone_model()
         info = named_adapter_info(bert, name)
         head = self.heads.get(name)
-        description = {
-            "task": task or name,
-            "labels": list(labels) if labels is not None else self.labels.get(name),
-            "head": type(head).__name__ if head is not None else None,
-            "tuning_mode": "adapter",
-            "adapter_config": info.adapter_config.to_dict() if info.adapter_config else None,
-            "fusion": list(info.fused) or None,
-            "resadapter": None,
-            "backbone": bert.config.to_dict(),
-            "backbone_fingerprint": backbone_fingerprint(bert),
-        }
+        description = describe(bert, task=task or name,
+                               labels=labels if labels is not None else self.labels.get(name),
+                               head=type(head).__name__ if head is not None else None,
+                               tuning_mode="adapter", adapter_config=info.adapter_config,
+                               fusion=info.fused)
         return write_adapter_files(directory, {k: v.numpy() for k, v in variables.items()},
                                    description)
 

@@ -122,6 +122,34 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
     return weights_path
 
 
+def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head: Optional[str],
+             tuning_mode: str, adapter_config, fusion: Optional[Sequence[str]] = None,
+             resadapter=None) -> dict:
+    """The JSON fields of an adapter directory (`write_adapter_files` adds the format
+    version, the weight names and their digest): the one description every writer uses.
+
+    Args:
+        bert: the backbone the weights were trained on (its config and fingerprint).
+        task, labels, head: the task name, label names in logit order, the head's class
+            name (None: no head).
+        tuning_mode: what the file holds ("adapter", "full", ...).
+        adapter_config: the adapters' `AdapterConfig`, or None.
+        fusion: the adapters a fusion layer combines, or None.
+        resadapter: a ResAdapter side network's config, or None.
+    """
+    return {
+        "task": task,
+        "labels": list(labels) if labels is not None else None,
+        "head": head,
+        "tuning_mode": tuning_mode,
+        "adapter_config": adapter_config.to_dict() if adapter_config else None,
+        "fusion": list(fusion) if fusion else None,
+        "resadapter": resadapter.to_dict() if resadapter else None,
+        "backbone": bert.config.to_dict(),
+        "backbone_fingerprint": backbone_fingerprint(bert),
+    }
+
+
 def save_adapter(model, directory: str, task: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None, tuning_mode: str = "adapter") -> str:
     """Writes the model's trained weights and a JSON description to `directory`.
@@ -144,18 +172,9 @@ def save_adapter(model, directory: str, task: Optional[str] = None,
     trained = {id(v) for v in trained_weights(model)}
     weights = {name: v.numpy() for name, v in tf1_variables(model).items() if id(v) in trained}
     head = type(getattr(model, "head", None)).__name__ if hasattr(model, "head") else None
-    description = {
-        "task": task,
-        "labels": list(labels) if labels is not None else None,
-        "head": head,
-        "tuning_mode": tuning_mode,
-        "adapter_config": bert.adapter_config.to_dict() if bert.adapter_config else None,
-        # A ResAdapter side network's config (None for adapters inside the backbone).
-        "resadapter": (model.resadapter_config.to_dict()
-                       if getattr(model, "resadapter_config", None) else None),
-        "backbone": bert.config.to_dict(),
-        "backbone_fingerprint": backbone_fingerprint(bert),
-    }
+    description = describe(bert, task=task, labels=labels, head=head, tuning_mode=tuning_mode,
+                           adapter_config=bert.adapter_config,
+                           resadapter=getattr(model, "resadapter_config", None))
     return write_adapter_files(directory, weights, description)
 
 
