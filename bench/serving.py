@@ -136,7 +136,7 @@ def make_adapters(work):
         labels = ["contradiction", "entailment", "neutral"] if task == "mnli" else ["0", "1"]
         model.add_adapter(task, AdapterConfig(size=64), num_labels=len(labels), labels=labels)
         dirs.append(os.path.join(work, "adapters", task))
-        model.save_adapter(task, dirs[-1])
+        model.save_adapter(dirs[-1], task)
     return dirs
 
 

@@ -32,7 +32,7 @@ def adapters(backbone, tmp_path_factory):
                           labels=labels)
         for variable in model.adapter_variables(name).values():
             variable.assign_add(rng.normal(0, 0.2, variable.shape).astype("float32"))
-        model.save_adapter(name, str(root / name))
+        model.save_adapter(str(root / name), name)
         dirs[name] = root / name
     return dirs
 
