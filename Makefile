@@ -91,10 +91,11 @@ test-data-dir:
 # default one: tensorflow-cpu with a --no-deps tf-keras, so that installing the package
 # is seen to add no `tensorflow` distribution, and the newest transformers 5 (what PyTorch
 # and Colab users have; it has no TF models), so that installing the package is seen to
-# leave it in place. Runs the core model, loading, tuning and both runners (TF220_TESTS),
-# none of which needs transformers, and the tokenizer against transformers 5's: 260 tests
-# in about 9 minutes on a busy 2-core machine once the environment exists (creating it,
-# about 600 MB of packages, took 2 minutes more here, from a nearby package mirror).
+# leave it in place. Runs the fast tests of the core model, loading, tuning and both
+# runners (TF220_TESTS; each runner's shared end-to-end run is among them), none of which
+# needs transformers, and the tokenizer against transformers 5's. The slow group's longer
+# runner scenarios run on TensorFlow 2.21 only (`make test-slow`). Creating the environment,
+# about 600 MB of packages, took 2 minutes here, from a nearby package mirror.
 # PyTorch beside transformers 5, as PyTorch users have them: the tests marked `torch`
 # (refusing a planted pytorch_model.bin with the real torch.load) run here.
 TF220_TORCH ?= torch==2.13.0
@@ -123,7 +124,8 @@ test-tf220:
 	  assert 'tensorflow' not in names, 'pip added the tensorflow distribution'; \
 	  t = m.version('transformers'); assert t.split('.')[0] == '5', 'pip replaced transformers 5 by ' + t; \
 	  print('TensorFlow', v, 'and transformers', t, 'in place')"
-	$(TF220_PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX) $(TF220_TESTS)
+	$(TF220_PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX) \
+	  -m "not slow" $(TF220_TESTS)
 
 # Speed, memory and FLOP/s (~15 min), then MRPC accuracy of adapters vs full fine-tuning
 # over 5 seeds, each mode at its better optimizer (~30 min): the README's tables.

@@ -50,13 +50,6 @@ PEERS = [
 ]
 
 MRPC_SEEDS = "mrpc_adapter_vs_full_seeds.json"
-SQUAD_V1_RUNS = [  # one learning-rate sweep at one budget, a file per run (or pair of runs)
-    "squad_adapter_vs_full.json", "squad_v1.1_adapter_lr1e-2_adapter.json",
-    "squad_v1.1_adapter_lr5e-3_adapter.json", "squad_v1.1_adapter_corrected.json",
-    "squad_v1.1_adapter_lr2e-3_none.json", "squad_v1.1_full_lr4e-4_full.json",
-    "squad_v1.1_full_lr2e-4_full.json", "squad_v1.1_full_lr1e-4_full.json",
-    "squad_v1.1_full_lr5e-5_full.json", "squad_v1.1_full_lr1e-4_none.json"]
-SQUAD_V2_SMALL = ["squad_v2.0_adapter_vs_full.json"]
 SQUAD_V2_LARGE = ["squad_v2.0_4k_adapter_vs_full.json", "squad_v2.0_4k_adapter_lr5e-3.json"]
 
 
@@ -191,9 +184,6 @@ def sweeps() -> str:
 SECTIONS: Dict[str, Callable[[], str]] = {
     "headline": headline,
     "speed": lambda: speed.markdown(load("speed.json")),
-    "mrpc": lambda: mrpc_adapter_vs_full.markdown(load(MRPC_SEEDS)["runs"]),
-    "squad-v1.1": lambda: squad_table(SQUAD_V1_RUNS),
-    "squad-v2.0": lambda: squad_table(SQUAD_V2_SMALL),
     "squad-v2.0-4k": lambda: squad_table(SQUAD_V2_LARGE),
     "resadapter": lambda: resadapter_table("resadapter_comparison.json"),
     "resadapter-attention": lambda: resadapter_table(
