@@ -186,12 +186,6 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "speed": lambda: speed.markdown(load("speed.json")),
     "squad-v2.0-4k": lambda: squad_table(SQUAD_V2_LARGE),
     "resadapter": lambda: resadapter_table("resadapter_comparison.json"),
-    "resadapter-attention": lambda: resadapter_table(
-        "resadapter_attention_mrpc/resadapter_comparison.json"),
-    "resadapter-mean": lambda: resadapter_table(
-        "resadapter_mean_mrpc/resadapter_comparison.json"),
-    "resadapter-attention-mean": lambda: resadapter_table(
-        "resadapter_attention_mean_mrpc/resadapter_comparison.json"),
     "resadapter-squad-4k": lambda: resadapter_table(
         "resadapter_squad_v2_4k/resadapter_comparison.json"),
     "storage": lambda: adapter_storage.markdown(load("adapter_storage.json")),
