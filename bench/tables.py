@@ -8,7 +8,7 @@ A table in a document sits between two markers, for example
 
 and everything between them is replaced by what the section's function below makes
 from the committed JSON. The functions call the table writers of the benchmark scripts
-that wrote the JSON (`speed.markdown`, `mrpc_adapter_vs_full.markdown`, ...), so a
+that wrote the JSON (`speed.markdown`, `adapter_storage.markdown`, ...), so a
 document shows exactly what a benchmark run printed. A table edited by hand is
 overwritten here and fails `tests/test_bench_tables.py`.
 
@@ -26,7 +26,7 @@ import sys
 from typing import Callable, Dict, List
 
 from adapter_bert.io_utils import atomic_write_text
-from bench import (adapter_gradients, adapter_precision, adapter_storage, adapter_sweeps,
+from bench import (adapter_gradients, adapter_storage, adapter_sweeps,
                    airline, dtype_parity, dtype_speed, glue_peers, glue_table,
                    mrpc_adapter_vs_full, own_data_io, resadapter_comparison, robust_defaults,
                    speed, squad_adapter_vs_full)
@@ -199,8 +199,6 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "dtype-parity": lambda: "\n".join(dtype_parity.markdown(
         dtype_parity.cell_rows(robust_defaults.read_records()))) + "\n",
     "dtype-speed": lambda: dtype_speed.markdown(load("dtype_speed.json")),
-    "adapter-precision": lambda: adapter_precision.markdown(
-        load("adapter_precision.json")["results"]) + "\n",
     "own-data-io": lambda: own_data_io.markdown(load("own_data_io.json")),
     "airline": lambda: airline.table(load("airline.json")["records"],
                                      load("airline.json")["majority_test_accuracy"]),
