@@ -195,7 +195,6 @@ SECTIONS: Dict[str, Callable[[], str]] = {
         "resadapter_squad_v2_4k/resadapter_comparison.json"),
     "storage": lambda: adapter_storage.markdown(load("adapter_storage.json")),
     "sweeps": sweeps,
-    "robust-defaults-mrpc": lambda: robust_defaults_table("mrpc"),
     "robust-defaults-squad": lambda: robust_defaults_table("squad"),
     "robust-defaults-squad-padding": lambda: robust_defaults_table("squad_padding"),
     "robust-defaults-stability": lambda: robust_defaults_table("stability"),

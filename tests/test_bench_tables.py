@@ -63,7 +63,7 @@ def test_a_pasted_edit_is_found_and_rewritten(tmp_path):
     copies = _copy_documents(str(tmp_path))
     results = os.path.join(str(tmp_path), "docs", "results.md")
     original = _read(results)
-    edited = _tamper(results, "robust-defaults-mrpc")
+    edited = _tamper(results, "robust-defaults-stability")
 
     assert tables.update(copies, check=True) == [results]
     assert edited in _read(results)  # --check changes nothing
