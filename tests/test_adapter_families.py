@@ -17,7 +17,8 @@ import tf_keras as keras
 
 import adapter_bert as ab
 from adapter_bert.adapters.files import (AdapterFileError, adapter_config_of,
-                                        backbone_fingerprint, load_adapter, save_adapter)
+                                        backbone_fingerprint, current_adapter_fields,
+                                        load_adapter, save_adapter)
 from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
@@ -352,7 +353,8 @@ def test_a_merged_named_adapter_excludes_the_others(tiny_config):
 
 def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
     """Directories whose adapter_config has the older layout: LoRA (query/value, no
-    targets or dropout) and Houlsby, both with every family's options at their defaults."""
+    targets or dropout) and Houlsby, both with every family's options at their defaults,
+    converted when the file is read."""
     older = {"lora": {"size": M, "activation": "gelu", "init_scale": 0.01,
                       "positions": "attention", "leave_out": [], "adapter_type": "lora",
                       "lora_alpha": 6.0, "parallel_scaling": 4.0},
@@ -360,7 +362,10 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
                          "leave_out": [1], "adapter_type": "houlsby", "lora_alpha": None,
                          "parallel_scaling": 4.0}}
     for kind, stored in older.items():
-        trained = built(BertClassifier(tiny_config, 2, AdapterConfig.from_dict(stored)))
+        with pytest.raises(ConfigError, match="applies to adapter_type"):
+            AdapterConfig.from_dict(stored)  # the model takes the current layout only
+        trained = built(BertClassifier(tiny_config, 2, AdapterConfig.from_dict(
+            current_adapter_fields(stored))))
         randomise_adapters(trained)
         apply_tuning(trained, "adapter", train_pooler=False)
         directory = tmp_path / kind

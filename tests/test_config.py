@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from adapter_bert.model.config import (GOOGLE_ADAPTER_INIT_SCALE, AdapterConfig, BertConfig,
-                                       ConfigError, optional_int_tuple)
+from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError, optional_int_tuple
+from adapter_bert.model.families import GOOGLE_ADAPTER_INIT_SCALE
 
 
 def _write(tmp_path, values, name="config.json"):

@@ -23,7 +23,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError
+from adapter_bert.model.config import (AdapterConfig, BertConfig, ConfigError,
+                                       adapter_families)
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_bytes, atomic_write_text
 from adapter_bert.model.naming import tf1_variables
@@ -204,7 +205,21 @@ def read_adapter_config(directory: str) -> dict:
             + ("; the file was written by a newer adapter_bert: upgrade it)" if newer else
                "; train the adapter again with this version)"))
     _check_description_types(description, path)
+    if description.get("adapter_config") is not None:
+        description["adapter_config"] = current_adapter_fields(description["adapter_config"])
     return description
+
+
+def current_adapter_fields(stored: dict) -> dict:
+    """An adapter config dict as this version writes it: files of earlier versions stored
+    every family's options, at their defaults where another family was chosen; those are
+    dropped here, so that `AdapterConfig` sees only the chosen family's."""
+    chosen = stored.get("adapter_type", "houlsby")
+    defaults = {key: option.default for family in adapter_families() if family.name != chosen
+                for key, option in family.options.items()}
+    own = next((f.options for f in adapter_families() if f.name == chosen), {})
+    return {key: value for key, value in stored.items()
+            if key in own or key not in defaults or value != defaults[key]}
 
 
 # The type of each field of adapter_config.json that a reader uses (None allowed unless

@@ -12,10 +12,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
 from adapter_bert.model.activations import canonical_activation
-# Re-exported: the runners' flags and older code read these constants here.
-from adapter_bert.model.families import (  # noqa: F401
-    ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, COMMON_FIELDS, GOOGLE_ADAPTER_INIT_SCALE,
-    AdapterFamily, AdapterOption, parse_option)
+from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, COMMON_FIELDS,
+                                         AdapterFamily, parse_option)
 from adapter_bert.errors import UserError
 
 # Fields of Google's `bert_config.json` (google-research/bert `BertConfig`).
@@ -264,8 +262,7 @@ class AdapterConfig:
     The common fields below apply to every family; a family's own options (declared in
     its registration, see `register_adapter_family`) are keyword arguments too and read
     as attributes (`config.lora_alpha`); `options` holds them all. Options of another
-    family are refused, except at that family's default (what older adapter files
-    store).
+    family are refused.
 
     Built-in families (`adapter_type`):
     - "houlsby" (Houlsby et al., 2019): a bottleneck with its own skip after the
@@ -374,10 +371,9 @@ class AdapterConfig:
             raise ConfigError(
                 f"unknown adapter config field(s): {unknown}; adapter_type "
                 f"{self.adapter_type!r} has {', '.join(COMMON_FIELDS + tuple(family.options))}")
-        for key, value in given.items():
-            owner = owners.get(key)
-            if key not in family.options and value != owner.options[key].default:
-                raise ConfigError(f"{key} applies to adapter_type {owner.name!r}, not "
+        for key in given:
+            if key not in family.options:
+                raise ConfigError(f"{key} applies to adapter_type {owners[key].name!r}, not "
                                   f"{self.adapter_type!r}")
 
     def __getattr__(self, name):
@@ -448,9 +444,7 @@ class AdapterConfig:
     def from_dict(cls, values: dict) -> "AdapterConfig":
         """Builds a config from `to_dict()` output; unknown keys are an error.
 
-        Dicts written before adapter types existed (no `adapter_type`) describe Houlsby
-        adapters and load as such; options of other families at their defaults (which
-        older files stored for every family) are dropped.
+        A dict without `adapter_type` describes Houlsby adapters (the default family).
         """
         return cls(**values)
 

@@ -14,9 +14,9 @@ from adapter_bert.tasks.flag_checks import (FlagError, check_numeric_flags, chec
                                             path_is, was_set)
 from adapter_bert.model.activations import ACTIVATION_NAMES
 from adapter_bert.data.glue import canonical_task_name, how_to_get_data
-from adapter_bert.model.config import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
-                                       GOOGLE_ADAPTER_INIT_SCALE, adapter_families)
-from adapter_bert.model.families import PROJECTIONS, parse_option
+from adapter_bert.model.config import adapter_families
+from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
+                                         GOOGLE_ADAPTER_INIT_SCALE, PROJECTIONS, parse_option)
 from adapter_bert.training.distribute import STRATEGIES
 from adapter_bert.adapters.files import adapter_config_of
 from adapter_bert.adapters.tuning import TUNING_MODES
