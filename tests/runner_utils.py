@@ -9,11 +9,17 @@ from pathlib import Path
 from tests.conftest import REPO
 
 
-def write_tiny_backbone(directory: Path, vocab_file: Path, dropout: float = 0.1) -> Path:
+def write_tiny_backbone(directory: Path, vocab_file: Path, dropout: float = 0.1,
+                        seed: int = 0) -> Path:
     """Writes a random 2-layer BERT as a Google TF1 checkpoint folder with a real vocab.
 
-    `dropout` (hidden and attention) 0 makes training a deterministic function of the
-    batches, for comparing runs whose random streams differ (XLA, several replicas)."""
+    The kernels and embedding tables are drawn from `seed` (LayerNorms and the zero biases
+    as initialised), so every session tests the same network: a test's margins do not
+    depend on the draw of the day. `dropout` (hidden and attention) 0 makes training a
+    deterministic function of the batches, for comparing runs whose random streams differ
+    (XLA, several replicas)."""
+    import numpy as np
+
     from adapter_bert.model.checkpoints import save_tf1_checkpoint
     from adapter_bert.model.config import BertConfig
     from adapter_bert.model.encoder import BertModel
@@ -24,6 +30,12 @@ def write_tiny_backbone(directory: Path, vocab_file: Path, dropout: float = 0.1)
                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     bert = BertModel(config)
     bert.build_with_dummy_inputs()
+    rng = np.random.default_rng(seed)
+    for variable in bert.weights:
+        if not any(part in variable.name for part in ("gamma", "beta", "bias")):
+            draw = rng.normal(0.0, config.initializer_range, variable.shape)
+            variable.assign(np.clip(draw, -2 * config.initializer_range,
+                                    2 * config.initializer_range).astype("float32"))
     save_tf1_checkpoint(bert, str(directory / "bert_model.ckpt"))
     (directory / "bert_config.json").write_text(config.to_google_json())
     shutil.copy(vocab_file, directory / "vocab.txt")
