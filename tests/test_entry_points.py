@@ -72,17 +72,17 @@ def _swap(argv, old: str, new: str) -> list:
 
 
 def test_run_classifier_example_passes_validation(mrpc_dir, tmp_path):
-    from adapter_bert.tasks import flags as adapter_flags
+    from adapter_bert.tasks import flag_checks
     module = importlib.import_module("adapter_bert.run_classifier")
     argv = _swap(_example_argv(module), "glue_data/MRPC", str(mrpc_dir))
     argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
     _, values = _parse("run_classifier", argv)
-    assert adapter_flags.validate_classifier(values) == "mrpc"
+    assert flag_checks.validate_classifier(values) == "mrpc"
     assert values.tuning_mode == "adapter" and values.do_train and values.do_eval
 
 
 def test_run_squad_example_passes_validation(squad_dir, tmp_path):
-    from adapter_bert.tasks import flags as adapter_flags
+    from adapter_bert.tasks import flag_checks
     module = importlib.import_module("adapter_bert.run_squad")
     squad = squad_dir
     argv = _swap(_example_argv(module), "squad/train-v1.1.json",
@@ -92,12 +92,12 @@ def test_run_squad_example_passes_validation(squad_dir, tmp_path):
     # run_classifier.py may have defined --max_seq_length (default 128) first in this
     # process: the example passes it explicitly.
     _, values = _parse("run_squad", argv)
-    adapter_flags.validate_squad(values)
+    flag_checks.validate_squad(values)
     assert values.tuning_mode == "adapter" and values.do_train and values.do_predict
 
 
 def test_ablate_adapters_example_passes_validation(mrpc_dir, tmp_path):
-    from adapter_bert.tasks import flags as adapter_flags
+    from adapter_bert.tasks import flag_checks
     module = importlib.import_module("adapter_bert.ablate_adapters")
     (tmp_path / "mrpc" / "adapter").mkdir(parents=True)
     argv = _swap(_example_argv(module), "glue_data/MRPC", str(mrpc_dir))
@@ -105,4 +105,4 @@ def test_ablate_adapters_example_passes_validation(mrpc_dir, tmp_path):
     _, values = _parse("ablate_adapters", argv)
     # The ablation evaluates a trained adapter: --do_eval is implied, not needed.
     values.do_eval = True
-    assert adapter_flags.validate_classifier(values) == "mrpc"
+    assert flag_checks.validate_classifier(values) == "mrpc"

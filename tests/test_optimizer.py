@@ -511,7 +511,7 @@ def test_adapter_learning_rate_applies_to_the_adapters_only(caplog):
 ])
 def test_adapter_learning_rate_flag_is_checked(argv, message, tmp_path):
     from adapter_bert.tasks.flag_checks import FlagError
-    from adapter_bert.tasks.flags import validate_common
+    from adapter_bert.tasks.flag_checks import validate_common
     with pytest.raises(FlagError, match=message):
         validate_common(_parsed(["--do_train", f"--output_dir={tmp_path}", *argv]))
 

@@ -360,9 +360,9 @@ def classifier_main(flag_values) -> int:
     results into `--output_dir`.
 
     Raises:
-        FlagError: a bad flag (`flags.validate_ablation`), or no trained weights to ablate.
+        FlagError: a bad flag (`flag_checks.validate_ablation`), or no trained weights to ablate.
     """
-    from adapter_bert.tasks.flags import validate_ablation
+    from adapter_bert.tasks.flag_checks import validate_ablation
     from adapter_bert.tasks.classifier import ClassifierRun
 
     class AblationRun(ClassifierRun):

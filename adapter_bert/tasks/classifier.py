@@ -18,7 +18,7 @@ from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how
 from adapter_bert.data.glue_tfds import load_tfds_examples
 from adapter_bert.data.text_task import hold_out_indices
 from adapter_bert.tasks.flag_checks import FlagError
-from adapter_bert.tasks.flags import uses_own_data, validate_classifier
+from adapter_bert.tasks.flag_checks import uses_own_data, validate_classifier
 from adapter_bert.tasks.own_data import own_task
 from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text

@@ -1,9 +1,9 @@
-"""What a flag value must be, checked before anything is loaded: the error a bad value
+"""What the flags must be, checked before anything is loaded: the error a bad value
 raises (`FlagError`, one line naming the flag), the bounds of every numeric flag of every
-entry point (`NUMERIC_BOUNDS`), and the checks of the paths flags name.
+entry point (`NUMERIC_BOUNDS`), the checks of the paths flags name, and each runner's one
+validation of its flags (`validate_classifier`, `validate_squad`, `validate_ablation`).
 
-The flags themselves are defined, and each runner's combination of them checked, in
-`tasks.flags`.
+The flags themselves are defined in `tasks.flags`.
 """
 
 import dataclasses
@@ -11,7 +11,11 @@ import math
 import os
 
 from adapter_bert import io_utils
+from adapter_bert.adapters.files import adapter_config_of
+from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.errors import UserError
+from adapter_bert.model.config import adapter_families
+from adapter_bert.model.families import parse_option
 
 
 class FlagError(UserError):
@@ -135,3 +139,283 @@ def check_writable_dir(name: str, path: str) -> None:
             f"cannot create it in {parent}"
         raise FlagError(f"--{name}={path}: {where} ({e.strerror or e})") from None
     os.rmdir(probe)
+
+
+# The flags that say a run is on your own data rather than a GLUE task.
+OWN_DATA_FILES = ("train_file", "dev_file", "test_file")
+
+
+def uses_own_data(values) -> bool:
+    """Whether the run reads your own files or a TFDS text set (not GLUE)."""
+    return any(getattr(values, name, None) for name in OWN_DATA_FILES) \
+        or bool(getattr(values, "tfds_name", None))
+
+
+def validate_own_data(values) -> None:
+    """The checks of a run on your own files or a TFDS text set.
+
+    Raises:
+        FlagError: naming the flag and what was expected.
+    """
+    tfds = bool(getattr(values, "tfds_name", None))
+    if tfds and values.data_source != "tfds":
+        raise FlagError("--tfds_name reads a TensorFlow Datasets set: add --data_source=tfds")
+    if tfds and any(getattr(values, name) for name in OWN_DATA_FILES):
+        raise FlagError("--tfds_name and --train_file/--dev_file/--test_file both name the "
+                        "data: pass one of them")
+    if values.data_dir:
+        raise FlagError("--data_dir is a GLUE task's folder; your own files are named by "
+                        "--train_file, --dev_file and --test_file: drop --data_dir")
+    if values.dev_file and values.dev_fraction is not None:
+        raise FlagError(f"--dev_file and --dev_fraction={values.dev_fraction} both give a "
+                        f"dev set: pass one of them")
+    if values.dev_fraction is not None and not (values.train_file or tfds):
+        raise FlagError("--dev_fraction holds out part of --train_file: it needs --train_file")
+    if tfds:
+        return
+    needs = (("do_train", "train_file"), ("do_predict", "test_file"))
+    for action, name in needs:
+        if getattr(values, action) and not getattr(values, name):
+            raise FlagError(f"--{action} on your own data needs --{name}")
+    if values.do_eval and not values.dev_file and values.dev_fraction is None:
+        raise FlagError("--do_eval on your own data needs --dev_file (or --dev_fraction=0.1 "
+                        "to hold out part of --train_file)")
+    for name in OWN_DATA_FILES:
+        path = getattr(values, name)
+        if path and not path_is(name, path, io_utils.isfile):
+            raise FlagError(f"--{name}={path}: file not found")
+
+
+def validate_classifier(values) -> str:
+    """run_classifier.py's checks, before anything is loaded or written.
+
+    Args:
+        values: the parsed FLAGS (or any object with the same attributes).
+
+    Returns:
+        The canonical task name.
+
+    Raises:
+        FlagError: naming the flag and what was expected.
+    """
+    validate_common(values)
+    if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
+        raise FlagError("--eval_every_epoch evaluates while training: it needs --do_train and "
+                        "--do_eval")
+    if uses_own_data(values):
+        validate_own_data(values)
+        validate_resadapter_flags(values)
+        validate_family_flags(values)
+        return values.task_name or ""
+    if not values.task_name:
+        raise FlagError("--task_name is required (one of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
+                        "QNLI, RTE, WNLI, AX, XNLI), or your own data with --train_file, "
+                        "--dev_file, --test_file (or --data_source=tfds --tfds_name=...)")
+    try:
+        task = canonical_task_name(values.task_name)
+    except ValueError as e:
+        raise FlagError(f"--task_name: {e}") from None
+    # --export_dir alone exports the latest checkpoint: it reads no data.
+    reads_data = values.do_train or values.do_eval or values.do_predict
+    if values.data_source == "tsv" and reads_data:
+        if not values.data_dir:
+            raise FlagError(f"--data_dir is required: {how_to_get_data(task)}")
+        if not path_is("data_dir", values.data_dir, io_utils.isdir):
+            raise FlagError(f"--data_dir={values.data_dir}: directory not found; "
+                            f"{how_to_get_data(task, values.data_dir)}")
+    if task == "ax" and (values.do_train or values.do_eval):
+        raise FlagError("AX is a diagnostic set with test data only: train on MNLI, then run "
+                        "--task_name=AX --do_predict --load_adapter=<MNLI output_dir>/adapter")
+    validate_resadapter_flags(values)
+    validate_family_flags(values)
+    return task
+
+
+def validate_ablation(values) -> str:
+    """ablate_adapters.py's checks: it only evaluates, then run_classifier.py's checks.
+
+    Sets `do_eval` (the ablation evaluates on dev whatever the flag says).
+
+    Returns:
+        The canonical task name.
+
+    Raises:
+        FlagError: --do_train or --do_predict given, or a check of `validate_classifier`.
+    """
+    if values.do_train or values.do_predict:
+        raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "
+                        "--do_predict and pass --load_adapter=<run output_dir>/adapter")
+    values.do_eval = True
+    return validate_classifier(values)
+
+
+def validate_common(values) -> None:
+    """Checks shared by both scripts, before anything is loaded or written.
+
+    Args:
+        values: the parsed FLAGS (or any object with the same attributes).
+
+    Raises:
+        FlagError: naming the flag and what was expected.
+    """
+    check_numeric_flags(values)
+    actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a, False)]
+    if not actions and not getattr(values, "export_dir", None):
+        names = "`do_train`, `do_eval` or `do_predict`" if hasattr(values, "do_eval") \
+            else "`do_train` or `do_predict`"
+        raise FlagError(f"At least one of {names} must be True.")
+    if not values.output_dir:
+        raise FlagError("--output_dir is required")
+    if path_is("output_dir", values.output_dir, io_utils.exists) \
+            and not io_utils.isdir(values.output_dir):
+        raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
+    check_writable_dir("output_dir", values.output_dir)
+    if getattr(values, "overwrite_output_dir", False) and not values.do_train:
+        raise FlagError("--overwrite_output_dir only applies with --do_train (it deletes the "
+                        "earlier run's outputs before training anew)")
+    if getattr(values, "adapter_learning_rate", None) is not None:
+        if values.tuning_mode != "adapter":
+            raise FlagError("--adapter_learning_rate is only used with --tuning_mode=adapter, "
+                            f"got --tuning_mode={values.tuning_mode}")
+    for name in ("bert_config_file", "vocab_file"):
+        path = getattr(values, name)
+        if path and not path_is(name, path, io_utils.isfile):
+            raise FlagError(f"--{name}={path}: file not found")
+    checkpoint = getattr(values, "init_checkpoint", None)
+    if checkpoint and not io_utils.is_local(checkpoint):
+        # Only whether its store answers: what is (or is not) there, the backbone's
+        # resolution says.
+        path_is("init_checkpoint", checkpoint, io_utils.exists)
+    if values.tuning_mode == "top_k" and values.top_k_layers is None:
+        raise FlagError("--tuning_mode=top_k needs --top_k_layers")
+    if values.tuning_mode != "top_k" and values.top_k_layers is not None:
+        raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
+    if values.load_adapter and not path_is("load_adapter", values.load_adapter, io_utils.isdir):
+        raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
+    if getattr(values, "export_dir", None):
+        check_export_target(values.export_dir, values.output_dir)
+
+
+def check_export_target(export_dir: str, output_dir: str) -> None:
+    """Refuses, before anything runs, an --export_dir that the export could not replace
+    (`serving.export.check_export_dir`) or that holds the run's own --output_dir.
+
+    Raises:
+        FlagError: naming both flags; ExportError: naming what is in the way.
+    """
+    from adapter_bert.serving.export import check_export_dir
+    if io_utils.is_local(export_dir) and io_utils.is_local(output_dir):
+        export = os.path.abspath(io_utils.expand(export_dir))
+        output = os.path.abspath(io_utils.expand(output_dir))
+        if output == export or output.startswith(export.rstrip(os.sep) + os.sep):
+            raise FlagError(f"--export_dir={export_dir} holds --output_dir={output_dir}: an "
+                            f"export replaces its folder whole; name a folder of its own "
+                            f"(e.g. {os.path.join(output_dir, 'export')})")
+        check_export_dir(export)
+
+
+def validate_family_flags(flag_values) -> None:
+    """Rejects an adapter family's option flags (`--lora_alpha`, ...) given for another
+    family, and --merge_lora without --export_dir or with a family that cannot merge.
+
+    An option flag is a flag named as a registered family's option (model/config.py).
+
+    Raises:
+        FlagError: naming the flags and the family they belong to.
+    """
+    kind = adapter_type(flag_values)
+    for family in adapter_families():
+        given = [name for name in family.options if was_set(flag_values, name)]
+        if given and family.name != kind:
+            raise FlagError(f"{', '.join('--' + name for name in given)} only apply with "
+                            f"--adapter_type={family.name} (got --adapter_type={kind})")
+        for name in given:
+            try:
+                parse_option(name, family.options[name], getattr(flag_values, name))
+            except ValueError as e:
+                raise FlagError(f"--{name}: {e}") from None
+    if getattr(flag_values, "merge_lora", False):
+        if not getattr(flag_values, "export_dir", None):
+            raise FlagError("--merge_lora merges LoRA into the exported model: it needs "
+                            "--export_dir")
+        source = f"--adapter_type={kind}"
+        if flag_values.load_adapter:
+            stored = adapter_config_of(flag_values.load_adapter)
+            kind = stored.adapter_type if stored is not None else "none"
+            source = f"--load_adapter={flag_values.load_adapter} (adapter type {kind})"
+        if not any(f.name == kind and f.slot == "projections" for f in adapter_families()):
+            raise FlagError(f"--merge_lora folds LoRA updates into the kernels; {source} "
+                            f"has none to fold")
+
+
+# Flags that place Houlsby adapters inside BERT; a ResAdapter has no use for them.
+_INSIDE_ADAPTER_FLAGS = ("adapter_positions", "adapter_leave_out", "adapter_init_scale")
+_RESADAPTER_FLAGS = ("resadapter_variant", "resadapter_cell", "resadapter_pooling")
+
+
+def adapter_type(flag_values) -> str:
+    """--adapter_type, houlsby for flag objects that have none."""
+    return getattr(flag_values, "adapter_type", None) or "houlsby"
+
+
+def validate_resadapter_flags(flag_values) -> None:
+    """Rejects flag combinations that mean nothing for the chosen adapter type.
+
+    Args:
+        flag_values: parsed flags (absl FLAGS or an object with the same attributes;
+            "explicitly given" can only be told for absl FLAGS).
+
+    Raises:
+        FlagError: naming the flags and why they do not go together.
+    """
+    kind = adapter_type(flag_values)
+    if kind != "resadapter":
+        given = [f"--{name}" for name in _RESADAPTER_FLAGS if was_set(flag_values, name)]
+        if given:
+            raise FlagError(f"{', '.join(given)} only apply with --adapter_type=resadapter "
+                            f"(got --adapter_type={kind})")
+        return
+    if flag_values.tuning_mode != "adapter":
+        raise FlagError(f"--adapter_type=resadapter trains a side network beside a frozen BERT; "
+                        f"it needs --tuning_mode=adapter, not --tuning_mode="
+                        f"{flag_values.tuning_mode}")
+    if getattr(flag_values, "train_pooler", "auto") == "true":
+        raise FlagError("--train_pooler=true does not apply with --adapter_type=resadapter: the "
+                        "whole BERT stays frozen and the heads read the side network, not the "
+                        "pooler")
+    given = [f"--{name}" for name in _INSIDE_ADAPTER_FLAGS if was_set(flag_values, name)]
+    if given:
+        raise FlagError(f"{', '.join(given)} place(s) adapters inside BERT; a ResAdapter has one "
+                        f"cell beside every layer: drop them with --adapter_type=resadapter")
+    if getattr(flag_values, "resadapter_cell", "feedforward") == "attention" \
+            and was_set(flag_values, "adapter_activation"):
+        raise FlagError("--adapter_activation is the feedforward cell's non-linearity; "
+                        "--resadapter_cell=attention has self-attention in its place")
+
+
+def validate_squad(values) -> None:
+    """run_squad.py's checks, before anything is loaded or written.
+
+    Args:
+        values: the parsed FLAGS (or any object with the same attributes).
+
+    Raises:
+        FlagError: naming the flag (or file) and what was expected.
+    """
+    validate_common(values)
+    for action, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
+        path = getattr(values, name)
+        if getattr(values, action) and not path:
+            raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
+        if getattr(values, action) and not path_is(name, path, io_utils.isfile):
+            raise FlagError(f"--{name}={path}: file not found")
+    # Google's only window check. A --doc_stride as long as the context window or
+    # longer is fine: the next window starts min(window, doc_stride) tokens later.
+    if values.max_seq_length <= values.max_query_length + 3:
+        raise FlagError(f"The max_seq_length ({values.max_seq_length}) must be greater than "
+                        f"max_query_length ({values.max_query_length}) + 3")
+    validate_resadapter_flags(values)
+    validate_family_flags(values)
+    if was_set(values, "resadapter_pooling"):
+        raise FlagError("--resadapter_pooling chooses a classification head's input; the "
+                        "span head scores every token")

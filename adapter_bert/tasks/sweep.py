@@ -183,7 +183,7 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
 
 def _validate(runner: str, values) -> str:
     if runner == "squad":
-        from adapter_bert.tasks.flags import validate_squad
+        from adapter_bert.tasks.flag_checks import validate_squad
         validate_squad(values)
         return values.select_metric if "select_metric" in values and values.select_metric \
             else "f1"

@@ -23,7 +23,7 @@ from adapter_bert.model.checkpoints import build_model, load_weights, read_weigh
 from adapter_bert.model.config import AdapterConfig, adapter_family
 from adapter_bert.model.factory import HEADS, task_model
 from adapter_bert.tasks.flag_checks import FlagError, was_set
-from adapter_bert.tasks.flags import adapter_type
+from adapter_bert.tasks.flag_checks import adapter_type
 from adapter_bert.errors import UserError
 
 
