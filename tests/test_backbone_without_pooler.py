@@ -15,7 +15,7 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from adapter_bert.model.checkpoints import CheckpointError, read_tf1_checkpoint
-from adapter_bert.model.factory import load_pretrained
+from adapter_bert.model.factory import build_pretrained
 from adapter_bert.adapters.tuning import pooler_is_untrained
 from tests.conftest import BERT_VOCAB, tiny_inputs
 from tests.robustness.helpers import assert_one_error_line, classifier_flags, write_mrpc_dir
@@ -50,12 +50,12 @@ def tf1_folder_without_pooler(target, vocab_file):
                       tensors=[tf.constant(v) for v in weights.values()])
     for name in ("bert_config.json", "vocab.txt"):
         shutil.copy(full / name, target / name)
-    return target, load_pretrained(str(full))
+    return target, build_pretrained(str(full))
 
 
 @pytest.fixture(scope="module")
 def minilm_model(minilm_dir):
-    return load_pretrained(str(minilm_dir))
+    return build_pretrained(str(minilm_dir))
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def poolerless_tf1(tmp_path_factory):
 def test_hf_folder_without_pooler_loads_a_fresh_pooler_and_warns(
         poolerless_minilm, minilm_model, caplog):
     with caplog.at_level(logging.WARNING, logger="adapter_bert.model.checkpoints"):
-        model = load_pretrained(str(poolerless_minilm))
+        model = build_pretrained(str(poolerless_minilm))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), warnings
     assert sorted(model.load_report.pooler_missing) == sorted(POOLER)
@@ -94,7 +94,7 @@ def test_hf_folder_without_pooler_loads_a_fresh_pooler_and_warns(
 def test_tf1_checkpoint_without_pooler_loads_with_a_warning(poolerless_tf1, caplog):
     folder, source = poolerless_tf1
     with caplog.at_level(logging.WARNING, logger="adapter_bert.model.checkpoints"):
-        model = load_pretrained(str(folder), head="classifier")
+        model = build_pretrained(str(folder), head="classifier")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and all(name in warnings[0] for name in POOLER), warnings
     assert model.backbone_files.format == "tf1"
@@ -108,7 +108,7 @@ def test_other_missing_weights_still_stop_the_load(minilm_dir, tmp_path):
     folder = hf_folder_without(minilm_dir, tmp_path / "broken",
                                ["pooler.", "encoder.layer.2.output.dense.weight"])
     with pytest.raises(CheckpointError) as error:
-        load_pretrained(str(folder))
+        build_pretrained(str(folder))
     message = str(error.value)
     assert "\n" not in message
     assert message == f"{folder / 'model.safetensors'}: 1 backbone weight(s) missing, e.g. {OTHER}"

@@ -11,7 +11,7 @@ from adapter_bert.model import checkpoints
 from adapter_bert.model.checkpoints import (CheckpointError, hf_name_to_tf1, load_weights,
                                             read_tf1_checkpoint, resolve_backbone,
                                             save_tf1_checkpoint)
-from adapter_bert.model.factory import load_pretrained
+from adapter_bert.model.factory import build_pretrained
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.heads import BertClassifier
 from adapter_bert.model.encoder import BertModel
@@ -82,7 +82,7 @@ def test_hf_directory_loads_with_or_without_bert_prefix(tmp_path, tiny_config, p
     source = BertModel(tiny_config)
     source.build_with_dummy_inputs()
     write_hf_dir(source, tiny_config, tmp_path / "hf", prefix)
-    loaded = load_pretrained(str(tmp_path / "hf"))
+    loaded = build_pretrained(str(tmp_path / "hf"))
     assert loaded.backbone_files.format == "hf"
     assert loaded.config == tiny_config  # "gelu" in an HF file is the erf form
     assert not loaded.load_report.missing and not loaded.load_report.unexpected
@@ -98,7 +98,7 @@ def test_tf1_checkpoint_round_trip_with_adapters_and_head(tmp_path, tiny_config)
     (tmp_path / "bert_config.json").write_text(tiny_config.to_google_json())
     assert "bert/encoder/layer_1/output/adapters/weights2" in written
     assert dict(tf.train.list_variables(str(tmp_path / "bert_model.ckpt")))["output_weights"] == [3, 16]
-    restored = load_pretrained(str(tmp_path), adapter_config=AdapterConfig(size=4), head="classifier",
+    restored = build_pretrained(str(tmp_path), adapter_config=AdapterConfig(size=4), head="classifier",
                                num_labels=3)
     assert restored.backbone_files.format == "tf1"
     assert not restored.load_report.missing and not restored.load_report.unexpected
@@ -161,7 +161,7 @@ def test_shape_mismatch_names_the_variable_and_both_shapes(tmp_path, tiny_config
     (tmp_path / "bert_config.json").write_text(tiny_config.to_google_json())
     with pytest.raises(CheckpointError, match=r"bert/embeddings/word_embeddings has shape \[60, 16\] "
                                               r"in the checkpoint but \[61, 16\] in the model"):
-        load_pretrained(str(tmp_path))
+        build_pretrained(str(tmp_path))
 
 
 def test_missing_backbone_weight_is_an_error(tiny_config, caplog):

@@ -17,7 +17,7 @@ import pytest
 from adapter_bert.model import google_checkpoints as gc
 from adapter_bert.model.checkpoints import (CheckpointError, read_tf1_checkpoint,
                                             resolve_backbone)
-from adapter_bert.model.factory import load_pretrained
+from adapter_bert.model.factory import build_pretrained
 
 # Test-only names: the tiny backbone of tests/runner_utils.py is L-2, H-16, A-2, so the
 # names say so and the config check applies to them as to the real ones.
@@ -225,7 +225,7 @@ def test_download_checks_caches_and_reuses(google, server, tiny_files, name, cap
     assert re.search(rf"^{name}: .*\(100%\)", err, re.MULTILINE) and "\r" not in err
 
     again = resolve_backbone(name)  # and load_pretrained: from the cache, no request
-    model = load_pretrained(name)
+    model = build_pretrained(name)
     assert again == files and len(server.requests) == 1
     assert not model.load_report.unexpected
     saved = read_tf1_checkpoint(files.weights)
@@ -263,7 +263,7 @@ def test_an_unreachable_server_is_one_line_and_leaves_nothing(google, monkeypatc
         port = s.getsockname()[1]
     monkeypatch.setenv(gc.BASE_URL_ENV, f"http://127.0.0.1:{port}")
     with pytest.raises(CheckpointError) as error:
-        load_pretrained(FOLDER)
+        build_pretrained(FOLDER)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(f"{FOLDER}: cannot reach the server (")

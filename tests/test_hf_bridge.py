@@ -151,11 +151,11 @@ def mrpc_batch(mrpc_dir, minilm_dir):
 
 
 def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir, mrpc_batch):
-    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.model.factory import build_pretrained
     from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
     adapters = AdapterConfig(size=32, init_scale=0.05)
     tf.random.set_seed(7)
-    ours = load_pretrained(adapter_config=adapters)
+    ours = build_pretrained(adapter_config=adapters)
     hf = transformers_minilm(minilm_dir)
     plain = _outputs(hf, mrpc_batch)
     add_adapters(hf, adapters)

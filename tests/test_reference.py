@@ -6,7 +6,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.checkpoints import save_tf1_checkpoint
-from adapter_bert.model.factory import load_pretrained
+from adapter_bert.model.factory import build_pretrained
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.adapters.tuning import apply_tuning
 from tests.conftest import mrpc_dev_pairs, transformers_minilm
@@ -35,7 +35,7 @@ def reference_outputs(minilm_dir, mrpc_batch):
 
 @pytest.fixture(scope="module")
 def plain_minilm():
-    return load_pretrained()
+    return build_pretrained()
 
 
 def test_encoder_matches_transformers_on_minilm(plain_minilm, mrpc_batch, reference_outputs):
@@ -54,7 +54,7 @@ def test_encoder_matches_transformers_on_minilm(plain_minilm, mrpc_batch, refere
 ])
 def test_near_identity_adapters_stay_close_to_the_backbone(plain_minilm, mrpc_batch,
                                                            init_scale, bound):
-    with_adapters = load_pretrained(adapter_config=AdapterConfig(init_scale=init_scale))
+    with_adapters = build_pretrained(adapter_config=AdapterConfig(init_scale=init_scale))
     assert len(with_adapters.load_report.missing) == 6 * 2 * 4  # only the fresh adapters
     reference = plain_minilm(mrpc_batch, training=False)
     out = with_adapters(mrpc_batch, training=False)
@@ -68,7 +68,7 @@ def test_tf1_checkpoint_written_from_minilm_loads_back_identically(tmp_path, pla
     prefix = str(tmp_path / "bert_model.ckpt")
     save_tf1_checkpoint(plain_minilm, prefix)
     (tmp_path / "bert_config.json").write_text(plain_minilm.config.to_google_json())
-    restored = load_pretrained(prefix)
+    restored = build_pretrained(prefix)
     assert restored.backbone_files.format == "tf1"
     assert restored.config == plain_minilm.config  # exact GELU kept through the Google file
     a, b = restored(mrpc_batch, training=False), plain_minilm(mrpc_batch, training=False)
@@ -77,7 +77,7 @@ def test_tf1_checkpoint_written_from_minilm_loads_back_identically(tmp_path, pla
 
 
 def test_one_adapter_step_changes_exactly_the_trainable_variables(mrpc_batch):
-    model = load_pretrained(adapter_config=AdapterConfig(), head="classifier", num_labels=2)
+    model = build_pretrained(adapter_config=AdapterConfig(), head="classifier", num_labels=2)
     apply_tuning(model, "adapter")
     before = [v.numpy().copy() for v in model.weights]
     optimizer = keras.optimizers.Adam(1e-3)

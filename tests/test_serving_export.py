@@ -163,13 +163,13 @@ def test_single_sentence_and_regression_exports(backbone, tmp_path):
     """A single-sentence task takes text_a only; a regression head returns `score`."""
     import tensorflow as tf
 
-    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.model.factory import build_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.heads import BertClassifier
     from adapter_bert.serving.export import ExportError, export_classifier
     from adapter_bert.serving.tokenizer import BertInputEncoder
     vocab = str(backbone / "vocab.txt")
-    bert = load_pretrained(str(backbone / "bert_model.ckpt"),
+    bert = build_pretrained(str(backbone / "bert_model.ckpt"),
                            adapter_config=AdapterConfig(size=4))
     regression = BertClassifier(bert, 1)
     texts = ["A man is playing a guitar.", ""]

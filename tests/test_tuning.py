@@ -228,9 +228,9 @@ def test_bad_train_pooler_values(tiny_config, value):
 
 @pytest.mark.realweights
 def test_minilm_pooler_is_untrained():
-    from adapter_bert.model.factory import load_pretrained
+    from adapter_bert.model.factory import build_pretrained
     from adapter_bert.adapters.tuning import pooler_is_untrained
-    assert pooler_is_untrained(load_pretrained())
+    assert pooler_is_untrained(build_pretrained())
 
 
 def executed_matmuls(model, inputs, labels):
@@ -271,8 +271,8 @@ def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
 def test_readme_example_trains_what_the_runner_trains():
     """The library's default on the embedded MiniLM is run_classifier.py's: the README's
     figures (753,794 trainable, pooler included) for both."""
-    from adapter_bert.model.factory import load_pretrained
-    model = load_pretrained(adapter_config=AdapterConfig(size=64), head="classifier",
+    from adapter_bert.model.factory import build_pretrained
+    model = build_pretrained(adapter_config=AdapterConfig(size=64), head="classifier",
                             num_labels=2)
     apply_tuning(model, "adapter")
     assert parameter_report(model).splitlines()[0] == (

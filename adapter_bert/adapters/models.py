@@ -102,12 +102,12 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
                     dtype: Optional[str] = None):
     """A pretrained model with the adapter API (`ab.load_pretrained`).
 
-    `factory.load_pretrained` with this module's classes: a `BertModel` (head None),
+    `factory.build_pretrained` with this module's classes: a `BertModel` (head None),
     `BertClassifier` or `BertSpanModel`, built, with the checkpoint's weights.
 
     Args:
         path: checkpoint, Hugging Face folder or name of a Google release (see
-            `factory.load_pretrained`); None: the embedded MiniLM. An adapter directory
+            `factory.build_pretrained`); None: the embedded MiniLM. An adapter directory
             is refused with a line naming `load_adapter`.
         adapter_config: the runners' single set of adapters, or None (add named adapters
             with `add_adapter` instead).
@@ -116,12 +116,12 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
         config_file: overrides the config found next to the checkpoint.
         dtype: None (Keras' global policy), "auto" (the policy this hardware runs
             natively, set as the global one and logged) or a policy name (see
-            `factory.load_pretrained`).
+            `factory.build_pretrained`).
 
     Raises:
         CheckpointError, ConfigError: files missing or inconsistent.
     """
-    return factory.load_pretrained(path, adapter_config, head, num_labels, config_file,
+    return factory.build_pretrained(path, adapter_config, head, num_labels, config_file,
                                    classes=MODELS, dtype=dtype)
 
 

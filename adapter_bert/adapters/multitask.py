@@ -81,14 +81,14 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
 
     @classmethod
     def from_pretrained(cls, path: Optional[str] = None, config_file: Optional[str] = None):
-        """Loads a pretrained backbone (see `factory.load_pretrained`) and wraps it.
+        """Loads a pretrained backbone (see `factory.build_pretrained`) and wraps it.
 
         Args:
             path: checkpoint or directory; None loads the embedded MiniLM.
             config_file: overrides the config found beside the checkpoint.
         """
-        from adapter_bert.model.factory import load_pretrained
-        return cls(load_pretrained(path, config_file=config_file))
+        from adapter_bert.model.factory import build_pretrained
+        return cls(build_pretrained(path, config_file=config_file))
 
     # ---------------------------------------------------------------- call
     def __call__(self, inputs, *args, **kwargs):

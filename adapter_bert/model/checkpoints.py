@@ -357,7 +357,7 @@ def save_tf1_checkpoint(model, prefix: str) -> List[str]:
     """Writes the model's weights as a TF1 name-based checkpoint (`prefix.index` + data).
 
     The result reads back with `tf.train.list_variables` / `load_checkpoint` and with
-    Google's TF1 scripts; `load_pretrained(prefix)` restores it.
+    Google's TF1 scripts; `ab.load_pretrained(prefix)` restores it.
 
     Returns:
         The names written.

@@ -1,10 +1,11 @@
 """The one place that decides which Keras model is built: bare BERT or BERT with a head.
 
-`task_model` maps a head name to its class; `load_pretrained` and the runners (through
-`adapter_bert.tasks.task_models`) both build their models with it, so a model built by a
-run and one built in a notebook are the same network with the same weights' names.
-Callers may pass the classes: `ab.load_pretrained` (adapters/models.py) builds this
-module's networks' subclasses that carry the adapter API.
+`task_model` maps a head name to its class; `build_pretrained` (a model with a
+checkpoint's weights) and the runners (through `adapter_bert.tasks.task_models`) both
+build their models with it, so a model built by a run and one built in a notebook are the
+same network with the same weights' names. Callers may pass the classes:
+`ab.load_pretrained` (adapters/models.py), the library's one `load_pretrained`, builds
+this module's networks' subclasses that carry the adapter API.
 """
 
 import os
@@ -56,9 +57,9 @@ def task_model(bert_config: BertConfig, head: Optional[str] = None,
     return classes["span"](bert_config, adapter_config)
 
 
-def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
-                    num_labels: int = 2, config_file: Optional[str] = None,
-                    classes: Optional[Mapping] = None, dtype: Optional[str] = None):
+def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
+                     num_labels: int = 2, config_file: Optional[str] = None,
+                     classes: Optional[Mapping] = None, dtype: Optional[str] = None):
     """Builds a model from a pretrained checkpoint and loads its weights.
 
     Args:

@@ -153,7 +153,7 @@ def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
     build_model(model)
     # load_weights logs what it loaded and which weights are new (once).
     report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
-    # As load_pretrained does: apply_tuning reads it (a pooler the checkpoint lacked).
+    # As build_pretrained does: apply_tuning reads it (a pooler the checkpoint lacked).
     model.load_report = report
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     has_adapters = bool(model.bert.adapter_config) or frozen_backbone
