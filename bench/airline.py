@@ -9,6 +9,8 @@ The split is written as `text,label` CSV files into --work_dir (never committed)
 
 Systems, 3 epochs, seeds 42-44, each run evaluated on dev and on test:
 - adapters: `run_classifier.py` at its defaults (Houlsby adapters, size 64, lr 1e-3);
+- adapters_corrected: the same with `--adam_bias_correction` (plain bias-corrected AdamW,
+  AdapterHub's optimizer), to tell the default optimizer's part in the adapters' spread;
 - full: `run_classifier.py --tuning_mode=full` (lr 5e-5);
 - adapterhub, hf_full: bench/peer_glue.py's AdapterHub Houlsby adapters (1e-3) and
   PyTorch `transformers` full fine-tuning (5e-5), under --peer_python.
@@ -45,10 +47,12 @@ DATA = os.path.join(REPO, "..", "shared", "data", "classification", "airline", "
 SPLIT_SEED = 20190201
 LABELS = ("negative", "neutral", "positive")
 SEEDS = (42, 43, 44)
-SYSTEMS = {"adapters": [], "full": ["--tuning_mode=full"],
-           "adapterhub": "1e-3", "hf_full": "5e-5"}
+SYSTEMS = {"adapters": [], "adapters_corrected": ["--adam_bias_correction"],
+           "full": ["--tuning_mode=full"], "adapterhub": "1e-3", "hf_full": "5e-5"}
 PEERS = {"adapterhub": "adapterhub", "hf_full": "full"}
 NAMES = {"adapters": "adapter-bert, Houlsby adapters (size 64), defaults",
+         "adapters_corrected": "adapter-bert, Houlsby adapters (size 64), "
+                               "`--adam_bias_correction`",
          "full": "adapter-bert, full fine-tuning (`--tuning_mode=full`)",
          "adapterhub": "AdapterHub `adapters`, Houlsby adapters (size 64), 1e-3",
          "hf_full": "PyTorch `transformers`, full fine-tuning, 5e-5"}
