@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError, optional_int_tuple
+from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError
 from adapter_bert.model.families import GOOGLE_ADAPTER_INIT_SCALE
 
 
@@ -152,10 +152,3 @@ def test_adapter_config_rejects_bad_values(kwargs, message):
 def test_adapter_config_from_dict_rejects_unknown_keys():
     with pytest.raises(ConfigError, match="unknown adapter config field"):
         AdapterConfig.from_dict({"size": 8, "bottleneck": 3})
-
-
-def test_optional_int_tuple():
-    assert optional_int_tuple("0, 3,5") == (0, 3, 5)
-    assert optional_int_tuple("") == ()
-    with pytest.raises(ConfigError, match="comma-separated"):
-        optional_int_tuple("a,b")

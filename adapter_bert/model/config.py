@@ -527,13 +527,3 @@ def _construct(cls, kwargs: dict, path: str):
         raise ConfigError(f"{path}: {e}") from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{path}: invalid value ({e})") from None
-
-
-def optional_int_tuple(text: Optional[str]) -> Tuple[int, ...]:
-    """Parses "0,3,5" (or "" / None) into a tuple of ints, as flags pass layer lists."""
-    if not text:
-        return ()
-    try:
-        return tuple(int(t) for t in str(text).split(",") if t.strip())
-    except ValueError:
-        raise ConfigError(f"expected a comma-separated list of layer indices, got {text!r}")
