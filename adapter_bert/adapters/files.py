@@ -215,11 +215,11 @@ def current_adapter_fields(stored: dict) -> dict:
     every family's options, at their defaults where another family was chosen; those are
     dropped here, so that `AdapterConfig` sees only the chosen family's."""
     chosen = stored.get("adapter_type", "houlsby")
-    defaults = {key: option.default for family in adapter_families() if family.name != chosen
-                for key, option in family.options.items()}
-    own = next((f.options for f in adapter_families() if f.name == chosen), {})
+    # Option names are unique across families, so the chosen family's are never here.
+    others = {key: option.default for family in adapter_families() if family.name != chosen
+              for key, option in family.options.items()}
     return {key: value for key, value in stored.items()
-            if key in own or key not in defaults or value != defaults[key]}
+            if key not in others or value != others[key]}
 
 
 # The type of each field of adapter_config.json that a reader uses (None allowed unless

@@ -98,7 +98,14 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
     files = resolve_backbone(path, config_file)
     model = task_model(BertConfig.from_json_file(files.config_file), head, num_labels,
                        adapter_config, classes)
-    build_model(model)
-    model.load_report = load_weights(model, read_weights(files), source=files.weights)
+    load_backbone_weights(model, files)
     model.backbone_files = files
     return model
+
+
+def load_backbone_weights(model, files) -> None:
+    """Builds `model` and loads the backbone checkpoint `files` (a `BackboneFiles`) into
+    it; `model.load_report` keeps the `LoadReport` (`apply_tuning` reads it to tell a
+    pooler the checkpoint lacked). Logs what was loaded and which weights are new."""
+    build_model(model)
+    model.load_report = load_weights(model, read_weights(files), source=files.weights)

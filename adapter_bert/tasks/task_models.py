@@ -19,11 +19,9 @@ from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterCo
                                               ResAdapterSpanModel)
 from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
                                           resolve_train_pooler)
-from adapter_bert.model.checkpoints import build_model, load_weights, read_weights
 from adapter_bert.model.config import AdapterConfig, adapter_family
-from adapter_bert.model.factory import HEADS, task_model
-from adapter_bert.tasks.flag_checks import FlagError, was_set
-from adapter_bert.tasks.flag_checks import adapter_type
+from adapter_bert.model.factory import HEADS, load_backbone_weights, task_model
+from adapter_bert.tasks.flag_checks import FlagError, adapter_type, was_set
 from adapter_bert.errors import UserError
 
 
@@ -139,8 +137,8 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
                          adapter_type=adapter_type, **options)
 
 
-def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
-                     train_pooler: str = "false", training: bool = True):
+def build_and_tune(model, backbone, tuning_mode: str, top_k: Optional[int],
+                   train_pooler: str = "false", training: bool = True):
     """Builds `model`, loads the pretrained weights and applies the tuning mode.
 
     Args:
@@ -150,11 +148,7 @@ def build_pretrained(model, backbone, tuning_mode: str, top_k: Optional[int],
             pooler is given only then (an evaluation run restores the pooler with the
             other trained weights).
     """
-    build_model(model)
-    # load_weights logs what it loaded and which weights are new (once).
-    report = load_weights(model, read_weights(backbone.files), source=backbone.files.weights)
-    # As build_pretrained does: apply_tuning reads it (a pooler the checkpoint lacked).
-    model.load_report = report
+    load_backbone_weights(model, backbone.files)
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     has_adapters = bool(model.bert.adapter_config) or frozen_backbone
     mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
@@ -171,7 +165,7 @@ def build_task_model(strategy, model, backbone, flag_values, train_pooler: str):
         (model, parameter figures for eval_results.txt); the report is printed.
     """
     with strategy.scope():
-        build_pretrained(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
+        build_and_tune(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
                          train_pooler, training=bool(getattr(flag_values, "do_train", True)))
     return model, report_parameters(model)
 
