@@ -103,6 +103,22 @@ def test_startup_filter_drops_only_the_known_probe_lines():
     assert "InitializeLog" not in with_gpu
 
 
+@pytest.mark.parametrize("given, keras3_loaded", [(None, False), ("0", True)])
+def test_entry_points_load_tensorflow_with_tf_keras_as_tf_keras(given, keras3_loaded):
+    """TF_USE_LEGACY_KERAS=1 unless the user set it: `tf.keras` is the package's tf-keras
+    and Keras 3 is not imported (a third of TensorFlow's import time)."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    if given is not None:
+        env["TF_USE_LEGACY_KERAS"] = given
+    script = ("import sys; from adapter_bert.console import quiet_tensorflow_startup; "
+              "quiet_tensorflow_startup(); import tensorflow as tf; "
+              "print('keras' in sys.modules, tf.keras.__name__.startswith('tf_keras'))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, env=dict(env, PYTHONPATH=str(REPO)), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(keras3_loaded), str(not keras3_loaded)]
+
+
 # ------------------------------------------------------------------ whole console
 def write_mrpc(folder: Path, train: int = 40, dev: int = 20, test: int = 6) -> Path:
     """A tiny MRPC folder (train/dev/test.tsv in GLUE's layout) of made-up sentences."""

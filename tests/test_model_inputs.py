@@ -139,3 +139,18 @@ def test_a_hugging_face_tokenizers_output_is_masked_and_segmented(minilm_tokeniz
     one_segment = model({"input_ids": batch["input_ids"],
                          "attention_mask": batch["attention_mask"]}, training=False).numpy()
     assert not np.allclose(one_segment, logits)  # so do the segments
+
+
+@pytest.mark.parametrize("kind", ["BertClassifier", "MultiAdapterModel"])
+def test_fit_traces_its_train_function_once(tiny_config, kind):
+    """The optimizer's slots exist before Keras traces (tf.function traces a function
+    that creates variables twice), and the network runs without autograph conversion."""
+    import tf_keras as keras
+    model = _models(tiny_config)[kind]
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    features = tiny_inputs(batch=4)
+    model.fit(tf.data.Dataset.from_tensors((features, np.array([0, 1, 2, 1]))).repeat(3),
+              epochs=1, verbose=0)
+    assert model.train_function.experimental_get_tracing_count() == 1
+    assert model.optimizer.iterations.numpy() == 3

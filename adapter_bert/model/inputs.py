@@ -22,6 +22,7 @@ import sys
 from typing import Dict, Iterable, Mapping
 
 import tensorflow as tf
+import tf_keras as keras
 from adapter_bert.errors import UserError
 
 # Google's names, in the order of `BertModel.call`.
@@ -143,6 +144,10 @@ class FeatureInputs:
 
     EXTRA_INPUTS: tuple = ()
 
+    # The network has no data-dependent Python control flow, so autograph has nothing to
+    # convert in it: running it unconverted (and every layer it calls) saves the
+    # conversion of each layer's source when Keras traces its train/eval/predict functions.
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, inputs, *args, **kwargs):
         inputs = model_features(inputs, type(self).__name__, self.EXTRA_INPUTS)
         return super().__call__(inputs, *args, **kwargs)
@@ -167,6 +172,13 @@ class FeatureInputs:
 
     def fit(self, *args, **kwargs):
         check_tf_keras(kwargs.get("callbacks") or [], "callbacks", "fit(callbacks=...)")
+        # The optimizer's slots are created before Keras traces its train function:
+        # creating them inside makes tf.function trace it twice. (A checkpoint restored
+        # before this reaches them as it would inside.)
+        optimizer = getattr(self, "optimizer", None)
+        if isinstance(optimizer, keras.optimizers.Optimizer) and self.built:
+            with self.distribute_strategy.scope():
+                optimizer.build(self.trainable_variables)
         return super().fit(*args, **kwargs)
 
     def evaluate(self, *args, **kwargs):
