@@ -251,6 +251,22 @@ def read_bytes(path: str) -> bytes:
         raise FileNotFoundError(2, "No such file or directory", path) from None
 
 
+def decode_utf8(data: bytes, where: str, error=UserError) -> str:
+    """`data` (a file's bytes) as text, a leading byte-order mark dropped.
+
+    Raises:
+        error: a byte that is not UTF-8, in one line naming `where`, its line and column.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(f"{where} line {line}: not valid UTF-8 (byte 0x{data[e.start]:02x} at "
+                    f"byte column {column}); save the file as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def read_text(path: str, encoding: str = "utf-8") -> str:
     """The whole file decoded (raises UnicodeDecodeError like `open`)."""
     return read_bytes(path).decode(encoding)

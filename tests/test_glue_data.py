@@ -480,7 +480,8 @@ def test_non_utf8_bytes(tmp_path):
     with pytest.raises(glue.GlueDataError) as info:
         glue.ColaProcessor().get_train_examples(str(tmp_path))
     assert str(info.value) == (
-        f"CoLA {path} line 3: not valid UTF-8 (byte 0xe9 at byte column 12)")
+        f"CoLA {path} line 3: not valid UTF-8 (byte 0xe9 at byte column 12); "
+        f"save the file as UTF-8")
 
 
 def test_unknown_split(tmp_path):

@@ -91,7 +91,7 @@ def test_json_lines(tmp_path):
 
 
 def test_bytes_that_are_not_utf8_are_named(tmp_path):
-    with pytest.raises(DataFileError, match=r"d\.csv line 2: not valid UTF-8 \(byte 0xe9\); "
+    with pytest.raises(DataFileError, match=r"d\.csv line 2: not valid UTF-8 \(byte 0xe9 at byte column 4\); "
                                             r"save the file as UTF-8"):
         _table(tmp_path, "d.csv", b"text,label\ncaf\xe9,1\n")
 

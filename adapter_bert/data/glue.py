@@ -110,16 +110,7 @@ def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
             f"{task} {path}: cannot read the data file ({e.strerror or e})") from e
     if not data.strip():
         raise GlueDataError(f"{task} {path}: file is empty")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_no = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise GlueDataError(
-            f"{task} {path} line {line_no}: not valid UTF-8 (byte "
-            f"0x{data[e.start]:02x} at byte column {column})") from e
-    if text.startswith("\ufeff"):  # MRPC train/dev start with a UTF-8 BOM.
-        text = text[1:]
+    text = io_utils.decode_utf8(data, f"{task} {path}", GlueDataError)  # MRPC has a BOM
     if not text.strip():
         raise GlueDataError(f"{task} {path}: file is empty")
     lines = text.split("\n")

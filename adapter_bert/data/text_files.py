@@ -168,13 +168,7 @@ def _read_text(path: str) -> str:
         raise DataFileError(f"{path}: file not found") from None
     except OSError as e:
         raise DataFileError(f"{path}: cannot read it ({e.strerror or e})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise DataFileError(f"{path} line {line}: not valid UTF-8 (byte "
-                            f"0x{data[e.start]:02x}); save the file as UTF-8") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    return io_utils.decode_utf8(data, path, DataFileError)
 
 
 def _delimited(text: str, path: str, kind: str) -> Iterator[Tuple[int, List[str]]]:

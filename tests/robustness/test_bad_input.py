@@ -48,11 +48,11 @@ def _foreign_adapter(target: Path, vocab: Path) -> Path:
     from adapter_bert.adapters.files import save_adapter
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     config = BertConfig(vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")), hidden_size=32,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=64)
-    model = BertClassifier(config, 2, AdapterConfig(size=8))
+    model = BertClassifierNetwork(config, 2, AdapterConfig(size=8))
     build_model(model)
     save_adapter(model, str(target), "mrpc", ["0", "1"])
     return target
@@ -63,9 +63,9 @@ def _adapter_for_labels(target: Path, backbone: Path, task: str, labels) -> Path
     from adapter_bert.adapters.files import save_adapter
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     config = BertConfig.from_json_file(str(backbone / "bert_config.json"))
-    model = BertClassifier(config, len(labels), AdapterConfig(size=8))
+    model = BertClassifierNetwork(config, len(labels), AdapterConfig(size=8))
     build_model(model)
     save_adapter(model, str(target), task, list(labels))
     return target
@@ -108,7 +108,8 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
         lines = dev.read_text(encoding="utf-8").splitlines()
         write_lines(dev, lines[:4], raw=lines[4].encode("utf-8").replace(b"the", b"th\xe9", 1)
                     + b"\n")
-        return {}, r"MRPC .*MRPC/dev\.tsv line 5: not valid UTF-8 \(byte 0xe9 at byte column \d+\)"
+        return {}, (r"MRPC .*MRPC/dev\.tsv line 5: not valid UTF-8 \(byte 0xe9 at byte column "
+                    r"\d+\); save the file as UTF-8")
     if case == "unknown_task":
         return {"task_name": "MRPX"}, (r"--task_name: Unknown GLUE task 'MRPX'; valid tasks: ax, "
                                        r"cola, mnli, mrpc")
