@@ -24,7 +24,7 @@ def count(variables):
 def base_backbone(config, seed=0):
     """A built plain BertModel with random weights (pooler bias never trained: zero)."""
     tf.keras.utils.set_random_seed(seed)
-    bert = encoder.BertModel(config)
+    bert = encoder.BertNetwork(config)
     bert.build_with_dummy_inputs()
     return bert
 
@@ -40,7 +40,7 @@ def copy_weights(source, target):
 def make(kind, config, source):
     """A model of `kind` with the adapter API on the weights of backbone `source`."""
     if kind == "multi":
-        bert = encoder.BertModel(config)
+        bert = encoder.BertNetwork(config)
         bert.build_with_dummy_inputs()
         copy_weights(source, bert)
         return MultiAdapterModel(bert)
@@ -55,10 +55,10 @@ def make(kind, config, source):
 def plain_twin(kind, model):
     """The same network without the adapter API or any adapter, on `model`'s weights."""
     config = (model if kind == "backbone" else model.bert).config
-    twin = {"backbone": lambda: encoder.BertModel(config),
-            "multi": lambda: encoder.BertModel(config),
-            "classifier": lambda: heads.BertClassifier(config, 3),
-            "span": lambda: heads.BertSpanModel(config)}[kind]()
+    twin = {"backbone": lambda: encoder.BertNetwork(config),
+            "multi": lambda: encoder.BertNetwork(config),
+            "classifier": lambda: heads.BertClassifierNetwork(config, 3),
+            "span": lambda: heads.BertSpanNetwork(config)}[kind]()
     twin.build_with_dummy_inputs()
     copy_weights(model, twin)
     return twin

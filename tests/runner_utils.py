@@ -22,13 +22,13 @@ def write_tiny_backbone(directory: Path, vocab_file: Path, dropout: float = 0.1,
 
     from adapter_bert.model.checkpoints import save_tf1_checkpoint
     from adapter_bert.model.config import BertConfig
-    from adapter_bert.model.encoder import BertModel
+    from adapter_bert.model.encoder import BertNetwork
     directory.mkdir(parents=True, exist_ok=True)
     vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
     config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    bert = BertModel(config)
+    bert = BertNetwork(config)
     bert.build_with_dummy_inputs()
     rng = np.random.default_rng(seed)
     for variable in bert.weights:

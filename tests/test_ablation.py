@@ -19,8 +19,8 @@ def config3(tiny_config):
 
 def _classifier(config, adapter_config):
     from adapter_bert.model.checkpoints import build_model
-    from adapter_bert.model.heads import BertClassifier
-    model = BertClassifier(config, 2, adapter_config)
+    from adapter_bert.model.heads import BertClassifierNetwork
+    model = BertClassifierNetwork(config, 2, adapter_config)
     build_model(model)
     return model
 

@@ -103,7 +103,7 @@ def test_disable_adapters_bypasses_the_single_set_too(tiny_config, source, targe
         if "/lora" in name or "adapter" in name:
             variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
     expected = run(model)
-    plain = heads.BertClassifier(tiny_config, 2)
+    plain = heads.BertClassifierNetwork(tiny_config, 2)
     plain.build_with_dummy_inputs()
     copy_weights(model, plain)
     assert differ(expected, run(plain))
@@ -213,7 +213,7 @@ def test_load_adapter_into_a_multi_adapter_model_and_back(tiny_config, source, t
 
 def test_a_runner_style_directory_loads_as_a_named_adapter(tiny_config, source, tmp_path):
     """What run_classifier.py writes (the single set of adapters, trained weights only)."""
-    run_model = heads.BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="parallel"))
+    run_model = heads.BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type="parallel"))
     run_model.build_with_dummy_inputs()
     copy_weights(source, run_model)
     apply_tuning(run_model, "adapter", train_pooler=True)

@@ -25,9 +25,9 @@ from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
 from adapter_bert.model.config import (AdapterConfig, ConfigError, adapter_families,
                                        adapter_family, register_adapter_family,
                                        unregister_adapter_family)
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.families import PROJECTIONS, AdapterFamily, AdapterOption
-from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.tasks.ablation import adapters_disabled
 from tests.conftest import REPO, tiny_inputs
@@ -77,11 +77,11 @@ def test_built_in_families_are_registered_and_count_their_weights(tiny_config):
               "parallel": layers * bottleneck, "lora": layers * 2 * M * 2 * h}
     for name in BUILT_IN:
         config = AdapterConfig(size=M, adapter_type=name)
-        model = built(BertClassifier(tiny_config, 2, config))
+        model = built(BertClassifierNetwork(tiny_config, 2, config))
         assert adapter_weight_count(model) == config.param_count(tiny_config) == closed[name]
     every = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(PROJECTIONS),
                           leave_out=[0])
-    model = built(BertClassifier(tiny_config, 2, every))
+    model = built(BertClassifierNetwork(tiny_config, 2, every))
     expected = M * (4 * 2 * h + (h + i) + (i + h))  # one layer: six targets
     assert adapter_weight_count(model) == every.param_count(tiny_config) == expected
 
@@ -169,7 +169,7 @@ _KERNELS = {"query": "attention/self/query", "key": "attention/self/key",
 def test_each_lora_target_adds_scale_a_b_to_its_projection(tiny_config, target):
     """Against an independent oracle: a plain BERT whose kernel holds W + alpha/r A B."""
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=[target], lora_alpha=6)
-    model = built(BertModel(tiny_config, config))
+    model = built(BertNetwork(tiny_config, config))
     randomise_adapters(model, stddev=1.0)
     variables = tf1_variables(model)
     names = sorted(n for n in variables if "/adapters/" in n)
@@ -178,7 +178,7 @@ def test_each_lora_target_adds_scale_a_b_to_its_projection(tiny_config, target):
     h, i = tiny_config.hidden_size, tiny_config.intermediate_size
     d_in, d_out = {"intermediate": (h, i), "output": (i, h)}.get(target, (h, h))
     assert variables[names[0]].shape == (d_in, M) and variables[names[1]].shape == (M, d_out)
-    oracle = built(BertModel(tiny_config))
+    oracle = built(BertNetwork(tiny_config))
     copy_backbone(model, oracle)
     for layer in range(2):
         prefix = f"bert/encoder/layer_{layer}/"
@@ -188,7 +188,7 @@ def test_each_lora_target_adds_scale_a_b_to_its_projection(tiny_config, target):
         kernel.assign(kernel.numpy() + 2.0 * a @ b)  # alpha / r = 6 / 3
     inputs = tiny_inputs()
     adapted = model(inputs, training=False)["sequence_output"].numpy()
-    plain = built(BertModel(tiny_config))
+    plain = built(BertNetwork(tiny_config))
     copy_backbone(model, plain)
     # (a query change moves little on a random backbone: its values are all alike)
     assert np.abs(adapted - plain(inputs, training=False)["sequence_output"]).max() > 1e-3
@@ -200,7 +200,7 @@ def test_lora_targets_on_a_built_model_and_as_named_adapters(tiny_config):
     """Adapters added after building get the projections' input widths (the feed-forward
     output's is intermediate_size); named LoRA adapters have branches in every block."""
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=["intermediate", "output"])
-    bert = built(BertModel(tiny_config))
+    bert = built(BertNetwork(tiny_config))
     bert.add_adapters(config)
     layer = bert.encoder.transformer_layers[0]
     assert layer.ffn_output_block.adapter.lora_a["dense"].shape == (32, M)
@@ -223,7 +223,7 @@ def test_lora_targets_on_a_built_model_and_as_named_adapters(tiny_config):
 def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(PROJECTIONS),
                            lora_dropout=0.5)
-    model = built(BertModel(still_config, config))
+    model = built(BertNetwork(still_config, config))
     assert model.encoder.transformer_layers[1].intermediate.adapter.dropout_rate == 0.5
     inputs = tiny_inputs()
 
@@ -235,7 +235,7 @@ def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
     inference = outputs(False)
     np.testing.assert_array_equal(outputs(False), inference)
     assert np.abs(outputs(True) - inference).max() > 1e-3
-    without = built(BertModel(still_config, dataclasses.replace(config, lora_dropout=0.0)))
+    without = built(BertNetwork(still_config, dataclasses.replace(config, lora_dropout=0.0)))
     theirs = tf1_variables(model)
     for name, variable in tf1_variables(without).items():
         variable.assign(theirs[name])
@@ -243,10 +243,10 @@ def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
 
 
 def test_ablation_switches_lora_off_in_every_block_it_targets(tiny_config):
-    model = built(BertModel(tiny_config, AdapterConfig(size=M, adapter_type="lora",
+    model = built(BertNetwork(tiny_config, AdapterConfig(size=M, adapter_type="lora",
                                                        lora_targets=list(PROJECTIONS))))
     randomise_adapters(model)
-    plain = built(BertModel(tiny_config))
+    plain = built(BertNetwork(tiny_config))
     copy_backbone(model, plain)
     inputs = tiny_inputs()
     expected = plain(inputs, training=False)["sequence_output"].numpy()
@@ -259,7 +259,7 @@ def test_ablation_switches_lora_off_in_every_block_it_targets(tiny_config):
 def lora_classifier(cfg, targets=PROJECTIONS, **options):
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(targets),
                            lora_alpha=6, **options)
-    model = built(BertClassifier(cfg, 2, config))
+    model = built(BertClassifierNetwork(cfg, 2, config))
     randomise_adapters(model)
     apply_tuning(model, "adapter", train_pooler=False)
     return model
@@ -295,7 +295,7 @@ def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_conf
     with ab.adapter_merged(model):
         assert model.bert.merged_adapters() == [None]
     assert model.bert.merged_adapters() == []
-    houlsby = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M)))
+    houlsby = built(BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M)))
     with pytest.raises(ValueError, match=r"nothing to merge \(houlsby adapters\): only "
                                          r"projection families"):
         ab.merge_adapter(houlsby)
@@ -326,7 +326,7 @@ def test_while_merged_what_would_go_wrong_is_refused(tiny_config, tmp_path):
 
 
 def test_a_merged_named_adapter_excludes_the_others(tiny_config):
-    bert = built(BertModel(tiny_config))
+    bert = built(BertNetwork(tiny_config))
     multi = MultiAdapterModel(bert)
     for name in ("a", "b"):
         multi.add_adapter(name, AdapterConfig(size=M, adapter_type="lora",
@@ -364,7 +364,7 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
     for kind, stored in older.items():
         with pytest.raises(ConfigError, match="applies to adapter_type"):
             AdapterConfig.from_dict(stored)  # the model takes the current layout only
-        trained = built(BertClassifier(tiny_config, 2, AdapterConfig.from_dict(
+        trained = built(BertClassifierNetwork(tiny_config, 2, AdapterConfig.from_dict(
             current_adapter_fields(stored))))
         randomise_adapters(trained)
         apply_tuning(trained, "adapter", train_pooler=False)
@@ -379,7 +379,7 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
         if kind == "lora":
             assert (config.lora_targets, config.lora_dropout, config.lora_scale) == (
                 ("query", "value"), 0.0, 2.0)
-        fresh = built(BertClassifier(tiny_config, 2, config))
+        fresh = built(BertClassifierNetwork(tiny_config, 2, config))
         copy_backbone(trained, fresh)
         load_adapter(fresh, str(directory))
         np.testing.assert_array_equal(fresh(tiny_inputs(), training=False),
@@ -473,7 +473,7 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
     docs_model = user_families.model
     assert adapter_weight_count(docs_model) == 78444
     config = AdapterConfig(size=M, adapter_type=family, **options)
-    model = built(BertClassifier(still_config, 2, config))
+    model = built(BertClassifierNetwork(still_config, 2, config))
     adapters = [layer for layer in model.bert._flatten_layers()  # noqa: SLF001
                 if isinstance(layer, ab.AdapterLayer)]
     assert adapters and {type(a).__name__ for a in adapters} == {layer_class}
@@ -489,15 +489,15 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
     stored = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert stored["adapter_config"]["adapter_type"] == family
     assert adapter_config_of(str(tmp_path / "adapter")) == config
-    fresh = built(BertClassifier(still_config, 2, adapter_config_of(str(tmp_path / "adapter"))))
+    fresh = built(BertClassifierNetwork(still_config, 2, adapter_config_of(str(tmp_path / "adapter"))))
     copy_backbone(model, fresh)
     load_adapter(fresh, str(tmp_path / "adapter"))
     inputs = tiny_inputs(seed=5)
     expected = model(inputs, training=False).numpy()
     np.testing.assert_array_equal(fresh(inputs, training=False), expected)
-    clone = BertClassifier.from_config(model.get_config())
+    clone = BertClassifierNetwork.from_config(model.get_config())
     assert clone.bert.adapter_config == config
-    multi = MultiAdapterModel(built(BertModel(still_config)))
+    multi = MultiAdapterModel(built(BertNetwork(still_config)))
     multi.add_adapter("mine", config, num_labels=2)
     assert multi.adapter_names == ["mine"]
     if family == "diagonal":  # a projection family of one's own merges too
@@ -511,7 +511,7 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
 
 def test_an_unregistered_family_in_a_file_names_the_registered_ones(user_families, tiny_config,
                                                                    tmp_path):
-    model = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="gated")))
+    model = built(BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type="gated")))
     apply_tuning(model, "adapter", train_pooler=False)
     save_adapter(model, str(tmp_path / "gated"))
     gated = adapter_family("gated")

@@ -9,8 +9,8 @@ import pytest
 from adapter_bert.adapters.files import (FORMAT_VERSION, AdapterFileError, adapter_config_of,
                                         backbone_fingerprint, load_adapter, save_adapter)
 from adapter_bert.model.config import AdapterConfig, BertConfig
-from adapter_bert.model.heads import BertClassifier
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.heads import BertClassifierNetwork
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import apply_tuning
@@ -20,8 +20,8 @@ LOGGER = "adapter_bert.adapters.files"
 
 
 def classifier(cfg, adapter_config=None, source=None):
-    """A built BertClassifier; with `source`, its backbone weights are copied from it."""
-    model = BertClassifier(cfg, 2, adapter_config or AdapterConfig(size=4, init_scale=0.2))
+    """A built BertClassifierNetwork; with `source`, its backbone weights are copied from it."""
+    model = BertClassifierNetwork(cfg, 2, adapter_config or AdapterConfig(size=4, init_scale=0.2))
     model(tiny_inputs())
     if source is not None:
         theirs = tf1_variables(source)
@@ -74,7 +74,7 @@ def test_loading_onto_another_backbone_of_the_same_shape_warns(tiny_config, tmp_
 def test_named_adapter_loading_also_warns_on_other_weights(tiny_config, tmp_path, caplog):
     trained = classifier(tiny_config)
     save_adapter(trained, str(tmp_path / "ad"), task="mrpc")
-    bert = BertModel(tiny_config)
+    bert = BertNetwork(tiny_config)
     bert.build_with_dummy_inputs()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         MultiAdapterModel(bert).load_adapter(str(tmp_path / "ad"))
@@ -87,7 +87,7 @@ def test_another_backbone_shape_fails_clearly(tiny_config, tmp_path):
                        intermediate_size=32, max_position_embeddings=64)
     with pytest.raises(AdapterFileError, match="another backbone shape .*hidden_size: file 16 vs model 32"):
         load_adapter(classifier(wider), str(tmp_path / "ad"))
-    bert = BertModel(wider)
+    bert = BertNetwork(wider)
     bert.build_with_dummy_inputs()
     with pytest.raises(AdapterFileError, match="another backbone shape"):
         MultiAdapterModel(bert).load_adapter(str(tmp_path / "ad"))

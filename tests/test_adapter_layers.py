@@ -16,8 +16,8 @@ from adapter_bert.model.adapter_layers import (HoulsbyAdapter, LoraAdapter, Para
                                    PfeifferAdapter)
 from adapter_bert.model.config import AdapterConfig, ConfigError
 from adapter_bert.adapters.fusion import AdapterFusion
-from adapter_bert.model.heads import BertClassifier
-from adapter_bert.model.encoder import BertModel, BertResidualOutput, BertSelfAttention
+from adapter_bert.model.heads import BertClassifierNetwork
+from adapter_bert.model.encoder import BertNetwork, BertResidualOutput, BertSelfAttention
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
@@ -74,7 +74,7 @@ def test_config_rejects_inconsistent_families(kwargs, message):
 @pytest.mark.parametrize("adapter_type", TYPES)
 def test_identity_at_initialisation(tiny_config, adapter_type):
     """LoRA and parallel adapters start exactly at the backbone; the others close to it."""
-    bert = BertModel(tiny_config)
+    bert = BertNetwork(tiny_config)
     inputs = tiny_inputs()
     plain = bert(inputs, training=False)["sequence_output"].numpy()
     bert.add_adapters(AdapterConfig(size=M, adapter_type=adapter_type))
@@ -165,7 +165,7 @@ def test_lora_equals_attention_with_merged_query_and_value_kernels(tiny_config):
 ])
 def test_adapter_mode_trains_exactly_adapters_layernorms_and_head(tiny_config, adapter_type,
                                                                   first_name):
-    model = BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
+    model = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
     model(tiny_inputs())
     apply_tuning(model, "adapter", train_pooler=False)
     h, layers = tiny_config.hidden_size, tiny_config.num_hidden_layers
@@ -203,8 +203,8 @@ def test_new_layers_round_trip_get_config(layer):
 
 def test_models_with_each_family_round_trip_get_config(tiny_config):
     for adapter_type in TYPES:
-        model = BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
-        clone = BertClassifier.from_config(model.get_config())
+        model = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
+        clone = BertClassifierNetwork.from_config(model.get_config())
         assert clone.bert.adapter_config.adapter_type == adapter_type
 
 
@@ -233,7 +233,7 @@ def test_fusion_attends_to_the_adapter_that_matches_the_query():
 
 
 def test_fusion_task_trains_only_fusion_layernorms_and_head(tiny_config):
-    bert = BertModel(tiny_config)
+    bert = BertNetwork(tiny_config)
     bert.build_with_dummy_inputs()
     model = MultiAdapterModel(bert)
     for name in ("a", "b"):
@@ -271,7 +271,7 @@ def test_fusion_task_trains_only_fusion_layernorms_and_head(tiny_config):
 
 
 def test_fusion_refuses_lora_and_mismatched_slots(tiny_config):
-    bert = BertModel(tiny_config)
+    bert = BertNetwork(tiny_config)
     bert.build_with_dummy_inputs()
     model = MultiAdapterModel(bert)
     model.add_adapter("h", AdapterConfig(size=M))

@@ -85,8 +85,8 @@ def test_fixed_training_batches_have_static_shapes():
 
 @pytest.fixture
 def span_model(tiny_config):
-    from adapter_bert.model.heads import BertSpanModel
-    model = BertSpanModel(tiny_config)
+    from adapter_bert.model.heads import BertSpanNetwork
+    model = BertSpanNetwork(tiny_config)
     model(tiny_inputs(batch=1, seq=4), training=False)
     return model
 
@@ -113,8 +113,8 @@ def test_predictions_match_fixed_padding_in_the_original_order(span_model, dynam
 
 
 def test_classifier_predictions_keep_their_order(tiny_config):
-    from adapter_bert.model.heads import BertClassifier
-    model = BertClassifier(tiny_config, num_labels=3)
+    from adapter_bert.model.heads import BertClassifierNetwork
+    model = BertClassifierNetwork(tiny_config, num_labels=3)
     features, _ = ragged_features(count=9)
     fixed = batching.predict_features(model, features, KEYS, 4, dynamic=False,
                                       static_shapes=False)

@@ -13,8 +13,8 @@ from adapter_bert.model.checkpoints import (CheckpointError, hf_name_to_tf1, loa
                                             save_tf1_checkpoint)
 from adapter_bert.model.factory import build_pretrained
 from adapter_bert.model.config import AdapterConfig, BertConfig
-from adapter_bert.model.heads import BertClassifier
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.heads import BertClassifierNetwork
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
 
@@ -24,7 +24,7 @@ def test_name_map_covers_every_variable_of_the_real_google_bert_mini(bert_mini_i
     """Every non-pretraining variable of Google's BERT-Mini maps to ours, same shape."""
     folder = bert_mini_index
     config = BertConfig.from_json_file(str(folder / "bert_config.json"))
-    bert = BertModel(config)
+    bert = BertNetwork(config)
     bert.build_with_dummy_inputs()
     ours = {name: v.shape.as_list() for name, v in tf1_variables(bert).items()}
     theirs = {name: shape for name, shape in tf.train.list_variables(str(folder / "bert_model.ckpt"))
@@ -73,13 +73,13 @@ def write_hf_dir(model, config, directory, prefix):
     state[prefix + "embeddings.position_ids"] = np.arange(config.max_position_embeddings)[None]
     save_file(state, str(directory / "model.safetensors"))
     hf_config = dict(config.to_dict(), model_type="bert", hidden_act="gelu",
-                     architectures=["BertModel"])
+                     architectures=["BertNetwork"])
     (directory / "config.json").write_text(json.dumps(hf_config))
 
 
 @pytest.mark.parametrize("prefix", ["", "bert."])
 def test_hf_directory_loads_with_or_without_bert_prefix(tmp_path, tiny_config, prefix):
-    source = BertModel(tiny_config)
+    source = BertNetwork(tiny_config)
     source.build_with_dummy_inputs()
     write_hf_dir(source, tiny_config, tmp_path / "hf", prefix)
     loaded = build_pretrained(str(tmp_path / "hf"))
@@ -92,7 +92,7 @@ def test_hf_directory_loads_with_or_without_bert_prefix(tmp_path, tiny_config, p
 
 def test_tf1_checkpoint_round_trip_with_adapters_and_head(tmp_path, tiny_config):
     tiny_config.hidden_act = "gelu_tanh"
-    source = BertClassifier(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
+    source = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
     source(tiny_inputs())
     written = save_tf1_checkpoint(source, str(tmp_path / "bert_model.ckpt"))
     (tmp_path / "bert_config.json").write_text(tiny_config.to_google_json())
@@ -107,7 +107,7 @@ def test_tf1_checkpoint_round_trip_with_adapters_and_head(tmp_path, tiny_config)
 
 
 def test_pretraining_heads_are_skipped_not_unexpected(tmp_path, tiny_config):
-    source = BertModel(tiny_config)
+    source = BertNetwork(tiny_config)
     source.build_with_dummy_inputs()
     names = list(tf1_variables(source))
     extras = {"cls/predictions/output_bias": tf.zeros([60]), "global_step": tf.constant(5, tf.int64),
@@ -115,7 +115,7 @@ def test_pretraining_heads_are_skipped_not_unexpected(tmp_path, tiny_config):
     tensors = [tf1_variables(source)[n].read_value() for n in names] + list(extras.values())
     tf.raw_ops.SaveV2(prefix=str(tmp_path / "m.ckpt"), tensor_names=names + list(extras),
                       shape_and_slices=[""] * (len(names) + len(extras)), tensors=tensors)
-    target = BertModel(tiny_config)
+    target = BertNetwork(tiny_config)
     target.build_with_dummy_inputs()
     report = load_weights(target, read_tf1_checkpoint(str(tmp_path / "m.ckpt")))
     assert sorted(report.skipped) == ["bert/pooler/dense/kernel/adam_m", "cls/predictions/output_bias",
@@ -129,7 +129,7 @@ def test_summary_calls_adapters_and_heads_new_and_missing_backbone_weights_missi
         tiny_config, caplog):
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.factory import task_model
-    source = BertModel(tiny_config)
+    source = BertNetwork(tiny_config)
     source.build_with_dummy_inputs()
     weights = {n: v.numpy() for n, v in tf1_variables(source).items()}
     model = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
@@ -154,7 +154,7 @@ def test_summary_calls_adapters_and_heads_new_and_missing_backbone_weights_missi
 
 
 def test_shape_mismatch_names_the_variable_and_both_shapes(tmp_path, tiny_config):
-    source = BertModel(tiny_config)
+    source = BertNetwork(tiny_config)
     source.build_with_dummy_inputs()
     save_tf1_checkpoint(source, str(tmp_path / "bert_model.ckpt"))
     tiny_config.vocab_size = 61
@@ -167,7 +167,7 @@ def test_shape_mismatch_names_the_variable_and_both_shapes(tmp_path, tiny_config
 def test_missing_backbone_weight_is_an_error(tiny_config, caplog):
     """Any backbone weight but the pooler's must be in the source (the pooler's may not be:
     tests/test_backbone_without_pooler.py)."""
-    target = BertModel(tiny_config)
+    target = BertNetwork(tiny_config)
     target.build_with_dummy_inputs()
     other = "bert/encoder/layer_1/attention/self/key/kernel"
     weights = {n: v.numpy() for n, v in tf1_variables(target).items()

@@ -151,7 +151,7 @@ _SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     import tf_keras as keras
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     from adapter_bert.training.optimizer import create_optimizer
 
     rng = np.random.default_rng(0)
@@ -165,7 +165,7 @@ _SCRIPT = textwrap.dedent("""
     def train(strategy, weights=None):
         with strategy.scope():
             keras.utils.set_random_seed(0)
-            model = BertClassifier(config, 2, AdapterConfig(size=4))
+            model = BertClassifierNetwork(config, 2, AdapterConfig(size=4))
             model({k: v[:1] for k, v in x.items()})
             if weights is not None:
                 model.set_weights(weights)

@@ -7,10 +7,10 @@ import tf_keras as keras
 
 from adapter_bert.model.adapter_layers import HoulsbyAdapter
 from adapter_bert.model.config import AdapterConfig
-from adapter_bert.model.heads import BertClassifier, BertSpanModel, ClassifierHead, SpanHead
+from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork, ClassifierHead, SpanHead
 from adapter_bert.model.blocks import BlockModification, ModifiableBlock
 from adapter_bert.model.encoder import (BertAttention, BertEmbeddings, BertEncoder, BertIntermediate,
-                                   BertModel, BertPooler, BertResidualOutput, BertSelfAttention,
+                                   BertNetwork, BertPooler, BertResidualOutput, BertSelfAttention,
                                    BertTransformerLayer, EmbeddingTable)
 from adapter_bert.model.naming import tf1_variables
 from tests.conftest import tiny_inputs
@@ -29,18 +29,18 @@ def test_every_layer_round_trips_get_config(tiny_config, layer_fn):
 
 
 def test_models_round_trip_get_config(tiny_config):
-    model = BertClassifier(tiny_config, 3, AdapterConfig(size=4, leave_out=[0]))
-    clone = BertClassifier.from_config(model.get_config())
+    model = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, leave_out=[0]))
+    clone = BertClassifierNetwork.from_config(model.get_config())
     assert clone.get_config() == model.get_config()
     assert clone.bert.adapter_config.leave_out == (0,)
-    span = BertSpanModel(tiny_config)
-    assert BertSpanModel.from_config(span.get_config()).get_config() == span.get_config()
-    bert = BertModel(tiny_config, AdapterConfig(size=2))
-    assert BertModel.from_config(bert.get_config()).get_config() == bert.get_config()
+    span = BertSpanNetwork(tiny_config)
+    assert BertSpanNetwork.from_config(span.get_config()).get_config() == span.get_config()
+    bert = BertNetwork(tiny_config, AdapterConfig(size=2))
+    assert BertNetwork.from_config(bert.get_config()).get_config() == bert.get_config()
 
 
 def test_backbone_outputs_and_padding_invariance(tiny_config):
-    bert = BertModel(tiny_config)
+    bert = BertNetwork(tiny_config)
     inputs = tiny_inputs()
     out = bert(inputs, training=False, return_all_layers=True)
     assert out["sequence_output"].shape == (2, 7, 16)
@@ -55,7 +55,7 @@ def test_backbone_outputs_and_padding_invariance(tiny_config):
 
 
 def test_two_adapters_per_layer_in_the_paper_positions(tiny_config):
-    bert = BertModel(tiny_config, AdapterConfig(size=4))
+    bert = BertNetwork(tiny_config, AdapterConfig(size=4))
     bert(tiny_inputs())
     names = [n for n in tf1_variables(bert) if "/adapters/" in n]
     assert len(names) == 2 * 2 * 4
@@ -64,7 +64,7 @@ def test_two_adapters_per_layer_in_the_paper_positions(tiny_config):
 
 
 def test_adapter_positions_and_leave_out_select_slots(tiny_config):
-    bert = BertModel(tiny_config, AdapterConfig(size=4, positions="ffn", leave_out=[0]))
+    bert = BertNetwork(tiny_config, AdapterConfig(size=4, positions="ffn", leave_out=[0]))
     bert(tiny_inputs())
     adapters = sorted({n.rsplit("/adapters/", 1)[0] for n in tf1_variables(bert) if "/adapters/" in n})
     assert adapters == ["bert/encoder/layer_1/output"]
@@ -72,7 +72,7 @@ def test_adapter_positions_and_leave_out_select_slots(tiny_config):
 
 def test_adapters_sit_before_the_layernorm(tiny_config):
     """A huge adapter output must be normalised by the block's LayerNorm."""
-    bert = BertModel(tiny_config, AdapterConfig(size=4, init_scale=0.0))
+    bert = BertNetwork(tiny_config, AdapterConfig(size=4, init_scale=0.0))
     bert(tiny_inputs())
     block = bert.encoder.transformer_layers[0].ffn_output_block
     hidden = tf.random.normal([1, 3, 32], seed=3)  # the intermediate width
@@ -89,7 +89,7 @@ def test_adapters_sit_before_the_layernorm(tiny_config):
 
 def test_near_identity_adapters_barely_change_the_output(tiny_config):
     inputs = tiny_inputs()
-    plain = BertModel(tiny_config)
+    plain = BertNetwork(tiny_config)
     reference = plain(inputs, training=False)["sequence_output"]
     plain.add_adapters(AdapterConfig(size=8))  # added after build: built on the spot
     with_adapters = plain(inputs, training=False)["sequence_output"]
@@ -101,7 +101,7 @@ def test_near_identity_adapters_barely_change_the_output(tiny_config):
 
 
 def test_disabling_an_adapter_slot_skips_it(tiny_config):
-    bert = BertModel(tiny_config, AdapterConfig(size=4, init_scale=0.5))
+    bert = BertNetwork(tiny_config, AdapterConfig(size=4, init_scale=0.5))
     inputs = tiny_inputs()
     with_adapters = bert(inputs, training=False)["sequence_output"].numpy()
     for block in bert.output_blocks():
@@ -125,7 +125,7 @@ class _Recorder:
 
 def test_every_block_runs_what_modification_returns(tiny_config, monkeypatch):
     """A block's call reads the slot and the task branches only through `modification`."""
-    bert = BertModel(tiny_config, AdapterConfig(size=4))
+    bert = BertNetwork(tiny_config, AdapterConfig(size=4))
     bert.build_with_dummy_inputs()
     layer = bert.encoder.transformer_layers[0]
     holders = [bert.embeddings, layer.attention.self_attention, layer.attention_output_block,
@@ -159,7 +159,7 @@ def test_every_block_runs_what_modification_returns(tiny_config, monkeypatch):
 def test_modification_of_each_path(tiny_config):
     from adapter_bert.adapters.named import add_named_adapter
 
-    bert = BertModel(tiny_config, AdapterConfig(size=4))
+    bert = BertNetwork(tiny_config, AdapterConfig(size=4))
     bert.build_with_dummy_inputs()
     block = bert.encoder.transformer_layers[0].ffn_output_block
     attention = bert.encoder.transformer_layers[0].attention.self_attention
@@ -190,9 +190,9 @@ def test_modification_of_each_path(tiny_config):
 
 
 def test_tf1_names_do_not_depend_on_build_order(tiny_config):
-    first = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    first = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=4))
     first(tiny_inputs())
-    second = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    second = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=4))
     # Build the inner pieces in another order: the head first, then a lone layer, then all.
     second.head.build([None, 16])
     second.bert.encoder.transformer_layers[1](tf.zeros([1, 2, 16]), tf.zeros([1, 1, 1, 2]))
@@ -203,20 +203,20 @@ def test_tf1_names_do_not_depend_on_build_order(tiny_config):
 
 
 def test_classifier_and_span_heads_use_google_names_and_shapes(tiny_config):
-    clf = BertClassifier(tiny_config, 3)
+    clf = BertClassifierNetwork(tiny_config, 3)
     assert clf(tiny_inputs(), training=False).shape == (2, 3)
     names = tf1_variables(clf)
     assert names["output_weights"].shape == (3, 16) and names["output_bias"].shape == (3,)
-    regression = BertClassifier(tiny_config, 1)
+    regression = BertClassifierNetwork(tiny_config, 1)
     assert regression(tiny_inputs()).shape == (2, 1)
-    span = BertSpanModel(tiny_config)
+    span = BertSpanNetwork(tiny_config)
     out = span(tiny_inputs(), training=False)
     assert out["start_logits"].shape == (2, 7) and out["end_logits"].dtype == tf.float32
     assert tf1_variables(span)["cls/squad/output_weights"].shape == (2, 16)
 
 
 def test_span_head_computes_the_projection(tiny_config):
-    span = BertSpanModel(tiny_config)
+    span = BertSpanNetwork(tiny_config)
     inputs = tiny_inputs()
     out = span(inputs, training=False)
     sequence = span.bert(inputs, training=False)["sequence_output"].numpy()
@@ -226,8 +226,8 @@ def test_span_head_computes_the_projection(tiny_config):
 
 
 def test_shared_backbone_is_not_copied(tiny_config):
-    bert = BertModel(tiny_config)
-    a, b = BertClassifier(bert, 2), BertSpanModel(bert)
+    bert = BertNetwork(tiny_config)
+    a, b = BertClassifierNetwork(bert, 2), BertSpanNetwork(bert)
     a(tiny_inputs())
     b(tiny_inputs())
     assert a.bert is b.bert
@@ -235,7 +235,7 @@ def test_shared_backbone_is_not_copied(tiny_config):
 
 
 def test_dropout_is_active_only_in_training(tiny_config):
-    clf = BertClassifier(tiny_config, 2)
+    clf = BertClassifierNetwork(tiny_config, 2)
     inputs = tiny_inputs()
     np.testing.assert_array_equal(clf(inputs, training=False), clf(inputs, training=False))
     assert np.abs(clf(inputs, training=True).numpy() - clf(inputs, training=False).numpy()).max() > 0
@@ -244,13 +244,13 @@ def test_dropout_is_active_only_in_training(tiny_config):
 def test_mixed_bfloat16_keeps_softmax_and_logits_float32(tiny_config):
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        clf = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+        clf = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=4))
         logits = clf(tiny_inputs(), training=False)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert logits.dtype == tf.float32
     assert all(v.dtype == tf.float32 for v in clf.weights)
-    reference = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
+    reference = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=4))
     reference(tiny_inputs())
     reference.set_weights(clf.get_weights())
     np.testing.assert_allclose(logits, reference(tiny_inputs(), training=False), atol=0.05)

@@ -8,15 +8,15 @@ import pytest
 
 from adapter_bert.adapters.resadapter import ResAdapterClassifier, ResAdapterConfig
 from adapter_bert.model.config import AdapterConfig
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.factory import task_model
-from adapter_bert.model.heads import BertClassifier, BertSpanModel
+from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.tasks.task_models import new_task_model
 
 
-@pytest.mark.parametrize("head,cls", [(None, BertModel), ("classifier", BertClassifier),
-                                      ("span", BertSpanModel)])
+@pytest.mark.parametrize("head,cls", [(None, BertNetwork), ("classifier", BertClassifierNetwork),
+                                      ("span", BertSpanNetwork)])
 def test_task_model_picks_the_class_of_the_head(tiny_config, head, cls):
     model = task_model(tiny_config, head, num_labels=3, adapter_config=AdapterConfig(size=4))
     assert type(model) is cls

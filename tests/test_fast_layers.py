@@ -256,10 +256,10 @@ def test_lean_kernels_run_on_cpu_hosts_outside_xla_only():
 
 def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     from adapter_bert.model.naming import walk_layers
     from tests.conftest import tiny_inputs
-    model = BertClassifier(tiny_config, 2, adapter_config=AdapterConfig(size=4))
+    model = BertClassifierNetwork(tiny_config, 2, adapter_config=AdapterConfig(size=4))
     model(tiny_inputs(), training=False)
     layers = [layer for _, layer in walk_layers(model)]
     dropouts = [l for l in layers if isinstance(l, keras.layers.Dropout)]

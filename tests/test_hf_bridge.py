@@ -173,8 +173,8 @@ def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir
 
 def test_copy_refuses_different_layouts(tiny_hf, tiny_config):
     from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
-    from adapter_bert.model.encoder import BertModel
-    ours = BertModel(tiny_config, AdapterConfig(size=4, positions="ffn"))
+    from adapter_bert.model.encoder import BertNetwork
+    ours = BertNetwork(tiny_config, AdapterConfig(size=4, positions="ffn"))
     ours.build_with_dummy_inputs()
     add_adapters(tiny_hf, size=4)
     with pytest.raises(ValueError, match="layouts differ"):

@@ -7,8 +7,8 @@ import tf_keras as keras
 
 from adapter_bert.adapters.files import load_adapter, save_adapter
 from adapter_bert.model.config import AdapterConfig
-from adapter_bert.model.heads import BertClassifier
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.heads import BertClassifierNetwork
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.model.naming import tf1_variables
 from tests.conftest import WRITTEN_AND_REAL, tiny_inputs
@@ -22,7 +22,7 @@ def count(variables):
 
 @pytest.fixture
 def bert(tiny_config):
-    model = BertModel(tiny_config)
+    model = BertNetwork(tiny_config)
     model.build_with_dummy_inputs()
     return model
 
@@ -87,7 +87,7 @@ def test_bad_adapter_names(bert, name, message):
 def test_backbone_is_shared_never_copied(multi, bert, tiny_config):
     assert multi.bert is bert
     backbone_ids = {id(v) for v in bert.weights if "/a/" not in v.name}
-    plain = BertModel(tiny_config)
+    plain = BertNetwork(tiny_config)
     plain.build_with_dummy_inputs()
     added = count(multi.weights) - count(plain.weights)
     assert added == (task_closed_form(tiny_config, "houlsby", 2)
@@ -233,7 +233,7 @@ def test_two_tasks_trained_in_turn_do_not_forget(bert, tiny_config):
 # --------------------------------------------------------------------- files
 def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config, tmp_path):
     multi.save_adapter(str(tmp_path / "b"), "b", task="rte")
-    single = BertClassifier(tiny_config, 3, AdapterConfig(size=M, adapter_type="lora"))
+    single = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=M, adapter_type="lora"))
     single(tiny_inputs())
     for name, variable in tf1_variables(multi.bert).items():  # the same frozen backbone
         if name in tf1_variables(single):
@@ -246,7 +246,7 @@ def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config
 
 
 def test_run_classifier_style_file_loads_as_a_named_adapter(bert, tiny_config, tmp_path):
-    single = BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="parallel"))
+    single = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type="parallel"))
     single(tiny_inputs())
     for name, variable in tf1_variables(bert).items():  # the same frozen backbone
         tf1_variables(single)[name].assign(variable)
@@ -266,7 +266,7 @@ def test_run_classifier_style_file_loads_as_a_named_adapter(bert, tiny_config, t
 
 def test_loading_a_full_fine_tuning_file_is_refused(bert, tiny_config, tmp_path):
     from adapter_bert.adapters.files import AdapterFileError
-    single = BertClassifier(tiny_config, 2)
+    single = BertClassifierNetwork(tiny_config, 2)
     single(tiny_inputs())
     save_adapter(single, str(tmp_path / "full"), task="mrpc", tuning_mode="full")
     model = MultiAdapterModel(bert)

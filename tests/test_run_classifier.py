@@ -258,10 +258,10 @@ def test_mixed_float16_trains_with_dynamic_loss_scaling():
              "set_dtype_policy('mixed_float16')\n"
              "import tf_keras as keras\n"
              "from adapter_bert.model.config import BertConfig\n"
-             "from adapter_bert.model.heads import BertClassifier\n"
+             "from adapter_bert.model.heads import BertClassifierNetwork\n"
              "config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,\n"
              "                    num_attention_heads=2, intermediate_size=32)\n"
-             "model = BertClassifier(config, 2)\n"
+             "model = BertClassifierNetwork(config, 2)\n"
              "model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse')\n"
              "print(model.dtype_policy.name, model.optimizer.dynamic)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,

@@ -201,10 +201,10 @@ def test_strides_google_accepts_run(backbone, v1_files, tmp_path, doc_stride):
 def test_span_loss_is_the_mean_of_start_and_end_cross_entropy(tiny_config):
     import tf_keras as keras
 
-    from adapter_bert.model.heads import BertSpanModel
+    from adapter_bert.model.heads import BertSpanNetwork
     from adapter_bert.tasks.squad import compile_span_model
     from tests.conftest import tiny_inputs
-    model = BertSpanModel(tiny_config)
+    model = BertSpanNetwork(tiny_config)
     inputs = tiny_inputs(batch=3, seq=8)
     outputs = model(inputs, training=False)
     compile_span_model(model, keras.optimizers.SGD(0.0), 1)

@@ -165,13 +165,13 @@ def test_single_sentence_and_regression_exports(backbone, tmp_path):
 
     from adapter_bert.model.factory import build_pretrained
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     from adapter_bert.serving.export import ExportError, export_classifier
     from adapter_bert.serving.tokenizer import BertInputEncoder
     vocab = str(backbone / "vocab.txt")
     bert = build_pretrained(str(backbone / "bert_model.ckpt"),
                            adapter_config=AdapterConfig(size=4))
-    regression = BertClassifier(bert, 1)
+    regression = BertClassifierNetwork(bert, 1)
     texts = ["A man is playing a guitar.", ""]
     features = BertInputEncoder(vocab, True, MAX_LEN).encode(tf.constant(texts))
     expected = regression(features, training=False).numpy()[:, 0]
@@ -225,9 +225,9 @@ def test_length_groups_give_each_row_its_own_output(tiny_config):
     import tensorflow as tf
 
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     from adapter_bert.serving.export import ROWS_PER_GROUP, in_length_groups
-    model = BertClassifier(tiny_config, 3, AdapterConfig(size=4, init_scale=0.2))
+    model = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, init_scale=0.2))
     rng = np.random.default_rng(1)
     rows, width = 2 * ROWS_PER_GROUP + 3, 20
     lengths = rng.permutation(np.arange(rows) % (width - 2) + 2)

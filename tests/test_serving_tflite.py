@@ -35,11 +35,11 @@ def tiny_classifier(backbone, num_labels):
     model answers about the same for every row)."""
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.factory import build_pretrained
-    from adapter_bert.model.heads import BertClassifier
+    from adapter_bert.model.heads import BertClassifierNetwork
     from tests.conftest import tiny_inputs
     bert = build_pretrained(str(backbone / "bert_model.ckpt"),
                            adapter_config=AdapterConfig(size=4, init_scale=0.2))
-    model = BertClassifier(bert, num_labels)
+    model = BertClassifierNetwork(bert, num_labels)
     model(tiny_inputs(), training=False)
     rng = np.random.default_rng(0)
     for variable in model.variables:

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.config import AdapterConfig
-from adapter_bert.model.heads import BertClassifier
+from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.adapters.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
 from tests.conftest import bench_module, tiny_inputs
 
@@ -19,7 +19,7 @@ LABELS = 3
 
 
 def closed_form(cfg, m=M, labels=LABELS):
-    """Parameter counts of a BertClassifier with adapters, component by component."""
+    """Parameter counts of a BertClassifierNetwork with adapters, component by component."""
     h, i, n_layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     adapter = 2 * h * m + m + h
     per_layer_dense = 4 * (h * h + h) + (h * i + i) + (i * h + h)
@@ -35,7 +35,7 @@ def closed_form(cfg, m=M, labels=LABELS):
 
 
 def built_classifier(cfg):
-    model = BertClassifier(cfg, LABELS, AdapterConfig(size=M))
+    model = BertClassifierNetwork(cfg, LABELS, AdapterConfig(size=M))
     model(tiny_inputs())
     return model
 
@@ -69,7 +69,7 @@ def test_full_layernorm_and_top_k_counts(tiny_config):
 
 
 def test_freezing_does_not_depend_on_build_order(tiny_config):
-    before = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
+    before = BertClassifierNetwork(tiny_config, LABELS, AdapterConfig(size=M))
     apply_tuning(before, "adapter", train_pooler=False)  # decided before any weight exists
     before(tiny_inputs())
     after = built_classifier(tiny_config)
@@ -100,7 +100,7 @@ def test_bad_tuning_arguments(tiny_config, mode, top_k, message):
 
 def test_adapter_mode_without_adapters_is_an_error(tiny_config):
     with pytest.raises(ValueError, match="needs a model with adapters"):
-        apply_tuning(BertClassifier(tiny_config, 2), "adapter")
+        apply_tuning(BertClassifierNetwork(tiny_config, 2), "adapter")
 
 
 def test_report_line_and_table(tiny_config):
@@ -196,7 +196,7 @@ def test_auto_trains_a_never_trained_pooler_and_says_so(tiny_config, caplog):
 def test_auto_freezes_a_trained_pooler_and_an_unbuilt_one_silently(tiny_config, caplog):
     model = built_classifier(tiny_config)
     model.bert.pooler.dense.bias.assign(tf.fill([16], 0.01))  # as NSP pretraining leaves it
-    unbuilt = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
+    unbuilt = BertClassifierNetwork(tiny_config, LABELS, AdapterConfig(size=M))
     with caplog.at_level("WARNING", logger="adapter_bert.adapters.tuning"):
         apply_tuning(model, "adapter")
         apply_tuning(unbuilt, "adapter")  # no weights to judge: the original's choice

@@ -19,8 +19,8 @@ from adapter_bert.errors import UserError
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
-class BertModel(AdapterModelMixin, encoder.BertModel):
-    """The BERT backbone (`adapter_bert.model.encoder.BertModel`) with the adapter API.
+class BertModel(AdapterModelMixin, encoder.BertNetwork):
+    """The BERT backbone (`adapter_bert.model.encoder.BertNetwork`) with the adapter API.
 
     Called with no `adapter_name`, it runs its active named adapter (None: its own
     layers). Its adapters have no head: `load_adapter(dir, with_head=False)` loads the
@@ -46,8 +46,8 @@ class BertModel(AdapterModelMixin, encoder.BertModel):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
-class BertClassifier(AdapterModelMixin, heads.BertClassifier):
-    """`adapter_bert.model.heads.BertClassifier` with the adapter API.
+class BertClassifier(AdapterModelMixin, heads.BertClassifierNetwork):
+    """`adapter_bert.model.heads.BertClassifierNetwork` with the adapter API.
 
     Each named adapter has its own classifier head (`num_labels` per adapter, default
     the model's); with no active adapter the model's own head runs.
@@ -70,8 +70,8 @@ class BertClassifier(AdapterModelMixin, heads.BertClassifier):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
-class BertSpanModel(AdapterModelMixin, heads.BertSpanModel):
-    """`adapter_bert.model.heads.BertSpanModel` with the adapter API.
+class BertSpanModel(AdapterModelMixin, heads.BertSpanNetwork):
+    """`adapter_bert.model.heads.BertSpanNetwork` with the adapter API.
 
     Each named adapter has its own span head; with no active adapter the model's own
     head runs.
@@ -209,9 +209,9 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
 def _backbone_for(backbone):
     if backbone is None or isinstance(backbone, str):
         return load_pretrained(backbone)
-    if isinstance(backbone, encoder.BertModel):
+    if isinstance(backbone, encoder.BertNetwork):
         return backbone
-    if isinstance(getattr(backbone, "bert", None), encoder.BertModel):
+    if isinstance(getattr(backbone, "bert", None), encoder.BertNetwork):
         return backbone.bert
     raise TypeError(f"backbone must be None, a checkpoint path or a BertModel, not "
                     f"{type(backbone).__name__}")

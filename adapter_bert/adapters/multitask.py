@@ -1,6 +1,6 @@
 """Many tasks on one frozen backbone: named adapters, switching, mixed batches, files.
 
-`MultiAdapterModel` wraps one `BertModel` and keeps, per named adapter, the task's
+`MultiAdapterModel` wraps one `BertNetwork` and keeps, per named adapter, the task's
 backbone branches (adapters, LayerNorms, optional pooler or fusion; see
 named.py) and its head. The backbone's frozen weights are shared, never
 copied: adding a task adds only its own small parameter set.
@@ -36,7 +36,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.adapters.api import PLAIN, AdapterModelMixin, pop_adapter_fields
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.heads import SpanHead
 from adapter_bert.model.inputs import FeatureInputs, model_features
 from adapter_bert.errors import UserError
@@ -69,7 +69,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
     EXTRA_INPUTS = ("adapter_names",)
     HEAD_KINDS = ("classifier", "span")
 
-    def __init__(self, bert: BertModel, name="multi_adapter_model", **kwargs):
+    def __init__(self, bert: BertNetwork, name="multi_adapter_model", **kwargs):
         super().__init__(name=name, **kwargs)
         if bert.adapter_config is not None:
             raise UserError("MultiAdapterModel needs a backbone without its own adapters; "
@@ -187,7 +187,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
         """The backbone's config and each named adapter's description (not its weights:
         Keras saving stores those, `save_adapter` writes one adapter's)."""
         # The backbone's own description only: its named adapters are listed here.
-        backbone = BertModel.get_config(self.bert)
+        backbone = BertNetwork.get_config(self.bert)
         return {"name": self.name, "backbone": backbone, **self._adapters_config()}
 
     @classmethod
@@ -198,7 +198,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
         adapters, active = pop_adapter_fields(config)
         backbone = {k: v for k, v in config["backbone"].items()
                     if k not in ("adapters", "active_adapter")}
-        model = cls(BertModel.from_config(backbone), name=config["name"])
+        model = cls(BertNetwork.from_config(backbone), name=config["name"])
         model._restore_adapters(adapters, active)
         return model
 

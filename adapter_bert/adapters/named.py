@@ -24,7 +24,7 @@ from adapter_bert.model.config import AdapterConfig, adapter_families, adapter_f
 from adapter_bert.model.fast_layers import LayerNorm
 from adapter_bert.adapters.fusion import AdapterFusion
 from adapter_bert.model.blocks import TaskBranch
-from adapter_bert.model.encoder import BertModel, holders, new_adapters
+from adapter_bert.model.encoder import BertNetwork, holders, new_adapters
 from adapter_bert.model.naming import direct_weights, walk_layers
 from adapter_bert.errors import UserError
 
@@ -55,11 +55,11 @@ def validate_name(name: str) -> str:
     return name
 
 
-def _width_shape(bert: BertModel) -> tf.TensorShape:
+def _width_shape(bert: BertNetwork) -> tf.TensorShape:
     return tf.TensorShape([None, None, bert.config.hidden_size])
 
 
-def _layer_norm_copy(bert: BertModel, source: keras.layers.LayerNormalization):
+def _layer_norm_copy(bert: BertNetwork, source: keras.layers.LayerNormalization):
     """A new LayerNorm holding the current gamma/beta of `source` (the task's start)."""
     layer = LayerNorm(epsilon=bert.config.layer_norm_eps, name="LayerNorm")
     layer.build(_width_shape(bert))
@@ -68,7 +68,7 @@ def _layer_norm_copy(bert: BertModel, source: keras.layers.LayerNormalization):
     return layer
 
 
-def _pooler_copy(bert: BertModel) -> keras.layers.Dense:
+def _pooler_copy(bert: BertNetwork) -> keras.layers.Dense:
     source = bert.pooler.dense
     dense = keras.layers.Dense(bert.config.hidden_size, activation="tanh", name="dense")
     dense.build(tf.TensorShape([None, bert.config.hidden_size]))
@@ -77,7 +77,7 @@ def _pooler_copy(bert: BertModel) -> keras.layers.Dense:
     return dense
 
 
-def _branch_holders(bert: BertModel):
+def _branch_holders(bert: BertNetwork):
     """Every layer of the backbone that can hold task branches."""
     yield bert.embeddings
     for layer in bert.encoder.transformer_layers:
@@ -85,7 +85,7 @@ def _branch_holders(bert: BertModel):
     yield bert.pooler
 
 
-def named_adapter_info(bert: BertModel, name: str) -> TaskBranch:
+def named_adapter_info(bert: BertNetwork, name: str) -> TaskBranch:
     """The embeddings branch of `name`, which records the task's `adapter_config`,
     `fused` names and `train_pooler`.
 
@@ -97,7 +97,7 @@ def named_adapter_info(bert: BertModel, name: str) -> TaskBranch:
     return bert.embeddings.task_branches[name]
 
 
-def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[AdapterConfig] = None,
+def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[AdapterConfig] = None,
                       train_pooler: bool = False, fuse: Optional[Sequence[str]] = None) -> None:
     """Adds the named adapter `name` to a built backbone (adapters or a fusion).
 
@@ -106,7 +106,7 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
     Under a `tf.distribute` strategy, call this inside its scope.
 
     Args:
-        bert: a built `BertModel`.
+        bert: a built `BertNetwork`.
         name: the adapter's name (see `validate_name`).
         adapter_config: the adapters of a plain task; None with `fuse`.
         train_pooler: give the task its own pooler projection.
@@ -157,7 +157,7 @@ def add_named_adapter(bert: BertModel, name: str, adapter_config: Optional[Adapt
         holder.add_task_branch(branch)
 
 
-def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
+def _check_fusable(bert: BertNetwork, names: Sequence[str]) -> List[str]:
     names = list(names)
     if not names:
         raise UserError("fuse needs at least one adapter name")
@@ -182,7 +182,7 @@ def _check_fusable(bert: BertModel, names: Sequence[str]) -> List[str]:
     return names
 
 
-def delete_named_adapter(bert: BertModel, name: str) -> None:
+def delete_named_adapter(bert: BertNetwork, name: str) -> None:
     """Removes the named adapter `name` and all its weights from the backbone.
 
     Raises:
@@ -201,12 +201,12 @@ def delete_named_adapter(bert: BertModel, name: str) -> None:
         holder.remove_task_branch(name)
 
 
-def named_adapter_variables(bert: BertModel, name: str) -> Dict[str, tf.Variable]:
+def named_adapter_variables(bert: BertNetwork, name: str) -> Dict[str, tf.Variable]:
     """The backbone variables of the named adapter `name`, by single-adapter TF1 name.
 
     `bert/encoder/layer_0/output/<name>/adapters/weights1` is returned as
     `bert/encoder/layer_0/output/adapters/weights1`, the name the same weight has in a
-    model built with `BertModel(config, adapter_config)`.
+    model built with `BertNetwork(config, adapter_config)`.
 
     Raises:
         KeyError: no such adapter.

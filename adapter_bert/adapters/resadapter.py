@@ -47,7 +47,7 @@ from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.model.fast_layers import Dropout, LayerNorm
 from adapter_bert.model.heads import ClassifierHead, SpanHead
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.inputs import FeatureInputs, model_features
 from adapter_bert.errors import UserError
 
@@ -307,7 +307,7 @@ def _input_mask(inputs):
 
 
 class _ResAdapterTaskModel(FeatureInputs, keras.Model):
-    """A frozen `BertModel` (`bert`), a `ResAdapterNetwork` (`resadapter`) and a `head`.
+    """A frozen `BertNetwork` (`bert`), a `ResAdapterNetwork` (`resadapter`) and a `head`.
 
     `frozen_backbone` tells `tuning.apply_tuning` that no backbone weight ever trains
     here (LayerNorms and pooler included): the backbone is a fixed feature extractor.
@@ -317,7 +317,7 @@ class _ResAdapterTaskModel(FeatureInputs, keras.Model):
 
     def __init__(self, config, resadapter_config, **kwargs):
         super().__init__(**kwargs)
-        self.bert = config if isinstance(config, BertModel) else BertModel(config)
+        self.bert = config if isinstance(config, BertNetwork) else BertNetwork(config)
         if isinstance(resadapter_config, dict):
             resadapter_config = ResAdapterConfig.from_dict(resadapter_config)
         self.resadapter_config = resadapter_config
@@ -344,7 +344,7 @@ class ResAdapterClassifier(_ResAdapterTaskModel):
     Same inputs and outputs as `BertClassifier`: float32 logits [B, num_labels].
 
     Args:
-        config: a `BertConfig`, or an existing `BertModel` to share.
+        config: a `BertConfig`, or an existing `BertNetwork` to share.
         num_labels: number of classes; 1 for regression (STS-B).
         resadapter_config: the `ResAdapterConfig`.
 
@@ -388,7 +388,7 @@ class ResAdapterSpanModel(_ResAdapterTaskModel):
     Same inputs and outputs as `BertSpanModel`: {"start_logits", "end_logits"} [B, T].
 
     Args:
-        config: a `BertConfig`, or an existing `BertModel` to share.
+        config: a `BertConfig`, or an existing `BertNetwork` to share.
         resadapter_config: the `ResAdapterConfig`.
     """
 

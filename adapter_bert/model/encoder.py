@@ -14,20 +14,20 @@ stores its single `adapter` slot, its `adapter_enabled` switch and its named
 `task_branches`, and its `call` asks `modification(adapter_name)` what to run.
 The paths, all through that one method:
 
-- the single slot (`BertModel.add_adapters`): a family's layers where its registration
+- the single slot (`BertNetwork.add_adapters`): a family's layers where its registration
   puts them (`new_adapters`): "output" families (Houlsby, Pfeiffer, parallel) in the two
   output blocks, "projections" families (LoRA) in the blocks holding the projections
   they update (self-attention, the output blocks, the intermediate block);
 - `adapter_enabled` (tasks/ablation.py) bypasses the single slot, weights kept;
 - named adapters (adapters/named.py, managed by the adapter API of adapters/api.py and
   adapters/multitask.py): a `TaskBranch` per task and holder, under the TF1 scope
-  `<block>/<task>`, run by `BertModel(..., adapter_name=)`;
+  `<block>/<task>`, run by `BertNetwork(..., adapter_name=)`;
 - AdapterFusion (adapters/fusion.py): a task branch whose `fusion` attends over other
   tasks' adapters of the same block.
 
 Two more ways adapters are added do not enter these blocks: a ResAdapter
 (adapters/resadapter.py) is a side network reading `all_layer_outputs` of a frozen
-`BertModel`, and adapters/hf_bridge.py puts the same adapter layers into the blocks of a
+`BertNetwork`, and adapters/hf_bridge.py puts the same adapter layers into the blocks of a
 transformers `TFBertModel`, at the same two places. docs/design.md says why the single
 slot and the task branches are stored apart.
 """
@@ -363,8 +363,8 @@ def holders(layer: BertTransformerLayer):
             layer.ffn_output_block]
 
 
-def backbone_of(model) -> "BertModel":
-    """The `BertModel` of a task model (its `.bert`), or the model itself."""
+def backbone_of(model) -> "BertNetwork":
+    """The `BertNetwork` of a task model (its `.bert`), or the model itself."""
     return model if hasattr(model, "encoder") else model.bert
 
 
@@ -415,7 +415,7 @@ def attention_adder_from_mask(input_mask) -> tf.Tensor:
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertModel(FeatureInputs, keras.Model):
+class BertNetwork(FeatureInputs, keras.Model):
     """The BERT backbone (scope `bert`): embeddings, encoder and pooler.
 
     Call it on a dict with Google's feature names, `input_ids`, `input_mask` and
@@ -437,7 +437,7 @@ class BertModel(FeatureInputs, keras.Model):
     Examples:
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)
-        >>> bert = BertModel(cfg, AdapterConfig(size=4))
+        >>> bert = BertNetwork(cfg, AdapterConfig(size=4))
         >>> out = bert({"input_ids": tf.ones([2, 5], tf.int32)})
         >>> out["pooled_output"].shape
         TensorShape([2, 16])

@@ -14,9 +14,9 @@ from typing import Mapping, Optional
 from adapter_bert import io_utils
 from adapter_bert.model.checkpoints import build_model, load_weights, read_weights, resolve_backbone
 from adapter_bert.model.config import BertConfig
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.errors import CheckpointError
-from adapter_bert.model.heads import BertClassifier, BertSpanModel
+from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.precision import apply_dtype
 from adapter_bert.errors import UserError
 
@@ -24,7 +24,7 @@ HEADS = ("classifier", "span")
 
 # The class built for each head (None: the bare encoder). `adapter_bert.adapters.models`
 # passes its subclasses, which add the adapter API (`ab.load_pretrained` builds those).
-NETWORKS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
+NETWORKS = {None: BertNetwork, "classifier": BertClassifierNetwork, "span": BertSpanNetwork}
 
 # What an adapter directory holds (adapters/files.py): a path to one is not a backbone.
 _ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -33,7 +33,7 @@ _ADAPTER_CONFIG_FILE = "adapter_config.json"
 def task_model(bert_config: BertConfig, head: Optional[str] = None,
                num_labels: Optional[int] = None, adapter_config=None,
                classes: Optional[Mapping] = None):
-    """An unbuilt model: `BertModel` (head None), `BertClassifier` or `BertSpanModel`.
+    """An unbuilt model: `BertNetwork` (head None), `BertClassifierNetwork` or `BertSpanNetwork`.
 
     Args:
         bert_config: the backbone's `BertConfig`.
@@ -68,7 +68,7 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
             `google_checkpoints`); None loads the embedded MiniLM.
         adapter_config: `AdapterConfig` to insert adapters (the runners' single set), or
             None.
-        head: None (bare `BertModel`), "classifier" or "span".
+        head: None (bare `BertNetwork`), "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.
         classes: the class for each head (see `task_model`).

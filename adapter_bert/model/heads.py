@@ -11,7 +11,7 @@ import tf_keras as keras
 
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.fast_layers import Dropout
-from adapter_bert.model.encoder import BertModel
+from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.inputs import FeatureInputs
 
 
@@ -75,18 +75,18 @@ class SpanHead(_LinearHead):
 
 
 def _backbone(config, adapter_config):
-    return config if isinstance(config, BertModel) else BertModel(config, adapter_config)
+    return config if isinstance(config, BertNetwork) else BertNetwork(config, adapter_config)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertClassifier(FeatureInputs, keras.Model):
+class BertClassifierNetwork(FeatureInputs, keras.Model):
     """BERT + `ClassifierHead` on the pooled output: returns float32 logits [B, num_labels].
 
-    Inputs as `BertModel`'s (`input_ids`, `input_mask`, `segment_ids`, or Hugging Face's
+    Inputs as `BertNetwork`'s (`input_ids`, `input_mask`, `segment_ids`, or Hugging Face's
     `attention_mask` / `token_type_ids`).
 
     Args:
-        config: a `BertConfig`, or an existing `BertModel` to share.
+        config: a `BertConfig`, or an existing `BertNetwork` to share.
         num_labels: number of classes; 1 for regression (STS-B).
         adapter_config: `AdapterConfig` for Houlsby adapters, or None.
     """
@@ -116,7 +116,7 @@ class BertClassifier(FeatureInputs, keras.Model):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
-class BertSpanModel(FeatureInputs, keras.Model):
+class BertSpanNetwork(FeatureInputs, keras.Model):
     """BERT + `SpanHead`: returns {"start_logits", "end_logits"} [B, T] float32 (SQuAD)."""
 
     def __init__(self, config, adapter_config=None, name="bert_span", **kwargs):
