@@ -233,6 +233,9 @@ def test_classifier_console(tiny_backbone, tmp_path):
     assert re.search(r"^eval_accuracy = [\d.]+$", trained.stdout, re.M)
     assert f"Results written to {tmp_path / 'out' / 'eval_results.txt'}" in text
     assert f"predictions: {tmp_path / 'out' / 'test_results.tsv'}" in trained.stdout
+    results = (tmp_path / "out" / "eval_results.txt").read_text()
+    assert "global_step = 5" in results.splitlines()
+    assert len((tmp_path / "out" / "test_results.tsv").read_text().splitlines()) == 6
 
     # Evaluating a trained adapter: nothing trains, so no pooler warning.
     evaluated = run_script("run_classifier.py", [
@@ -242,6 +245,14 @@ def test_classifier_console(tiny_backbone, tmp_path):
     assert_reads_well(lines)
     assert not any("pooler" in line for line in lines), lines
     assert sum(line.startswith("eval dev: ") for line in lines) == 5
+
+    # Ablating the trained adapter (the third root script): one table line per cell.
+    ablated = run_script("ablate_adapters.py", [
+        f"--output_dir={tmp_path / 'ablation'}", f"--load_adapter={tmp_path / 'out' / 'adapter'}",
+        "--ablation_metric=eval_loss", *common])
+    assert_reads_well(console_lines(ablated), max_lines=MAX_LINES)
+    stored = json.loads((tmp_path / "ablation" / "ablation.json").read_text())
+    assert [(c["first"], c["last"]) for c in stored["cells"]] == [(0, 0), (0, 1), (1, 1)]
 
 
 @pytest.mark.slow
@@ -260,3 +271,5 @@ def test_squad_console(tiny_backbone, tmp_path):
         ["train: 1/2 steps (50%)", "train: 2/2 steps (100%)"]
     assert sum(line.startswith("predict: ") for line in lines) == 2
     assert re.search(r"^f1 = [\d.]+$", result.stdout, re.M)
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    assert sorted(predictions) == [f"q2-{i}" for i in range(6)]

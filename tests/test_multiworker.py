@@ -158,54 +158,21 @@ def test_two_workers_match_one_process_and_only_the_chief_writes(
 
 
 @pytest.mark.slow
-def test_a_killed_worker_resumes_with_the_cluster_from_the_last_checkpoint(
+def test_a_signalled_then_a_killed_worker_each_resume_with_the_cluster(
         one_process, backbone, data, tmp_path):
-    """kill -9 worker 1 right after checkpoint 4; the chief, stuck waiting for it in the
-    next step's all-reduce, is killed too; both started again resume at step 5."""
+    """One run, stopped twice, then finished:
+    1. SIGTERM reaches worker 1 only, right after step 3 (between checkpoints 2 and 4):
+       both workers agree to stop after step 3, the chief writes checkpoint 3, both exit
+       with 143 and the one "preempted, run again" line;
+    2. started again, it resumes at step 4; kill -9 of worker 1 right after checkpoint 4
+       leaves the chief stuck in the next step's all-reduce, and it is killed too;
+    3. started again, both resume at step 5 and end with the one-process run's metrics."""
     out = tmp_path / "out"
     args = argv(backbone, data, out, distribution_strategy="multi_worker_mirrored")
-    ports = free_ports(2)
     (tmp_path / "tmpdir").mkdir()
-    logs = [tmp_path / f"killed.worker{i}.log" for i in range(2)]
-    chief = start_worker(0, ports, args, tmp_path / "tmpdir", logs[0])
-    worker = start_worker(1, ports, args, tmp_path / "tmpdir", logs[1],
-                          script="tests/killer.py", hooks={"KILL_AFTER_CHECKPOINT": "4"})
-    try:
-        assert worker.wait(timeout=PROCESS_TIMEOUT) == -signal.SIGKILL, logs[1].read_text()[-3000:]
-        # The chief writes checkpoint 4 at the same step, then cannot finish step 5.
-        index = out / "checkpoints" / "checkpoint"
-        deadline = time.monotonic() + 120
-        while "ckpt-4" not in (index.read_text() if index.exists() else ""):
-            assert chief.poll() is None and time.monotonic() < deadline, \
-                logs[0].read_text()[-3000:]
-            time.sleep(1)
-        time.sleep(2)  # let the chief's write of checkpoint 4 settle before it is killed
-    finally:
-        chief.kill()
-        worker.kill()
-        chief.wait(), worker.wait()
-    assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
-    assert "ckpt-6" not in index.read_text()
 
-    resumed = run_cluster(args, tmp_path, "resumed")
-    for text in resumed:
-        assert "Restored " + str(out / "checkpoints" / "ckpt-4") in text
-        assert "steps 5..6 of 6" in text
-    differences = assert_same_metrics(out, one_process)
-    print("killed and resumed two workers vs one process, |difference|:", differences)
-
-
-@pytest.mark.slow
-def test_a_signal_to_one_worker_stops_every_worker_after_the_same_step(
-        one_process, backbone, data, tmp_path):
-    """SIGTERM reaches worker 1 only, right after step 3 (between checkpoints 2 and 4):
-    both workers agree to stop after step 3, the chief writes checkpoint 3, both exit with
-    143 and the one "preempted, run again" line; the cluster started again resumes at
-    step 4 and ends with the one-process run's metrics."""
-    out = tmp_path / "out"
-    args = argv(backbone, data, out, distribution_strategy="multi_worker_mirrored")
+    # 1. A signal to one worker.
     ports = free_ports(2)
-    (tmp_path / "tmpdir").mkdir()
     logs = [tmp_path / f"signalled.worker{i}.log" for i in range(2)]
     chief = start_worker(0, ports, args, tmp_path / "tmpdir", logs[0])
     worker = start_worker(1, ports, args, tmp_path / "tmpdir", logs[1],
@@ -228,9 +195,36 @@ def test_a_signal_to_one_worker_stops_every_worker_after_the_same_step(
     assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
     assert list((tmp_path / "tmpdir").iterdir()) == []  # worker 1 cleaned up on the way out
 
+    # 2. Resumed at step 4, then a worker killed.
+    ports = free_ports(2)
+    logs = [tmp_path / f"killed.worker{i}.log" for i in range(2)]
+    chief = start_worker(0, ports, args, tmp_path / "tmpdir", logs[0])
+    worker = start_worker(1, ports, args, tmp_path / "tmpdir", logs[1],
+                          script="tests/killer.py", hooks={"KILL_AFTER_CHECKPOINT": "4"})
+    index = out / "checkpoints" / "checkpoint"
+    try:
+        assert worker.wait(timeout=PROCESS_TIMEOUT) == -signal.SIGKILL, logs[1].read_text()[-3000:]
+        # The chief writes checkpoint 4 at the same step, then cannot finish step 5.
+        deadline = time.monotonic() + 120
+        while "ckpt-4" not in (index.read_text() if index.exists() else ""):
+            assert chief.poll() is None and time.monotonic() < deadline, \
+                logs[0].read_text()[-3000:]
+            time.sleep(1)
+        time.sleep(2)  # let the chief's write of checkpoint 4 settle before it is killed
+    finally:
+        chief.kill()
+        worker.kill()
+        chief.wait(), worker.wait()
+    for log in logs:
+        assert "Restored " + saved in log.read_text() and "steps 4..6 of 6" in log.read_text()
+    assert not (out / "eval_results.txt").exists() and not (out / "adapter").exists()
+    assert "ckpt-6" not in index.read_text()
+
+    # 3. Resumed at step 5, to the end.
     resumed = run_cluster(args, tmp_path, "resumed")
     for text in resumed:
-        assert "Restored " + saved in text
-        assert "steps 4..6 of 6" in text
+        assert "Restored " + str(out / "checkpoints" / "ckpt-4") in text
+        assert "steps 5..6 of 6" in text
     differences = assert_same_metrics(out, one_process)
-    print("signalled and resumed two workers vs one process, |difference|:", differences)
+    print("signalled, killed and resumed two workers vs one process, |difference|:",
+          differences)
