@@ -66,7 +66,6 @@ class FeatureCache:
     def __init__(self, directory: Optional[str]):
         self.directory = directory
         self.hits = 0
-        self._announced = set()  # paths whose reading was logged (once is news)
 
     @classmethod
     def for_run(cls, cache_dir_flag: Optional[str], output_dir: str) -> "FeatureCache":
@@ -100,9 +99,7 @@ class FeatureCache:
                 with io_utils.open_file(path, "rb") as f:
                     value = decode(f)
                 self.hits += 1
-                if path not in self._announced:
-                    self._announced.add(path)
-                    logging.info("Features from cache %s", path)
+                logging.info("Features from cache %s", path)
                 return value
             except Exception as e:  # truncated, foreign or planted: rebuild it
                 logging.warning("Ignoring unreadable feature cache %s (%s)", path, e)

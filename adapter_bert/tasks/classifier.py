@@ -99,6 +99,7 @@ class ClassifierRun(base.TaskRun):
             self._examples = self._held_out_glue_dev(fraction)
         else:
             self._examples = {}
+        self._features = {}  # split -> (features, count), built or read once per run
         for split in self._splits():
             if split not in self._examples:
                 self._examples[split] = self._read_examples(split)
@@ -158,6 +159,12 @@ class ClassifierRun(base.TaskRun):
         return examples
 
     def features(self, split: str) -> Tuple[Dict[str, np.ndarray], int]:
+        # An ablation evaluates dev once per cell: its features come from memory.
+        if split not in self._features:
+            self._features[split] = self._split_features(split)
+        return self._features[split]
+
+    def _split_features(self, split: str) -> Tuple[Dict[str, np.ndarray], int]:
         examples = self._examples[split]
         key = {"task": self.task, "split": split, "examples": records_digest(examples),
                "labels": list(self.labels), "max_seq_length": self.flags.max_seq_length}

@@ -166,7 +166,7 @@ def build_task_model(strategy, model, backbone, flag_values, train_pooler: str):
     """
     with strategy.scope():
         build_and_tune(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
-                         train_pooler, training=bool(getattr(flag_values, "do_train", True)))
+                       train_pooler, training=bool(getattr(flag_values, "do_train", True)))
     return model, report_parameters(model)
 
 
