@@ -52,9 +52,10 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert.adapters import files, merging
-from adapter_bert.adapters.files import (AdapterFileError, check_backbone, check_fingerprint,
-                                         describe, read_adapter_config, read_adapter_weights,
-                                         write_adapter_files)
+from adapter_bert.adapters.files import (HEAD_FILE_NAMES, AdapterFileError, check_adapter_mode,
+                                         check_backbone, check_fingerprint, describe,
+                                         file_head_kind, read_adapter_config,
+                                         read_adapter_weights, write_adapter_files)
 from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter,
                                          named_adapter_info, named_adapter_variables,
                                          validate_name)
@@ -71,8 +72,6 @@ log = logging.getLogger(__name__)
 # `ab.BertModel` backbone run its own active one).
 PLAIN = ""
 
-# Head kind by the class name adapter files record.
-HEAD_FILE_NAMES = {"ClassifierHead": "classifier", "SpanHead": "span"}
 
 
 def adapter_config_from(config) -> AdapterConfig:
@@ -659,26 +658,6 @@ def _name_of_directory(directory: str) -> str:
     except ValueError:
         raise AdapterFileError(f"{directory} records no task name and {base!r} cannot be an "
                                f"adapter name; pass name=...") from None
-
-
-def check_adapter_mode(description: dict, directory: str) -> None:
-    if description.get("tuning_mode") != "adapter" or description.get("resadapter"):
-        raise AdapterFileError(
-            f"{directory} holds a {description.get('tuning_mode')!r} run"
-            + (" with a ResAdapter" if description.get("resadapter") else "")
-            + "; only adapter-mode files load as named adapters (the run's own model reads "
-              "it: --load_adapter, or adapter_bert.adapters.files.load_adapter)")
-    if not description.get("adapter_config") and not description.get("fusion"):
-        raise AdapterFileError(f"{directory} holds no adapters (adapter_config is null)")
-
-
-def file_head_kind(description: dict, directory: str) -> Optional[str]:
-    stored = description.get("head")
-    if stored is None:
-        return None
-    if stored not in HEAD_FILE_NAMES:
-        raise AdapterFileError(f"{directory}: head {stored!r} is not a classifier or span head")
-    return HEAD_FILE_NAMES[stored]
 
 
 def pop_adapter_fields(config: dict):

@@ -352,3 +352,30 @@ def load_adapter(model, directory: str) -> dict:
                                    f"the model's is {variables[name].shape.as_list()}")
         variables[name].assign(value)
     return description
+
+
+# Head kind by the class name adapter files record.
+HEAD_FILE_NAMES = {"ClassifierHead": "classifier", "SpanHead": "span"}
+
+
+def check_adapter_mode(description: dict, directory: str) -> None:
+    """Refuses a description that cannot load as a named adapter (not an adapter-mode run,
+    a ResAdapter, or no adapters at all)."""
+    if description.get("tuning_mode") != "adapter" or description.get("resadapter"):
+        raise AdapterFileError(
+            f"{directory} holds a {description.get('tuning_mode')!r} run"
+            + (" with a ResAdapter" if description.get("resadapter") else "")
+            + "; only adapter-mode files load as named adapters (the run's own model reads "
+              "it: --load_adapter, or adapter_bert.adapters.files.load_adapter)")
+    if not description.get("adapter_config") and not description.get("fusion"):
+        raise AdapterFileError(f"{directory} holds no adapters (adapter_config is null)")
+
+
+def file_head_kind(description: dict, directory: str) -> Optional[str]:
+    """The head kind ("classifier", "span") a description records, or None."""
+    stored = description.get("head")
+    if stored is None:
+        return None
+    if stored not in HEAD_FILE_NAMES:
+        raise AdapterFileError(f"{directory}: head {stored!r} is not a classifier or span head")
+    return HEAD_FILE_NAMES[stored]

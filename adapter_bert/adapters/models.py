@@ -10,10 +10,10 @@ from typing import Optional, Sequence
 import tf_keras as keras
 
 from adapter_bert.adapters import files
-from adapter_bert.adapters.api import (PLAIN, AdapterModelMixin, check_adapter_mode,
-                                       file_head_kind)
-from adapter_bert.adapters.files import (AdapterFileError, check_backbone,
-                                         read_adapter_config, read_adapter_weights)
+from adapter_bert.adapters.api import PLAIN, AdapterModelMixin
+from adapter_bert.adapters.files import (AdapterFileError, check_adapter_mode, check_backbone,
+                                         file_head_kind, read_adapter_config,
+                                         read_adapter_weights)
 from adapter_bert.model import encoder, factory, heads
 from adapter_bert.errors import UserError
 
