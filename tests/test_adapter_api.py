@@ -24,6 +24,60 @@ from tests.adapter_api_helpers import source  # noqa: F401 (a fixture)
 from tests.conftest import tiny_inputs
 
 
+# ----------------------------------------------- the adapter a model is built with
+def _train_three_steps(model):
+    """Three seeded Adam steps with dropout and global-norm clipping; the logits after."""
+    import tensorflow as tf
+    from adapter_bert.training.loop import _random_generators, set_seed
+    set_seed(5)
+    _random_generators(model)
+    optimizer = tf_keras.optimizers.Adam(1e-2, global_clipnorm=1.0)
+    features, labels = tiny_inputs(batch=4), tf.constant([0, 1, 1, 0])
+    loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(features, training=True))
+        gradients = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(gradients, model.trainable_weights))
+    return model(features, training=False).numpy()
+
+
+@pytest.mark.parametrize("family", ["houlsby", "pfeiffer", "parallel", "lora"])
+def test_a_model_built_with_its_adapter_trains_as_the_single_slot_network_bit_for_bit(
+        tiny_config, family):
+    """The runners' model: same initial values, same trained outputs, same file names."""
+    from adapter_bert.training.loop import set_seed
+    config = AdapterConfig(size=M, adapter_type=family)
+    set_seed(1)
+    slot = heads.BertClassifierNetwork(tiny_config, 2, config)
+    slot.build_with_dummy_inputs()
+    set_seed(1)
+    named = ab.BertClassifier(tiny_config, 2, config, adapter_name="t")
+    named.build_with_dummy_inputs()
+    assert named.adapter_names == ["t"] and named.active_adapter == "t"
+    assert named.adapter_head("t") is named.head
+    theirs = tf1_variables(slot)
+    ours = named.adapter_variables("t")
+    for name, variable in ours.items():  # adapters and head drew the same initial values
+        if "LayerNorm" not in name:
+            np.testing.assert_array_equal(variable.numpy(), theirs[name].numpy(), err_msg=name)
+    for name, variable in tf1_variables(named).items():  # the same backbone on both
+        variable.assign(theirs[name.replace("/t/", "/")])
+    apply_tuning(slot, "adapter", train_pooler=True)
+    apply_tuning(named, "adapter", train_pooler=True)
+    assert [v.shape for v in named.trainable_weights] == [v.shape for v in slot.trainable_weights]
+    np.testing.assert_array_equal(_train_three_steps(named), _train_three_steps(slot))
+    trained = {id(v) for v in slot.trainable_weights}
+    assert sorted(named.adapter_variables("t")) == sorted(
+        n for n, v in tf1_variables(slot).items() if id(v) in trained)
+
+
+def test_a_model_built_with_its_adapter_refuses_a_backbone_with_a_single_slot(tiny_config):
+    from adapter_bert.model.encoder import BertNetwork
+    with pytest.raises(ValueError, match="holds a single set of adapters"):
+        ab.BertClassifier(BertNetwork(tiny_config, AdapterConfig(size=M)), 2, AdapterConfig(size=M))
+
+
 # ------------------------------------------------------------------- the methods
 @pytest.mark.parametrize("kind", KINDS)
 def test_add_switch_delete_on_every_kind(tiny_config, source, kind):
@@ -139,7 +193,10 @@ def test_train_adapter_trains_exactly_its_own_weights(tiny_config, source, kind,
     report = model.train_adapter("b")
     assert model.active_adapter == "b"
     assert count(model.trainable_weights) == own_b
-    total = count(model.weights)
+    # The backbone's LayerNorms do not run with "b", which has its own copies: the
+    # report counts the network the model runs.
+    h, layers = tiny_config.hidden_size, tiny_config.num_hidden_layers
+    total = count(model.weights) - (1 + 2 * layers) * 2 * h
     line = parameter_line(own_b, total)
     assert report.splitlines()[0] == line
     assert line in capsys.readouterr().out.splitlines()
@@ -162,14 +219,23 @@ def test_a_trained_adapter_learns_and_leaves_the_backbone_alone(tiny_config, sou
     assert_unchanged(model, frozen)
 
 
-def test_apply_tuning_refuses_a_model_with_named_adapters(tiny_config, source):
+def test_apply_tuning_trains_the_active_named_adapter_and_refuses_other_modes(tiny_config,
+                                                                             source):
     multi = make("multi", tiny_config, source)
     multi.add_adapter("a", AdapterConfig(size=M))
+    multi.add_adapter("b", AdapterConfig(size=M))
+    multi.train_adapter("b", verbose=False)
+    by_train_adapter = [id(v) for v in multi.trainable_weights]
+    multi.train_adapter("a", verbose=False)
+    multi.set_active_adapters("b")
+    apply_tuning(multi, "adapter")
+    assert [id(v) for v in multi.trainable_weights] == by_train_adapter
     with pytest.raises(ValueError) as excinfo:
-        apply_tuning(multi, "adapter")
+        apply_tuning(multi, "layernorm")
     assert str(excinfo.value) == (
-        "MultiAdapterModel holds named adapters ['a']: train one with model.train_adapter(name), "
-        "which freezes the others (apply_tuning would set every named adapter's weights alike)")
+        "MultiAdapterModel holds named adapters ['a', 'b']: tuning mode 'adapter' trains the "
+        "active one (or model.train_adapter(name)); mode 'layernorm' would set every named "
+        "adapter's weights alike")
 
 
 # --------------------------------------------------------------------- files

@@ -180,7 +180,7 @@ def test_merge_methods_choose_the_adapter_and_restore_the_active_one(tiny_config
         model.merge_adapter()
 
 
-def test_the_single_set_of_a_runner_style_model_merges_by_method(tiny_config, source):
+def test_the_adapter_a_model_is_built_with_merges_by_method(tiny_config, source):
     model = ab.BertClassifier(tiny_config, 2, LORA)
     model.build_with_dummy_inputs()
     copy_weights(source, model)
@@ -190,8 +190,8 @@ def test_the_single_set_of_a_runner_style_model_merges_by_method(tiny_config, so
             variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
     expected = run(model)
     before = kernels(model)
-    model.merge_adapter()  # no named adapter: the model's own set
-    assert model.bert.merged_adapters() == [None]
+    model.merge_adapter()  # the active adapter: the one the model was built with
+    assert model.bert.merged_adapters() == ["adapter"]
     np.testing.assert_allclose(run(model), expected, rtol=1e-5, atol=1e-5)
     model.unmerge_adapter()
     for name, value in before.items():

@@ -131,3 +131,29 @@ def test_weights_from_another_write_are_detected(tiny_config, tmp_path):
     with pytest.raises(AdapterFileError, match="not the weights file adapter_config.json"):
         load_adapter(classifier(tiny_config, source=model), str(tmp_path / "a"))
     load_adapter(classifier(tiny_config, source=model), str(tmp_path / "b"))  # intact: loads
+
+
+def test_an_adapter_file_without_the_pooler_loads_into_an_adapter_holding_a_pooler_copy(
+        tiny_config, tmp_path):
+    """A run trained with --train_pooler=false, evaluated where "auto" copied the pooler:
+    the copy holds the backbone's pooler, which the run used, so the outputs match."""
+    import adapter_bert as ab
+    from adapter_bert.adapters.files import load_adapter, read_adapter_weights, save_adapter
+    trained = ab.BertClassifier(tiny_config, 2, AdapterConfig(size=4), adapter_name="t")
+    trained(tiny_inputs())
+    apply_tuning(trained, "adapter", train_pooler=False)
+    for variable in trained.trainable_weights:
+        variable.assign(variable + np.random.default_rng(1).normal(0, 0.1, variable.shape))
+    save_adapter(trained, str(tmp_path / "t"), "t", ["a", "b"])
+    assert not any(k.startswith("bert/pooler/") for k in read_adapter_weights(str(tmp_path / "t")))
+    evaluated = ab.BertClassifier(tiny_config, 2, AdapterConfig(size=4), adapter_name="t")
+    evaluated(tiny_inputs())
+    ours = tf1_variables(evaluated)
+    for name, variable in tf1_variables(trained).items():
+        if name.startswith("bert/") and "/t/" not in name:
+            ours[name].assign(variable)
+    apply_tuning(evaluated, "adapter", train_pooler=True)  # gives the adapter a pooler copy
+    assert "bert/pooler/dense/kernel" in evaluated.adapter_variables("t")
+    load_adapter(evaluated, str(tmp_path / "t"))
+    inputs = tiny_inputs()
+    np.testing.assert_array_equal(evaluated(inputs, training=False), trained(inputs, training=False))

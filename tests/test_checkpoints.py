@@ -106,6 +106,30 @@ def test_tf1_checkpoint_round_trip_with_adapters_and_head(tmp_path, tiny_config)
     np.testing.assert_array_equal(restored(inputs, training=False), source(inputs, training=False))
 
 
+def test_an_adapter_bert_checkpoint_fills_the_named_adapter_a_model_is_built_with(
+        tmp_path, tiny_config):
+    """Google's adapter-bert names (`.../output/adapters/...`, LayerNorms trained in
+    place) load into a named adapter: its adapters, and its LayerNorm copies."""
+    import adapter_bert as ab
+    source = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
+    source(tiny_inputs())
+    for name, variable in tf1_variables(source).items():
+        if "LayerNorm" in name:  # as an adapter-bert run leaves them: trained
+            variable.assign(variable + np.random.default_rng(0).normal(0, 0.1, variable.shape))
+    save_tf1_checkpoint(source, str(tmp_path / "bert_model.ckpt"))
+    (tmp_path / "bert_config.json").write_text(tiny_config.to_google_json())
+    model = ab.load_pretrained(str(tmp_path), adapter_config=AdapterConfig(size=4),
+                               head="classifier", num_labels=3)
+    assert model.adapter_names == ["adapter"]
+    assert not model.load_report.missing and not model.load_report.unexpected
+    copy = model.bert.encoder.transformer_layers[1].ffn_output_block.task_branches["adapter"]
+    np.testing.assert_array_equal(copy.layer_norm.gamma.numpy(),
+                                  source.bert.encoder.transformer_layers[1].output_block
+                                  .layer_norm.gamma.numpy())
+    inputs = tiny_inputs()
+    np.testing.assert_array_equal(model(inputs, training=False), source(inputs, training=False))
+
+
 def test_pretraining_heads_are_skipped_not_unexpected(tmp_path, tiny_config):
     source = BertNetwork(tiny_config)
     source.build_with_dummy_inputs()

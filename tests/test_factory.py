@@ -31,14 +31,18 @@ def test_task_model_refuses_unknown_heads_and_classifiers_without_labels(tiny_co
         task_model(tiny_config, "classifier")
 
 
-def test_runners_build_the_factorys_models(tiny_config):
+def test_runners_build_the_librarys_models_with_the_task_named_adapter(tiny_config):
+    from adapter_bert.adapters.models import MODELS
     from adapter_bert.model.checkpoints import build_model
-    ours = new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
-    theirs = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
+    ours = new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4), adapter_name="mrpc")
+    theirs = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4), classes=MODELS)
     build_model(ours)
     build_model(theirs)
     assert type(ours) is type(theirs)
-    assert sorted(tf1_variables(ours)) == sorted(tf1_variables(theirs))
+    assert (ours.adapter_names, theirs.adapter_names) == (["mrpc"], ["adapter"])
+    assert ours.adapter_head("mrpc") is ours.head
+    assert sorted(n.replace("/mrpc/", "/") for n in tf1_variables(ours)) == \
+        sorted(n.replace("/adapter/", "/") for n in tf1_variables(theirs))
 
 
 def test_runners_build_a_resadapter_beside_the_factory(tiny_config):

@@ -37,11 +37,12 @@ Rules every model follows:
 - Adding or loading an adapter freezes every weight but the active adapter's own (the
   backbone never trains by accident); `train_adapter(name)` switches to `name` and
   prints the parameter line. Compile after it, as after any change of `trainable`.
-- `apply_tuning` refuses a model holding named adapters: it would set them all alike.
+- `apply_tuning(model, "adapter")` trains the active adapter; other modes are refused.
 - None as the active adapter runs the model without named adapters: a `BertModel`'s
   plain outputs, a task model's own head on them, a `MultiAdapterModel`'s backbone
-  outputs. A model built with an `adapter_config` (the runners' single set of adapters)
-  keeps those; `disable_adapters()` bypasses them too.
+  outputs; `disable_adapters()` does the same for a `with` body.
+- A model built with an `adapter_config` (as the runners build theirs) holds it as a
+  named adapter (`adapter_name`, default "adapter") that uses the model's own head.
 """
 
 import contextlib
@@ -64,13 +65,16 @@ from adapter_bert.model import blocks, heads
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import direct_weights, walk_layers
 from adapter_bert.errors import UserError
-from adapter_bert.model.encoder import holders, reset_compiled_functions
+from adapter_bert.model.encoder import reset_compiled_functions
 
 log = logging.getLogger(__name__)
 
 # The `adapter_name` a task model passes its backbone for "no named adapter" (None lets an
 # `ab.BertModel` backbone run its own active one).
 PLAIN = ""
+
+# The name of the adapter a model is built with (`adapter_config=`) unless one is given.
+DEFAULT_ADAPTER = "adapter"
 
 
 
@@ -93,7 +97,8 @@ def adapter_config_from(config) -> AdapterConfig:
 class AdapterModelMixin:
     """The adapter API (see the module docstring); mixed into the package's models.
 
-    A subclass calls `_init_adapters()` at the end of `__init__`, runs
+    A subclass calls `_init_adapters(adapter_config, adapter_name)` at the end of
+    `__init__` (the adapter the model is built with, if any), runs
     `_adapter_in_use()` in `call` and may override `_backbone_model` (default: `.bert`),
     `_default_num_labels` and `HEAD_KINDS`.
 
@@ -117,12 +122,35 @@ class AdapterModelMixin:
         model._restore_adapters(adapters, active)
         return model
 
-    def _init_adapters(self) -> None:
+    def _init_adapters(self, adapter_config=None, adapter_name: Optional[str] = None) -> None:
         self.heads = {}
         # Adapter name -> label names; the keys are the model's adapters, in order.
         self._adapter_labels = {}
         self._active = None
         self._adapters_off = False
+        # The adapter the model is built with: it uses the model's own head.
+        self._model_adapter = None
+        if getattr(self._backbone_model(), "adapter_config", None) is not None:
+            raise UserError("the backbone holds a single set of adapters (model/'s "
+                            "BertNetwork(config, adapter_config)); build it without and "
+                            "give the adapter to this model's adapter_config instead")
+        if adapter_config is not None:
+            name = adapter_name or DEFAULT_ADAPTER
+            self._check_new_name(name)
+            # Added before the first call builds the model: its layers are built where the
+            # backbone's are, and the checkpoint fills its LayerNorm copies.
+            add_named_adapter(self._backbone_model(), name, adapter_config_from(adapter_config))
+            self._model_adapter = name
+            self._register(name, None, None, None)
+
+    def adapter_head(self, name: Optional[str]):
+        """The head adapter `name` runs (None: none); `name` None: the model's own head.
+
+        The adapter a model was built with (`adapter_config=`) uses the model's own head.
+        """
+        if name is None or name == self._model_adapter:
+            return getattr(self, "head", None)
+        return self.heads.get(name)
 
     def _backbone_model(self):
         return self.bert
@@ -156,7 +184,7 @@ class AdapterModelMixin:
         """
         self._require(name)
         variables = named_adapter_variables(self._backbone_model(), name)
-        head = self.heads.get(name)
+        head = self.adapter_head(name)
         if head is not None:
             scope = type(head).tf1_scope
             for variable in direct_weights(head):
@@ -242,6 +270,8 @@ class AdapterModelMixin:
         self._adapter_labels = {k: v for k, v in self._adapter_labels.items() if k != name}
         if self._active == name:
             self._active = None
+        if self._model_adapter == name:
+            self._model_adapter = None
         reset_compiled_functions(self)
 
     # -------------------------------------------------- switch and train
@@ -297,23 +327,17 @@ class AdapterModelMixin:
     def disable_adapters(self) -> Iterator[None]:
         """Within the `with` body, calls run the backbone without any adapter.
 
-        Named adapters and the single set of a model built with an `adapter_config` are
-        both bypassed; a task model uses its own head. Everything is restored on exit,
-        even after an error. Keras' traced predict/evaluate functions are reset on entry
-        and exit; a `tf.function` of your own traced inside keeps what it saw.
+        Every named adapter is bypassed; a task model uses its own head. Everything is
+        restored on exit, even after an error. Keras' traced predict/evaluate functions
+        are reset on entry and exit; a `tf.function` of your own traced inside keeps what
+        it saw.
         """
-        blocks = list(_modifiable_blocks(self._backbone_model()))
-        saved = [block.adapter_enabled for block in blocks]
         was_off = self._adapters_off
         self._adapters_off = True
-        for block in blocks:
-            block.adapter_enabled = False
         reset_compiled_functions(self)
         try:
             yield
         finally:
-            for block, enabled in zip(blocks, saved):
-                block.adapter_enabled = enabled
             self._adapters_off = was_off
             reset_compiled_functions(self)
 
@@ -328,8 +352,7 @@ class AdapterModelMixin:
         and saving the model with Keras are refused.
 
         Args:
-            name: a named adapter; default: the active one, else the single set of a
-                model built with an `adapter_config` (the runners' model).
+            name: a named adapter; default: the active one.
 
         Raises:
             KeyError: no such adapter. ValueError: nothing to merge (no active adapter,
@@ -372,16 +395,14 @@ class AdapterModelMixin:
                 reset_compiled_functions(self)
 
     def _merge_target(self, name: Optional[str]) -> Optional[str]:
-        """The adapter `merge_adapter(name)` merges: a named one, or None (the single set)."""
+        """The adapter `merge_adapter(name)` merges: `name`, else the active one."""
         if name is not None:
             self._require(name)
             return name
-        if self._active is not None:
-            return self._active
-        if self._backbone_model().adapter_config is None:
+        if self._active is None:
             raise UserError(f"{type(self).__name__} has no active adapter to merge: pass "
                             f"name=... (adapters: {self.adapter_names})")
-        return None
+        return self._active
 
     def _refuse_while_merged(self, action: str, error=ValueError) -> None:
         merged = self._backbone_model().merged_adapters()
@@ -397,9 +418,7 @@ class AdapterModelMixin:
         """Writes adapter `name` (default: the active one) as an adapter directory.
 
         The files are those a run_classifier.py / run_squad.py run writes, so
-        `--load_adapter` and `load_adapter` read them; the backbone is not in them. A
-        model without named adapters but with an `adapter_config` writes its trained
-        weights, as the runners do (`files.save_adapter`).
+        `--load_adapter` and `load_adapter` read them; the backbone is not in them.
 
         Args:
             directory: created if needed; existing adapter files are replaced atomically.
@@ -418,14 +437,12 @@ class AdapterModelMixin:
         self._refuse_while_merged(f"saving to {directory}", AdapterFileError)
         name = self._active if name is None else name
         if name is None:
-            if self._backbone_model().adapter_config is None:
-                raise UserError(f"{type(self).__name__} has no active adapter to save: pass "
-                                f"name=... (adapters: {self.adapter_names})")
-            return files.save_adapter(self, directory, task, labels)
+            raise UserError(f"{type(self).__name__} has no active adapter to save: pass "
+                            f"name=... (adapters: {self.adapter_names})")
         variables = self.adapter_variables(name)
         bert = self._backbone_model()
         info = named_adapter_info(bert, name)
-        head = self.heads.get(name)
+        head = self.adapter_head(name)
         description = describe(bert, task=task or name,
                                labels=labels if labels is not None else self.labels.get(name),
                                head=type(head).__name__ if head is not None else None,
@@ -508,6 +525,8 @@ class AdapterModelMixin:
         bert = self._backbone_model()
         adapters = []
         for name in self.adapter_names:
+            if name == self._model_adapter:
+                continue  # the model's constructor adds it
             info = named_adapter_info(bert, name)
             head = self.heads.get(name)
             adapters.append({
@@ -518,7 +537,11 @@ class AdapterModelMixin:
                 "num_labels": head.num_outputs if head is not None else None,
                 "labels": self.labels.get(name),
                 "train_pooler": bool(info.train_pooler)})
-        return {"adapters": adapters, "active_adapter": self._active}
+        own = self._model_adapter
+        return {"adapters": adapters, "active_adapter": self._active,
+                "adapter_name": own,
+                "adapter_config": (named_adapter_info(bert, own).adapter_config.to_dict()
+                                   if own is not None else None)}
 
     def _restore_adapters(self, adapters: Optional[list], active: Optional[str]) -> None:
         """Adds fresh named adapters as `_adapters_config` described them."""
@@ -612,42 +635,25 @@ class AdapterModelMixin:
         layer.build(tf.TensorShape([None, config.hidden_size]))
         return layer
 
-    def _own_layers(self, name: str) -> list:
-        """Every layer holding weights of adapter `name` (branches and head)."""
+    def adapter_layers(self, name: str) -> list:
+        """Every layer holding weights of adapter `name`: its branches and its head."""
         self._require(name)
-        layers = [self.heads[name]] if name in self.heads else []
+        head = self.adapter_head(name)
+        layers = [head] if head is not None else []
         for _, layer in walk_layers(self._backbone_model()):
             if isinstance(layer, blocks.TaskBranch) and layer.name == name:
                 layers.append(layer)
         return layers
 
     def _freeze_except(self, name: Optional[str]) -> None:
-        train_only(self, self._own_layers(name) if name is not None else [])
+        train_only(self, self.adapter_layers(name) if name is not None else [])
 
     def _assign(self, name: str, weights: Dict[str, np.ndarray], directory: str,
                 with_head: bool) -> None:
         variables = self.adapter_variables(name)
         if not with_head:
             variables = {k: v for k, v in variables.items() if k.startswith("bert/")}
-        missing = sorted(set(variables) - set(weights))
-        extra = sorted(set(weights) - set(variables))
-        if missing or extra:
-            raise AdapterFileError(
-                f"{directory}: weights do not match the adapter it describes"
-                + (f"; missing {missing[:3]}" if missing else "")
-                + (f"; unexpected {extra[:3]}" if extra else ""))
-        for key, variable in variables.items():
-            if tuple(variable.shape) != weights[key].shape:
-                raise AdapterFileError(f"{directory}: weight {key} has shape "
-                                       f"{list(weights[key].shape)}, the model's is "
-                                       f"{variable.shape.as_list()}")
-            variable.assign(weights[key])
-
-
-def _modifiable_blocks(bert) -> Iterator[blocks.ModifiableBlock]:
-    """The blocks whose single adapter slot `disable_adapters` switches off."""
-    for layer in bert.encoder.transformer_layers:
-        yield from holders(layer)
+        files.assign_adapter_weights(variables, weights, directory)
 
 
 def _name_of_directory(directory: str) -> str:

@@ -31,6 +31,7 @@ from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
 from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of
+from adapter_bert.adapters.named import add_pooler_copy
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -155,7 +156,9 @@ def save_adapter(model, directory: str, task: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None, tuning_mode: str = "adapter") -> str:
     """Writes the model's trained weights and a JSON description to `directory`.
 
-    Trained weights are the trainable ones plus the state training updates (the
+    A model with an active named adapter (the runners' models in tuning mode
+    "adapter") writes that adapter (`save_adapter` of the adapter API). Otherwise the
+    trained weights are written: the trainable ones plus the state training updates (the
     moving statistics of a ResAdapter's BatchNorms), so inference reproduces the run.
 
     Args:
@@ -168,6 +171,9 @@ def save_adapter(model, directory: str, task: Optional[str] = None,
     Returns:
         The path of the weights file.
     """
+    name = getattr(model, "active_adapter", None)
+    if name is not None and tuning_mode == "adapter":
+        return model.save_adapter(directory, name, task, labels)
     bert = backbone_of(model)
     # Trainable weights plus the state training updates (BatchNorm moving statistics).
     trained = {id(v) for v in trained_weights(model)}
@@ -322,6 +328,9 @@ def check_backbone(description: dict, config: BertConfig, source: str) -> None:
 def load_adapter(model, directory: str) -> dict:
     """Loads an adapter directory's weights into a built model of the same shape.
 
+    A model with an active named adapter takes an adapter-mode file into that adapter
+    (by the file's names, `assign_adapter_weights`); other files are assigned by TF1 name.
+
     Args:
         model: built task model whose backbone matches the file's, with the same
             adapter layout (build it with `adapter_config_of(directory)`).
@@ -342,6 +351,16 @@ def load_adapter(model, directory: str) -> dict:
     weights = read_adapter_weights(directory)
     weights_path = os.path.join(directory, WEIGHTS_NAME)
     check_fingerprint(description, model, directory)
+    name = getattr(model, "active_adapter", None)
+    if name is not None and description.get("tuning_mode") == "adapter":
+        variables = model.adapter_variables(name)
+        if any(k.startswith("bert/pooler/") for k in weights):
+            add_pooler_copy(backbone_of(model), name)  # the file trained the pooler
+            variables = model.adapter_variables(name)
+        else:  # the file's run used the backbone's pooler, which a copy holds as it is
+            variables = {k: v for k, v in variables.items() if not k.startswith("bert/pooler/")}
+        assign_adapter_weights(variables, weights, directory)
+        return description
     variables = tf1_variables(model)
     for name, value in weights.items():
         if name not in variables:
@@ -352,6 +371,28 @@ def load_adapter(model, directory: str) -> dict:
                                    f"the model's is {variables[name].shape.as_list()}")
         variables[name].assign(value)
     return description
+
+
+def assign_adapter_weights(variables: Dict[str, object], weights: Dict[str, np.ndarray],
+                           directory: str) -> None:
+    """Assigns a file's `weights` to an adapter's `variables` (both by the file's names).
+
+    Raises:
+        AdapterFileError: a weight missing on either side, or of another shape.
+    """
+    missing = sorted(set(variables) - set(weights))
+    extra = sorted(set(weights) - set(variables))
+    if missing or extra:
+        raise AdapterFileError(
+            f"{directory}: weights do not match the adapter it describes"
+            + (f"; missing {missing[:3]}" if missing else "")
+            + (f"; unexpected {extra[:3]}" if extra else ""))
+    for key, variable in variables.items():
+        if tuple(variable.shape) != weights[key].shape:
+            raise AdapterFileError(f"{directory}: weight {key} has shape "
+                                   f"{list(weights[key].shape)}, the model's is "
+                                   f"{variable.shape.as_list()}")
+        variable.assign(weights[key])
 
 
 # Head kind by the class name adapter files record.

@@ -366,12 +366,15 @@ def copy_adapter_weights(source, model) -> int:
             different shapes.
     """
     bert = backbone_of(source)
+    # The source's active named adapter (a runner's model), else its single slot.
+    name = getattr(source, "active_adapter", None)
     theirs = {}
     for index, layer in enumerate(bert.encoder.transformer_layers):
         for position, block in (("attention", layer.attention_output_block),
                                 ("ffn", layer.ffn_output_block)):
-            if block.adapter is not None:
-                theirs[(index, position)] = block.adapter
+            adapter = block.modification(name).adapter
+            if adapter is not None:
+                theirs[(index, position)] = adapter
     ours = adapters_by_position(model)
     if set(theirs) != set(ours):
         raise UserError(f"adapter layouts differ: source has {sorted(theirs)}, the "

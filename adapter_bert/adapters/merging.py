@@ -32,7 +32,7 @@ def _describe(adapter_name: Optional[str]) -> str:
 
 def _adapter_in_use(model, adapter_name: Optional[str]) -> Optional[str]:
     # None: what plain calls run, the active named adapter of a model with the adapter
-    # API (api.py), else the single set of `BertModel.add_adapters`.
+    # API (api.py), else the single slot of model/'s networks.
     if adapter_name is None:
         return getattr(model, "active_adapter", None)
     return adapter_name
@@ -44,9 +44,8 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
     Args:
         model: a built `BertModel`, task model or `MultiAdapterModel`.
         adapter_name: a named adapter; None: the one plain calls run, the model's active
-            named adapter (adapter API models), else the adapter of
-            `BertModel.add_adapters` (`load_pretrained(adapter_config=...)`, the runners'
-            models).
+            named adapter (the adapter API's models, the runners' models), else the
+            single slot of model/'s networks.
 
     Raises:
         ValueError: the adapter has no projection updates (an output-block family such

@@ -28,12 +28,14 @@ class BertModel(AdapterModelMixin, encoder.BertNetwork):
 
     Args:
         config: the `BertConfig`.
-        adapter_config: the runners' single set of adapters (`add_adapters`), or None.
+        adapter_config: the adapter to build the model with (a named adapter, active),
+            or None.
+        adapter_name: its name (default "adapter").
     """
 
-    def __init__(self, config, adapter_config=None, name="bert", **kwargs):
-        super().__init__(config, adapter_config, name=name, **kwargs)
-        self._init_adapters()
+    def __init__(self, config, adapter_config=None, name="bert", adapter_name=None, **kwargs):
+        super().__init__(config, None, name=name, **kwargs)
+        self._init_adapters(adapter_config, adapter_name)
 
     def _backbone_model(self):
         return self
@@ -50,15 +52,17 @@ class BertClassifier(AdapterModelMixin, heads.BertClassifierNetwork):
     """`adapter_bert.model.heads.BertClassifierNetwork` with the adapter API.
 
     Each named adapter has its own classifier head (`num_labels` per adapter, default
-    the model's); with no active adapter the model's own head runs.
+    the model's), except the one the model is built with (`adapter_config`,
+    `adapter_name`), which uses the model's own head; with no active adapter the model's
+    own head runs.
     """
 
     HEAD_KINDS = ("classifier",)
 
     def __init__(self, config, num_labels, adapter_config=None, name="bert_classifier",
-                 **kwargs):
-        super().__init__(config, num_labels, adapter_config, name=name, **kwargs)
-        self._init_adapters()
+                 adapter_name=None, **kwargs):
+        super().__init__(config, num_labels, None, name=name, **kwargs)
+        self._init_adapters(adapter_config, adapter_name)
 
     def _default_num_labels(self) -> int:
         return self.num_labels
@@ -66,29 +70,29 @@ class BertClassifier(AdapterModelMixin, heads.BertClassifierNetwork):
     def call(self, inputs, training=None):
         name = self._adapter_in_use()
         pooled = self.bert(inputs, training=training, adapter_name=name or PLAIN)["pooled_output"]
-        return (self.heads[name] if name else self.head)(pooled, training=training)
+        return self.adapter_head(name)(pooled, training=training)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
 class BertSpanModel(AdapterModelMixin, heads.BertSpanNetwork):
     """`adapter_bert.model.heads.BertSpanNetwork` with the adapter API.
 
-    Each named adapter has its own span head; with no active adapter the model's own
-    head runs.
+    Each named adapter has its own span head, except the one the model is built with,
+    which uses the model's own head; with no active adapter the model's own head runs.
     """
 
     HEAD_KINDS = ("span",)
 
-    def __init__(self, config, adapter_config=None, name="bert_span", **kwargs):
-        super().__init__(config, adapter_config, name=name, **kwargs)
-        self._init_adapters()
+    def __init__(self, config, adapter_config=None, name="bert_span", adapter_name=None,
+                 **kwargs):
+        super().__init__(config, None, name=name, **kwargs)
+        self._init_adapters(adapter_config, adapter_name)
 
     def call(self, inputs, training=None):
         name = self._adapter_in_use()
         sequence = self.bert(inputs, training=training,
                              adapter_name=name or PLAIN)["sequence_output"]
-        start_logits, end_logits = (self.heads[name] if name else self.head)(
-            sequence, training=training)
+        start_logits, end_logits = self.adapter_head(name)(sequence, training=training)
         return {"start_logits": start_logits, "end_logits": end_logits}
 
 
@@ -109,8 +113,9 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
         path: checkpoint, Hugging Face folder or name of a Google release (see
             `factory.build_pretrained`); None: the embedded MiniLM. An adapter directory
             is refused with a line naming `load_adapter`.
-        adapter_config: the runners' single set of adapters, or None (add named adapters
-            with `add_adapter` instead).
+        adapter_config: an adapter to build the model with (the named adapter
+            "adapter", active, using the model's head, as the runners' models), or None
+            (add named adapters with `add_adapter`).
         head: None, "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.
@@ -192,8 +197,8 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
     """Writes a model's adapter as an adapter directory (`ab.save_adapter`).
 
     A model with the adapter API writes its named adapter `name` (default: the active
-    one) with `model.save_adapter`; any other model of the package (the runners'
-    networks, ResAdapter models) writes its trained weights (`files.save_adapter`).
+    one) with `model.save_adapter`; any other model of the package (model/'s networks,
+    ResAdapter models) writes its trained weights (`files.save_adapter`).
 
     Returns:
         The path of the weights file.

@@ -71,7 +71,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
 
     def __init__(self, bert: BertNetwork, name="multi_adapter_model", **kwargs):
         super().__init__(name=name, **kwargs)
-        if bert.adapter_config is not None:
+        if bert.adapter_config is not None or bert.named_adapters:
             raise UserError("MultiAdapterModel needs a backbone without its own adapters; "
                             "add them as named adapters instead")
         if not bert.built:

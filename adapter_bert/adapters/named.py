@@ -23,9 +23,8 @@ import tf_keras as keras
 from adapter_bert.model.config import AdapterConfig, adapter_families, adapter_family
 from adapter_bert.model.fast_layers import LayerNorm
 from adapter_bert.adapters.fusion import AdapterFusion
-from adapter_bert.model.blocks import TaskBranch
+from adapter_bert.model.blocks import TaskBranch, branch_variables
 from adapter_bert.model.encoder import BertNetwork, holders, new_adapters
-from adapter_bert.model.naming import direct_weights, walk_layers
 from adapter_bert.errors import UserError
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -60,21 +59,43 @@ def _width_shape(bert: BertNetwork) -> tf.TensorShape:
 
 
 def _layer_norm_copy(bert: BertNetwork, source: keras.layers.LayerNormalization):
-    """A new LayerNorm holding the current gamma/beta of `source` (the task's start)."""
+    """A new LayerNorm holding the current gamma/beta of `source` (the task's start);
+    unbuilt on an unbuilt backbone (the pretrained checkpoint fills it)."""
     layer = LayerNorm(epsilon=bert.config.layer_norm_eps, name="LayerNorm")
-    layer.build(_width_shape(bert))
-    layer.gamma.assign(source.gamma)
-    layer.beta.assign(source.beta)
+    if bert.built:
+        layer.build(_width_shape(bert))
+        layer.gamma.assign(source.gamma)
+        layer.beta.assign(source.beta)
     return layer
 
 
 def _pooler_copy(bert: BertNetwork) -> keras.layers.Dense:
-    source = bert.pooler.dense
-    dense = keras.layers.Dense(bert.config.hidden_size, activation="tanh", name="dense")
-    dense.build(tf.TensorShape([None, bert.config.hidden_size]))
-    dense.kernel.assign(source.kernel)
-    dense.bias.assign(source.bias)
+    # Zeros, not a random initializer: the values are copied (now, or from the checkpoint
+    # on an unbuilt backbone), and drawing none keeps every other initial value as it is.
+    dense = keras.layers.Dense(bert.config.hidden_size, activation="tanh", name="dense",
+                               kernel_initializer="zeros")
+    if bert.built:
+        source = bert.pooler.dense
+        dense.build(tf.TensorShape([None, bert.config.hidden_size]))
+        dense.kernel.assign(source.kernel)
+        dense.bias.assign(source.bias)
     return dense
+
+
+def add_pooler_copy(bert: BertNetwork, name: str) -> None:
+    """Gives the named adapter `name` its own copy of the pooler (to train it), as it is
+    now; nothing when it has one.
+
+    Raises:
+        KeyError: no named adapter `name`.
+    """
+    info = named_adapter_info(bert, name)
+    if info.train_pooler:
+        return
+    branch = bert.pooler.task_branches.get(name) or TaskBranch(name)
+    branch.dense = _pooler_copy(bert)
+    bert.pooler.add_task_branch(branch)
+    info.train_pooler = True
 
 
 def _branch_holders(bert: BertNetwork):
@@ -102,8 +123,11 @@ def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[Ada
     """Adds the named adapter `name` to a built backbone (adapters or a fusion).
 
     The task's LayerNorms (and pooler, with `train_pooler`) start as copies of the
-    backbone's current ones, so add named adapters after loading pretrained weights.
-    Under a `tf.distribute` strategy, call this inside its scope.
+    backbone's current ones. On a backbone not built yet, its layers are built by the
+    first call, where the backbone's are (so the initial values are those of a network
+    built with these adapters), and the copies take the pretrained checkpoint's values
+    when it is loaded (`checkpoints.load_weights`). Under a `tf.distribute` strategy,
+    call this inside its scope.
 
     Args:
         bert: a built `BertNetwork`.
@@ -118,8 +142,8 @@ def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[Ada
         ConfigError: the config does not fit the backbone.
     """
     validate_name(name)
-    if not bert.built:
-        raise UserError("build the backbone (and load its weights) before adding named adapters")
+    if fuse is not None and not bert.built:
+        raise UserError("build the backbone (and load its weights) before adding a fusion")
     if name in bert.embeddings.task_branches:
         raise UserError(f"an adapter named {name!r} already exists")
     if (adapter_config is None) == (fuse is None):
@@ -139,7 +163,8 @@ def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[Ada
     for index, layer in enumerate(bert.encoder.transformer_layers):
         if adapter_config is not None:
             for slot, adapter in new_adapters(layer, adapter_config, index):
-                adapter.build(slot.adapter_input_shape(adapter))
+                if bert.built:
+                    adapter.build(slot.adapter_input_shape(adapter))
                 branches[slot].adapter = adapter
         for block in (layer.attention_output_block, layer.ffn_output_block):
             if fused and block.modification(fused[0]).adapter is not None:
@@ -202,23 +227,14 @@ def delete_named_adapter(bert: BertNetwork, name: str) -> None:
 
 
 def named_adapter_variables(bert: BertNetwork, name: str) -> Dict[str, tf.Variable]:
-    """The backbone variables of the named adapter `name`, by single-adapter TF1 name.
+    """The backbone variables of the named adapter `name`, by shared TF1 name.
 
     `bert/encoder/layer_0/output/<name>/adapters/weights1` is returned as
-    `bert/encoder/layer_0/output/adapters/weights1`, the name the same weight has in a
-    model built with `BertNetwork(config, adapter_config)`.
+    `bert/encoder/layer_0/output/adapters/weights1` (`blocks.branch_variables`): the
+    names of adapter files and of Google's adapter-bert checkpoints.
 
     Raises:
         KeyError: no such adapter.
     """
     named_adapter_info(bert, name)
-    variables: Dict[str, tf.Variable] = {}
-    for scope, layer in walk_layers(bert):
-        if not (isinstance(layer, TaskBranch) and layer.name == name):
-            continue
-        parent = scope.rsplit("/", 1)[0]
-        for sub_scope, sub in walk_layers(layer, parent):
-            for variable in direct_weights(sub):
-                short = variable.name.split("/")[-1].split(":")[0]
-                variables[f"{sub_scope}/{short}"] = variable
-    return variables
+    return branch_variables(bert, name)

@@ -21,7 +21,8 @@ line saying so; True / False force it. The original freezes it, which suits BERT
 checkpoints pretrained with next-sentence prediction.
 
 A model holding named adapters (the adapter API of adapters/api.py) trains one of them
-at a time, with `train_adapter` (`train_only` here): `apply_tuning` refuses it.
+at a time: mode "adapter" trains the active one (as `train_adapter`); other modes are
+refused.
 
 Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
 container hides its children's weights, so containers always stay trainable. The
@@ -40,6 +41,7 @@ from adapter_bert.model.adapter_layers import AdapterLayer
 from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
 from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of
+from adapter_bert.adapters.named import add_pooler_copy
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
 
@@ -145,9 +147,8 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
         raise UserError(f"top_k is only used with tuning mode 'top_k', not {mode!r}")
     named = _named_adapters(model)
     if named:
-        raise UserError(f"{type(model).__name__} holds named adapters {named}: train one with "
-                        f"model.train_adapter(name), which freezes the others (apply_tuning "
-                        f"would set every named adapter's weights alike)")
+        _tune_active_adapter(model, mode, named, train_pooler)
+        return
     leaves = list(_leaf_layers(model))
     if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
         raise UserError("tuning mode 'adapter' needs a model with adapters "
@@ -164,6 +165,27 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
         chosen = [layer for scope, layer, component in leaves
                   if _trains(mode, scope, component, top_k or 0, num_layers, train_pooler)]
     train_only(model, chosen)
+
+
+def _tune_active_adapter(model, mode: str, named: list, train_pooler) -> None:
+    """Mode "adapter" on a model holding named adapters: the active one's weights train
+    (its adapters, LayerNorm copies and head), and its own copy of the pooler when
+    `train_pooler` says so (a copy it has is frozen otherwise); everything else is
+    frozen."""
+    active = getattr(model, "active_adapter", None)
+    if mode != "adapter" or active is None:
+        raise UserError(f"{type(model).__name__} holds named adapters {named}: tuning mode "
+                        f"'adapter' trains the active one (or model.train_adapter(name)); "
+                        f"mode {mode!r} would set every named adapter's weights alike")
+    bert = backbone_of(model)
+    layers = model.adapter_layers(active)
+    if resolve_train_pooler(model, mode, train_pooler):
+        add_pooler_copy(bert, active)
+        layers = model.adapter_layers(active)
+    else:  # a pooler copy it has stays as it is
+        pooler_copy = bert.pooler.task_branches.get(active)
+        layers = [layer for layer in layers if layer is not pooler_copy]
+    train_only(model, layers)
 
 
 def _named_adapters(model) -> list:
@@ -269,13 +291,34 @@ def parameter_components(model):
     """Yields (variable, component) for every parameter of a built model.
 
     Components are `COMPONENTS`. State that is not a parameter (BatchNorm moving
-    statistics) is left out, as PyTorch/PEFT count parameters only.
+    statistics) is left out, as PyTorch/PEFT count parameters only, and so are the
+    backbone's LayerNorms and pooler where the active named adapter runs its own copies
+    (they do not run with it): the counts are those of the network the model runs.
     """
+    shadowed = _shadowed_layers(model)
     for scope, layer, component in _leaf_layers(model):
+        if id(layer) in shadowed:
+            continue
         state = {id(v) for v in state_weights(layer)}
         for variable in direct_weights(layer):
             if id(variable) not in state:
                 yield variable, component
+
+
+def _shadowed_layers(model) -> set:
+    """Ids of the backbone layers the active named adapter replaces with its copies."""
+    name = getattr(model, "active_adapter", None)
+    if name is None or getattr(model, "_adapters_off", False):
+        return set()
+    shadowed = set()
+    for _, layer in walk_layers(backbone_of(model)):
+        branch = getattr(layer, "task_branches", {}).get(name)
+        if branch is None:
+            continue
+        for part in ("layer_norm", "dense"):
+            if getattr(branch, part) is not None:
+                shadowed.add(id(getattr(layer, part)))
+    return shadowed
 
 
 def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":

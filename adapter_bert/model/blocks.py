@@ -8,13 +8,14 @@ LayerNorm, adapter, projection and fusion to run, so that every path through a b
 (the single slot, ablations, named adapters, AdapterFusion) is decided in one method.
 """
 
-from typing import NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.model.config import BertConfig
+from adapter_bert.model.naming import direct_weights, walk_layers
 from adapter_bert.errors import UserError
 
 
@@ -39,6 +40,8 @@ class TaskBranch(keras.layers.Layer):
     `adapter` (its adapter in this slot), `dense` (its pooler projection) and `fusion`
     with `fused` (an `AdapterFusion` over the adapters of the named tasks). The
     embeddings' branch also records the task's `adapter_config` and `train_pooler`.
+    `adapter_enabled` (a plain attribute, set by ablations) bypasses `adapter` and keeps
+    its weights.
 
     Args:
         name: the adapter's name; it becomes the TF1 scope segment.
@@ -53,6 +56,7 @@ class TaskBranch(keras.layers.Layer):
         self.fused = []
         self.adapter_config = None
         self.train_pooler = False
+        self.adapter_enabled = True
         # A container that is never called (its block calls its parts, built when they
         # are added): built from the start, so that SavedModel serialises it.
         self.built = True
@@ -107,6 +111,16 @@ class ModifiableBlock(ConfiguredLayer):
                  else self.config.hidden_size)
         return tf.TensorShape([None, None, width])
 
+    def build(self, input_shape):
+        # A named adapter's call runs its own copy of the LayerNorm, so the block's own
+        # one may never be called: it is built here (checkpoints and the other adapters
+        # read it). A LayerNorm draws no random numbers, so this changes no initial value.
+        layer_norm = getattr(self, "layer_norm", None)
+        if layer_norm is not None and not layer_norm.built:
+            with tf.name_scope(layer_norm.name):  # the weight names a call would give
+                layer_norm.build(tf.TensorShape([None, None, self.config.hidden_size]))
+        super().build(input_shape)
+
     def _init_modifications(self) -> None:
         # Called last in `__init__`: attribute order is the order Keras walks the
         # layers, hence the order of the weights (and of the optimizer's slots).
@@ -151,10 +165,35 @@ class ModifiableBlock(ConfiguredLayer):
                 raise KeyError(f"no adapter named {adapter_name!r} in {self.name} (named "
                                f"adapters: {sorted(self.task_branches)})")
             return BlockModification(own_layer_norm, None, own_dense)
+        if not branch.adapter_enabled and getattr(branch.adapter, "merged", False):
+            raise UserError(f"adapter {adapter_name!r} of {self.name} is merged into its "
+                            f"kernels and cannot be switched off: unmerge it first")
         return BlockModification(
             own_layer_norm if branch.layer_norm is None else branch.layer_norm,
-            branch.adapter, own_dense if branch.dense is None else branch.dense,
+            branch.adapter if branch.adapter_enabled else None,
+            own_dense if branch.dense is None else branch.dense,
             branch.fusion, tuple(self.modification(name).adapter for name in branch.fused))
+
+
+def branch_variables(bert: keras.layers.Layer, name: str) -> Dict[str, tf.Variable]:
+    """The variables of named adapter `name` in backbone `bert`, by shared TF1 name.
+
+    The shared name is the one the same weight has without the adapter's scope segment:
+    `bert/encoder/layer_0/output/<name>/LayerNorm/gamma` is returned as
+    `bert/encoder/layer_0/output/LayerNorm/gamma`. Adapter files use these names, and a
+    pretrained checkpoint gives a new adapter's LayerNorm and pooler copies their values
+    under them (`checkpoints.load_weights`).
+    """
+    variables: Dict[str, tf.Variable] = {}
+    for scope, layer in walk_layers(bert):
+        if not (isinstance(layer, TaskBranch) and layer.name == name):
+            continue
+        parent = scope.rsplit("/", 1)[0]
+        for sub_scope, sub in walk_layers(layer, parent):
+            for variable in direct_weights(sub):
+                short = variable.name.split("/")[-1].split(":")[0]
+                variables[f"{sub_scope}/{short}"] = variable
+    return variables
 
 
 def add_projection_updates(adapter, inputs, projections):

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from adapter_bert import io_utils
 from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
+from adapter_bert.model.blocks import branch_variables
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -316,12 +317,18 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
             or a required backbone weight is missing.
     """
     variables = tf1_variables(model)
+    shared = _shared_names(model, variables)
     loaded, missing = [], []
     for name, variable in variables.items():
-        if name not in weights:
-            missing.append(name)
+        # A named adapter's weights not in the source take the backbone weight they
+        # copy (its LayerNorms, its pooler), or those of Google's adapter-bert
+        # checkpoints (its adapters), stored under the name without the adapter's scope.
+        source_name = name if name in weights else shared.get(name, name)
+        if source_name not in weights:
+            if source_name not in missing:
+                missing.append(source_name)
             continue
-        value = weights[name]
+        value = weights[source_name]
         if tuple(value.shape) != tuple(variable.shape):
             raise CheckpointError(
                 f"{source}: variable {name} has shape {list(value.shape)} in the checkpoint but "
@@ -329,7 +336,7 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
                 f"the checkpoint do not describe the same network")
         variable.assign(value.astype(variable.dtype.as_numpy_dtype))
         loaded.append(name)
-    extra = sorted(n for n in weights if n not in variables)
+    extra = sorted(n for n in weights if n not in variables and n not in shared.values())
     skipped = [n for n in extra if _SKIPPED.search(n)]
     unexpected = [n for n in extra if not _SKIPPED.search(n)]
     report = LoadReport(loaded, missing, unexpected, skipped)
@@ -346,6 +353,18 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
     log.log(logging.WARNING if backbone_missing else logging.INFO, "%s",
             report.summary(source))
     return report
+
+
+def _shared_names(model, variables: Dict[str, tf.Variable]) -> Dict[str, str]:
+    """{TF1 name of a named adapter's backbone weight: its name without the adapter's
+    scope} (see `blocks.branch_variables`)."""
+    bert = model if hasattr(model, "encoder") else getattr(model, "bert", None)
+    own_name = {id(v): n for n, v in variables.items()}
+    shared = {}
+    for adapter in getattr(bert, "named_adapters", None) or []:
+        for shared_name, variable in branch_variables(bert, adapter).items():
+            shared[own_name[id(variable)]] = shared_name
+    return shared
 
 
 def build_model(model, seq_length: int = 2) -> None:

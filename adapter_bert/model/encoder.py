@@ -343,6 +343,14 @@ class BertPooler(ModifiableBlock):
                                         kernel_initializer=_initializer(self.config), name="dense")
         self._init_modifications()
 
+    def build(self, input_shape):
+        # Built before any call, where the call would build it: a named adapter with its
+        # own pooler copy never calls this one, and checkpoints read it.
+        if not self.dense.built:
+            with tf.name_scope(self.dense.name):  # the weight names a call would give
+                self.dense.build(tf.TensorShape([None, self.config.hidden_size]))
+        super().build(input_shape)
+
     def call(self, sequence_output, adapter_name=None):
         return self.modification(adapter_name).dense(sequence_output[:, 0])
 

@@ -66,8 +66,9 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
         path: checkpoint (see `resolve_backbone`), or the name of a Google release such
             as "uncased_L-12_H-768_A-12" (downloaded once and cached, see
             `google_checkpoints`); None loads the embedded MiniLM.
-        adapter_config: `AdapterConfig` to insert adapters (the runners' single set), or
-            None.
+        adapter_config: `AdapterConfig` of the adapter to build the model with (how
+            each class holds it: model/'s networks in their single slot, the adapter
+            API's models as a named adapter), or None.
         head: None (bare `BertNetwork`), "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.

@@ -41,20 +41,27 @@ def default_metric(metrics_kind: str) -> str:
 
 
 def adapter_blocks_by_layer(model) -> List[list]:
-    """Per transformer layer, the blocks of that layer that hold an adapter.
+    """Per transformer layer, where that layer holds an adapter: the active named
+    adapter's `TaskBranch`es (a model without one: the blocks of its single slot).
 
     Args:
         model: a `BertModel` or a task model with a `.bert` backbone.
 
     Returns:
         A list with one entry per transformer layer (possibly empty where the layer has no
-        adapter, e.g. `leave_out`); each entry lists the blocks in call order: the output
-        blocks of bottleneck families, and for LoRA the blocks of its target projections
-        (self-attention, the output blocks, the intermediate block).
+        adapter, e.g. `leave_out`); each entry lists them in call order: in the output
+        blocks for bottleneck families, and for LoRA in the blocks of its target
+        projections (self-attention, the output blocks, the intermediate block). Each has
+        the `adapter_enabled` switch.
     """
     layers = backbone_of(model).encoder.transformer_layers
-    return [[block for block in holders(layer) if block.adapter is not None]
-            for layer in layers]
+    name = getattr(model, "active_adapter", None)
+    if name is None:
+        return [[block for block in holders(layer) if block.adapter is not None]
+                for layer in layers]
+    branches = [[block.task_branches.get(name) for block in holders(layer)] for layer in layers]
+    return [[branch for branch in found if branch is not None and branch.adapter is not None]
+            for found in branches]
 
 
 

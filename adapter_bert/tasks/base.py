@@ -81,6 +81,9 @@ class TaskRun:
     HEAD = ""
     UNTRAINED = ""
     num_labels: Optional[int] = None
+    # The task's name (set by `validate_flags`): recorded in adapter files, and the name
+    # of the run's adapter.
+    task: str = "task"
 
     def __init__(self, flag_values, strategy=None, static_shapes: Optional[bool] = None):
         """Checks the flags, reads the data, prepares the run and builds the model.
@@ -106,7 +109,7 @@ class TaskRun:
         try:
             self.model, self.param_results = build_task_model_for_flags(
                 self.strategy, self.backbone, flag_values, self.HEAD,
-                num_labels=self.num_labels, train_pooler=self.train_pooler)
+                num_labels=self.num_labels, train_pooler=self.train_pooler, task=self.task)
         except BaseException:
             self.close()
             raise

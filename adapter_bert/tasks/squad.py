@@ -176,6 +176,7 @@ class SquadRun(base.TaskRun):
     def validate_flags(self, flag_values) -> None:
         validate_squad(flag_values)
         self.version_2 = bool(flag_values.version_2_with_negative)
+        self.task = task_name(self.version_2)
 
     def read_data(self) -> None:
         # The data is read before the model is built, so a bad file fails fast.
@@ -237,7 +238,7 @@ class SquadRun(base.TaskRun):
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                values.output_dir, values.save_checkpoints_steps,
                                write_dir=self.write_dir)
-        self.save_trained_adapter(task_name(self.version_2), None)
+        self.save_trained_adapter(self.task, None)
         stats.update(global_step=int(logs["global_step"]))
         if "loss" in logs:
             stats["train_loss"] = logs["loss"]

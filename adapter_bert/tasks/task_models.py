@@ -10,6 +10,7 @@ prints the parameter line. With `--load_adapter` the adapter directory, not the 
 says which kind of model to build, so an evaluation run needs no architecture flags.
 """
 
+import re
 from typing import Dict, Optional, Tuple
 
 from absl import logging
@@ -20,7 +21,9 @@ from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterCo
 from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
                                           resolve_train_pooler)
 from adapter_bert.model.config import AdapterConfig, adapter_family
-from adapter_bert.model.factory import HEADS, load_backbone_weights, task_model
+from adapter_bert.adapters.models import BertClassifier, BertSpanModel
+from adapter_bert.adapters.named import RESERVED_NAMES
+from adapter_bert.model.factory import HEADS, load_backbone_weights
 from adapter_bert.tasks.flag_checks import FlagError, adapter_type, was_set
 from adapter_bert.errors import UserError
 
@@ -48,8 +51,12 @@ def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
 
 
 def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
-                   adapter_config=None, resadapter_config: Optional[ResAdapterConfig] = None):
+                   adapter_config=None, resadapter_config: Optional[ResAdapterConfig] = None,
+                   adapter_name: Optional[str] = None):
     """An unbuilt task model: a ResAdapter one when `resadapter_config` is given.
+
+    Adapters inside BERT are the model's named adapter `adapter_name` (the task's
+    name, see `adapter_name_for`), trained through the adapter API's code.
 
     Args:
         bert_config: the backbone's `BertConfig`.
@@ -58,6 +65,7 @@ def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
         adapter_config: `AdapterConfig` for adapters inside BERT (BertClassifier /
             BertSpanModel only).
         resadapter_config: `ResAdapterConfig`, or None.
+        adapter_name: the name of the adapter `adapter_config` adds.
 
     Returns:
         The Keras model.
@@ -69,7 +77,10 @@ def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
     if head not in HEADS:
         raise UserError(f"head must be one of {HEADS}, got {head!r}")
     if resadapter_config is None:
-        return task_model(bert_config, head, num_labels, adapter_config)
+        if head == "classifier":
+            return BertClassifier(bert_config, num_labels, adapter_config,
+                                  adapter_name=adapter_name)
+        return BertSpanModel(bert_config, adapter_config, adapter_name=adapter_name)
     if head == "classifier" and num_labels is None:
         raise UserError("a classifier head needs num_labels")
     if adapter_config is not None:
@@ -79,9 +90,17 @@ def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
     return ResAdapterSpanModel(bert_config, resadapter_config)
 
 
+def adapter_name_for(task: str) -> str:
+    """The name of a run's adapter: its task's name, as an adapter name allows it
+    (letters, digits, `_`, `.`, `-`; others become `_`)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", task.lower()).lstrip("_.-") or "task"
+    return name if name not in RESERVED_NAMES else f"{name}_task"
+
+
 def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
                                num_labels: Optional[int] = None,
-                               train_pooler: str = "false") -> Tuple[object, Dict[str, str]]:
+                               train_pooler: str = "false",
+                               task: str = "task") -> Tuple[object, Dict[str, str]]:
     """Builds the run's task model under `strategy`, with pretrained weights and tuning.
 
     Args:
@@ -92,6 +111,7 @@ def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
         num_labels: classes of the classifier head (1 for regression).
         train_pooler: "true", "false" or "auto" for models that read the pooler; a
             ResAdapter model never trains it.
+        task: the task's name, which names the adapter (`adapter_name_for`).
 
     Returns:
         (model, parameter figures for eval_results.txt); the parameter line is printed.
@@ -106,7 +126,7 @@ def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
     # it updates its loss metric in cross-replica context and fails in `fit`.
     with strategy.scope():
         model = new_task_model(backbone.config, head, num_labels, adapter_config,
-                               resadapter_config)
+                               resadapter_config, adapter_name_for(task))
     return build_task_model(strategy, model, backbone, flag_values,
                                    "false" if resadapter_config else train_pooler)
 
@@ -150,7 +170,7 @@ def build_and_tune(model, backbone, tuning_mode: str, top_k: Optional[int],
     """
     load_backbone_weights(model, backbone.files)
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
-    has_adapters = bool(model.bert.adapter_config) or frozen_backbone
+    has_adapters = bool(getattr(model, "adapter_names", None)) or frozen_backbone
     mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
     # The library's decision, flag value and all ("auto" trains a never-trained pooler).
     pooler = resolve_train_pooler(model, mode, train_pooler, announce=training)
