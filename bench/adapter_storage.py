@@ -85,7 +85,7 @@ def measure(adapter_sizes, work_dir):
 
     from adapter_bert.adapters.files import save_adapter
     from adapter_bert.model.checkpoints import save_tf1_checkpoint
-    from adapter_bert.model.factory import build_pretrained
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.naming import tf1_variables
     from adapter_bert.adapters.tuning import apply_tuning, pooler_is_untrained
@@ -106,7 +106,7 @@ def measure(adapter_sizes, work_dir):
         print(f"{kind:<45} {human(total):>10}  ({params:,} weights)", flush=True)
 
     for size in adapter_sizes:
-        model = build_pretrained(adapter_config=AdapterConfig(size=size), head="classifier",
+        model = load_pretrained(adapter_config=AdapterConfig(size=size), head="classifier",
                                 num_labels=2)
         # run_classifier.py's default (--train_pooler=auto) trains MiniLM's untrained pooler.
         apply_tuning(model, "adapter", train_pooler=pooler_is_untrained(model))
@@ -122,7 +122,7 @@ def measure(adapter_sizes, work_dir):
                 stored_params(model), True, "--train_pooler=false, as the original adapter-bert")
         del model
 
-    plain = build_pretrained(head="classifier", num_labels=2)
+    plain = load_pretrained(head="classifier", num_labels=2)
     apply_tuning(plain, "layernorm", train_pooler=True)
     path = os.path.join(work_dir, "layernorm")
     save_adapter(plain, path, "mrpc", labels, "layernorm")

@@ -88,12 +88,12 @@ def python_path(model, tokenizer, examples, labels):
 def single_task_speed(work, examples, labels):
     import tensorflow as tf
     from adapter_bert.model.checkpoints import default_backbone_dir
-    from adapter_bert.model.factory import build_pretrained
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.serving import export_classifier
     from adapter_bert.data.tokenization import load_tokenizer
     vocab = os.path.join(default_backbone_dir(), "vocab.txt")
-    model = build_pretrained(None, AdapterConfig(size=64), head="classifier", num_labels=2)
+    model = load_pretrained(None, AdapterConfig(size=64), head="classifier", num_labels=2)
     path = export_classifier(model, os.path.join(work, "mrpc"), vocab, True, MAX_LEN, labels,
                              pair=True, task="mrpc")
     serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -145,7 +145,7 @@ def multi_task(work, examples, adapter_dirs):
     import tensorflow as tf
     from adapter_bert.adapters.files import adapter_config_of, load_adapter
     from adapter_bert.model.checkpoints import default_backbone_dir
-    from adapter_bert.model.factory import build_pretrained
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.serving import export_classifier, export_multi_adapter
     vocab = os.path.join(default_backbone_dir(), "vocab.txt")
     backbone = os.path.join(default_backbone_dir(), "model.safetensors")
@@ -163,7 +163,7 @@ def multi_task(work, examples, adapter_dirs):
                                  max_seq_length=MAX_LEN)
     singles = {}
     for task, directory in zip(tasks, adapter_dirs[:3]):
-        model = build_pretrained(None, adapter_config_of(directory), head="classifier",
+        model = load_pretrained(None, adapter_config_of(directory), head="classifier",
                                 num_labels=3 if task == "mnli" else 2)
         load_adapter(model, directory)
         labels = ["contradiction", "entailment", "neutral"] if task == "mnli" else ["0", "1"]

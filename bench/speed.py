@@ -92,12 +92,12 @@ def _current_rss_mb() -> float:
 
 
 def _model(mode: str, dtype: str):
-    from adapter_bert.model.factory import build_pretrained
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.precision import set_dtype_policy
     from adapter_bert.adapters.tuning import apply_tuning
     set_dtype_policy(dtype)
-    model = build_pretrained(None, AdapterConfig() if mode == "adapter" else None,
+    model = load_pretrained(None, AdapterConfig() if mode == "adapter" else None,
                             head="classifier", num_labels=2)
     apply_tuning(model, mode, train_pooler=mode != "full")
     return model
