@@ -116,8 +116,12 @@ def test_load_pretrained_dtype(monkeypatch):
     from tests.conftest import tiny_inputs
     monkeypatch.delenv(ENV_OVERRIDE, raising=False)
     try:
+        # The same seed for both: their untrained head and pooler (MiniLM has none) then
+        # start equal, and only the dtype separates their logits.
+        keras.utils.set_random_seed(0)
         plain = ab.load_pretrained(head="classifier", num_labels=2)
         assert plain.dtype_policy.name == "float32"
+        keras.utils.set_random_seed(0)
         auto = ab.load_pretrained(head="classifier", num_labels=2, dtype="auto")
         native = _native(describe_hardware())
         assert auto.dtype_policy.name == native
