@@ -54,3 +54,14 @@ def test_runners_build_a_resadapter_beside_the_factory(tiny_config):
                        ResAdapterConfig(size=4))
     with pytest.raises(ValueError, match="head must be one of"):
         new_task_model(tiny_config, None)
+
+
+@pytest.mark.parametrize("task, name", [
+    ("MRPC", "mrpc"), ("STS-B", "sts-b"), ("squad_v1.1", "squad_v1.1"),
+    ("My tweets (2024)", "my_tweets__2024_"), ("_x", "x"), ("", "task"), ("Output", "output_task"),
+])
+def test_a_runs_adapter_is_named_after_its_task_as_adapter_names_allow(task, name):
+    from adapter_bert.adapters.named import validate_name
+    from adapter_bert.tasks.task_models import adapter_name_for
+    assert adapter_name_for(task) == name
+    assert validate_name(adapter_name_for(task)) == name
