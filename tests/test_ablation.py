@@ -18,9 +18,10 @@ def config3(tiny_config):
 
 
 def _classifier(config, adapter_config):
+    """The runners' model: built with its adapter (a named adapter, active)."""
+    import adapter_bert as ab
     from adapter_bert.model.checkpoints import build_model
-    from adapter_bert.model.heads import BertClassifierNetwork
-    model = BertClassifierNetwork(config, 2, adapter_config)
+    model = ab.BertClassifier(config, 2, adapter_config)
     build_model(model)
     return model
 
