@@ -151,11 +151,12 @@ def mrpc_batch(mrpc_dir, minilm_dir):
 
 
 def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir, mrpc_batch):
-    from adapter_bert.model.factory import build_pretrained
+    import adapter_bert as ab
     from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
     adapters = AdapterConfig(size=32, init_scale=0.05)
     tf.random.set_seed(7)
-    ours = build_pretrained(adapter_config=adapters)
+    ours = ab.load_pretrained(adapter_config=adapters)  # a named adapter, as the runners'
+    assert ours.active_adapter == "adapter"
     hf = transformers_minilm(minilm_dir)
     plain = _outputs(hf, mrpc_batch)
     add_adapters(hf, adapters)
@@ -173,8 +174,8 @@ def test_transformers_with_our_adapters_matches_our_encoder_on_minilm(minilm_dir
 
 def test_copy_refuses_different_layouts(tiny_hf, tiny_config):
     from adapter_bert.adapters.hf_bridge import add_adapters, copy_adapter_weights
-    from adapter_bert.model.encoder import BertNetwork
-    ours = BertNetwork(tiny_config, AdapterConfig(size=4, positions="ffn"))
+    import adapter_bert as ab
+    ours = ab.BertModel(tiny_config, AdapterConfig(size=4, positions="ffn"))
     ours.build_with_dummy_inputs()
     add_adapters(tiny_hf, size=4)
     with pytest.raises(ValueError, match="layouts differ"):
