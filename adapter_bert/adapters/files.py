@@ -353,12 +353,13 @@ def load_adapter(model, directory: str) -> dict:
     check_fingerprint(description, model, directory)
     name = getattr(model, "active_adapter", None)
     if name is not None and description.get("tuning_mode") == "adapter":
-        variables = model.adapter_variables(name)
-        if any(k.startswith("bert/pooler/") for k in weights):
-            add_pooler_copy(backbone_of(model), name)  # the file trained the pooler
-            variables = model.adapter_variables(name)
-        else:  # the file's run used the backbone's pooler, which a copy holds as it is
-            variables = {k: v for k, v in variables.items() if not k.startswith("bert/pooler/")}
+        trained_pooler = any(k.startswith("bert/pooler/") for k in weights)
+        if trained_pooler:
+            add_pooler_copy(backbone_of(model), name)
+        # Without pooler weights the file's run used the backbone's pooler, which a copy
+        # the adapter may have holds as it is.
+        variables = {k: v for k, v in model.adapter_variables(name).items()
+                     if trained_pooler or not k.startswith("bert/pooler/")}
         assign_adapter_weights(variables, weights, directory)
         return description
     variables = tf1_variables(model)

@@ -178,14 +178,13 @@ def _tune_active_adapter(model, mode: str, named: list, train_pooler) -> None:
                         f"'adapter' trains the active one (or model.train_adapter(name)); "
                         f"mode {mode!r} would set every named adapter's weights alike")
     bert = backbone_of(model)
-    layers = model.adapter_layers(active)
-    if resolve_train_pooler(model, mode, train_pooler):
+    pooler = resolve_train_pooler(model, mode, train_pooler)
+    if pooler:
         add_pooler_copy(bert, active)
-        layers = model.adapter_layers(active)
-    else:  # a pooler copy it has stays as it is
-        pooler_copy = bert.pooler.task_branches.get(active)
-        layers = [layer for layer in layers if layer is not pooler_copy]
-    train_only(model, layers)
+    pooler_copy = bert.pooler.task_branches.get(active)
+    # Without the pooler, a copy the adapter has stays as it is.
+    train_only(model, [layer for layer in model.adapter_layers(active)
+                       if pooler or layer is not pooler_copy])
 
 
 def _named_adapters(model) -> list:
