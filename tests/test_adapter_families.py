@@ -20,6 +20,7 @@ from adapter_bert.adapters.files import (AdapterFileError, adapter_config_of,
                                         backbone_fingerprint, current_adapter_fields,
                                         load_adapter, save_adapter)
 from adapter_bert.model.adapter_layers import ProjectionAdapter
+from adapter_bert.adapters.named import add_named_adapter, delete_named_adapter, named_adapter_info
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
 from adapter_bert.model.config import (AdapterConfig, ConfigError, adapter_families,
@@ -27,9 +28,10 @@ from adapter_bert.model.config import (AdapterConfig, ConfigError, adapter_famil
                                        unregister_adapter_family)
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.families import PROJECTIONS, AdapterFamily, AdapterOption
-from adapter_bert.model.heads import BertClassifierNetwork
+from adapter_bert.model.checkpoints import checkpoint_variables
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.tasks.ablation import adapters_disabled
+from adapter_bert.adapters.models import BertClassifier, BertModel
 from tests.conftest import REPO, tiny_inputs
 
 M = 3
@@ -77,11 +79,11 @@ def test_built_in_families_are_registered_and_count_their_weights(tiny_config):
               "parallel": layers * bottleneck, "lora": layers * 2 * M * 2 * h}
     for name in BUILT_IN:
         config = AdapterConfig(size=M, adapter_type=name)
-        model = built(BertClassifierNetwork(tiny_config, 2, config))
+        model = built(BertClassifier(tiny_config, 2, config))
         assert adapter_weight_count(model) == config.param_count(tiny_config) == closed[name]
     every = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(PROJECTIONS),
                           leave_out=[0])
-    model = built(BertClassifierNetwork(tiny_config, 2, every))
+    model = built(BertClassifier(tiny_config, 2, every))
     expected = M * (4 * 2 * h + (h + i) + (i + h))  # one layer: six targets
     assert adapter_weight_count(model) == every.param_count(tiny_config) == expected
 
@@ -169,9 +171,9 @@ _KERNELS = {"query": "attention/self/query", "key": "attention/self/key",
 def test_each_lora_target_adds_scale_a_b_to_its_projection(tiny_config, target):
     """Against an independent oracle: a plain BERT whose kernel holds W + alpha/r A B."""
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=[target], lora_alpha=6)
-    model = built(BertNetwork(tiny_config, config))
+    model = built(BertModel(tiny_config, config))
     randomise_adapters(model, stddev=1.0)
-    variables = tf1_variables(model)
+    variables = checkpoint_variables(model)
     names = sorted(n for n in variables if "/adapters/" in n)
     assert names == sorted(f"bert/encoder/layer_{i}/{_WEIGHT_SCOPES[target]}_lora_{ab}"
                            for i in range(2) for ab in "AB")
@@ -201,13 +203,13 @@ def test_lora_targets_on_a_built_model_and_as_named_adapters(tiny_config):
     output's is intermediate_size); named LoRA adapters have branches in every block."""
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=["intermediate", "output"])
     bert = built(BertNetwork(tiny_config))
-    bert.add_adapters(config)
+    add_named_adapter(bert, "late", config)
     layer = bert.encoder.transformer_layers[0]
-    assert layer.ffn_output_block.adapter.lora_a["dense"].shape == (32, M)
-    assert layer.intermediate.adapter.lora_a["dense"].shape == (16, M)
-    assert layer.attention.self_attention.adapter is None
-    bert(tiny_inputs())
-    bert.remove_adapters()
+    assert layer.ffn_output_block.modification("late").adapter.lora_a["dense"].shape == (32, M)
+    assert layer.intermediate.modification("late").adapter.lora_a["dense"].shape == (16, M)
+    assert layer.attention.self_attention.modification("late").adapter is None
+    bert(tiny_inputs(), adapter_name="late")
+    delete_named_adapter(bert, "late")
     multi = MultiAdapterModel(bert)
     multi.add_adapter("ffn", config, num_labels=2)
     names = [n for n in tf1_variables(multi) if "/ffn/adapters/" in n]
@@ -223,8 +225,9 @@ def test_lora_targets_on_a_built_model_and_as_named_adapters(tiny_config):
 def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(PROJECTIONS),
                            lora_dropout=0.5)
-    model = built(BertNetwork(still_config, config))
-    assert model.encoder.transformer_layers[1].intermediate.adapter.dropout_rate == 0.5
+    model = built(BertModel(still_config, config))
+    intermediate = model.encoder.transformer_layers[1].intermediate
+    assert intermediate.modification("adapter").adapter.dropout_rate == 0.5
     inputs = tiny_inputs()
 
     def outputs(training):
@@ -235,7 +238,7 @@ def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
     inference = outputs(False)
     np.testing.assert_array_equal(outputs(False), inference)
     assert np.abs(outputs(True) - inference).max() > 1e-3
-    without = built(BertNetwork(still_config, dataclasses.replace(config, lora_dropout=0.0)))
+    without = built(BertModel(still_config, dataclasses.replace(config, lora_dropout=0.0)))
     theirs = tf1_variables(model)
     for name, variable in tf1_variables(without).items():
         variable.assign(theirs[name])
@@ -243,7 +246,7 @@ def test_lora_dropout_acts_on_the_update_only_while_training(still_config):
 
 
 def test_ablation_switches_lora_off_in_every_block_it_targets(tiny_config):
-    model = built(BertNetwork(tiny_config, AdapterConfig(size=M, adapter_type="lora",
+    model = built(BertModel(tiny_config, AdapterConfig(size=M, adapter_type="lora",
                                                        lora_targets=list(PROJECTIONS))))
     randomise_adapters(model)
     plain = built(BertNetwork(tiny_config))
@@ -259,7 +262,7 @@ def test_ablation_switches_lora_off_in_every_block_it_targets(tiny_config):
 def lora_classifier(cfg, targets=PROJECTIONS, **options):
     config = AdapterConfig(size=M, adapter_type="lora", lora_targets=list(targets),
                            lora_alpha=6, **options)
-    model = built(BertClassifierNetwork(cfg, 2, config))
+    model = built(BertClassifier(cfg, 2, config))
     randomise_adapters(model)
     apply_tuning(model, "adapter", train_pooler=False)
     return model
@@ -273,13 +276,13 @@ def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_conf
     kernels = {n: v.numpy() for n, v in tf1_variables(model).items() if n.endswith("/kernel")}
     fingerprint = backbone_fingerprint(model)
     ab.merge_adapter(model)
-    assert model.bert.merged_adapters() == [None]
+    assert model.bert.merged_adapters() == ["adapter"]
     changed = [n for n, v in tf1_variables(model).items()
                if n in kernels and not np.array_equal(kernels[n], v.numpy())]
     assert sorted(changed) == sorted(f"bert/encoder/layer_{i}/{_KERNELS[t]}/kernel"
                                      for i in range(2) for t in PROJECTIONS)
-    assert model.bert.encoder.transformer_layers[0].intermediate.adapter(
-        tf.ones([1, 2, 16])) == {}  # merged: no LoRA work
+    assert model.bert.encoder.transformer_layers[0].intermediate.modification(
+        "adapter").adapter(tf.ones([1, 2, 16])) == {}  # merged: no LoRA work
     np.testing.assert_allclose(model(inputs, training=False), before, rtol=1e-5, atol=1e-5)
     # A stale traced function would add the updates a second time.
     np.testing.assert_allclose(model.predict(inputs, verbose=0), predicted, rtol=1e-5, atol=1e-5)
@@ -293,9 +296,9 @@ def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_conf
     with pytest.raises(ValueError, match="no adapter of the model is merged"):
         ab.unmerge_adapter(model)
     with ab.adapter_merged(model):
-        assert model.bert.merged_adapters() == [None]
+        assert model.bert.merged_adapters() == ["adapter"]
     assert model.bert.merged_adapters() == []
-    houlsby = built(BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M)))
+    houlsby = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M)))
     with pytest.raises(ValueError, match=r"nothing to merge \(houlsby adapters\): only "
                                          r"projection families"):
         ab.merge_adapter(houlsby)
@@ -312,8 +315,8 @@ def test_while_merged_what_would_go_wrong_is_refused(tiny_config, tmp_path):
     assert not (tmp_path / "merged").exists()
     with pytest.raises(ValueError, match="before saving the model with Keras"):
         model.save(str(tmp_path / "merged.keras"))
-    with pytest.raises(ValueError, match="before replacing or removing it"):
-        model.bert.remove_adapters()
+    with pytest.raises(ValueError, match="before deleting it"):
+        model.delete_adapter("adapter")
     with pytest.raises(ValueError, match="cannot be switched off"):
         with adapters_disabled(model, [0]):
             model(tiny_inputs(), training=False)
@@ -364,7 +367,7 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
     for kind, stored in older.items():
         with pytest.raises(ConfigError, match="applies to adapter_type"):
             AdapterConfig.from_dict(stored)  # the model takes the current layout only
-        trained = built(BertClassifierNetwork(tiny_config, 2, AdapterConfig.from_dict(
+        trained = built(BertClassifier(tiny_config, 2, AdapterConfig.from_dict(
             current_adapter_fields(stored))))
         randomise_adapters(trained)
         apply_tuning(trained, "adapter", train_pooler=False)
@@ -379,7 +382,7 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
         if kind == "lora":
             assert (config.lora_targets, config.lora_dropout, config.lora_scale) == (
                 ("query", "value"), 0.0, 2.0)
-        fresh = built(BertClassifierNetwork(tiny_config, 2, config))
+        fresh = built(BertClassifier(tiny_config, 2, config))
         copy_backbone(trained, fresh)
         load_adapter(fresh, str(directory))
         np.testing.assert_array_equal(fresh(tiny_inputs(), training=False),
@@ -473,7 +476,7 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
     docs_model = user_families.model
     assert adapter_weight_count(docs_model) == 78444
     config = AdapterConfig(size=M, adapter_type=family, **options)
-    model = built(BertClassifierNetwork(still_config, 2, config))
+    model = built(BertClassifier(still_config, 2, config))
     adapters = [layer for layer in model.bert._flatten_layers()  # noqa: SLF001
                 if isinstance(layer, ab.AdapterLayer)]
     assert adapters and {type(a).__name__ for a in adapters} == {layer_class}
@@ -489,14 +492,14 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
     stored = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert stored["adapter_config"]["adapter_type"] == family
     assert adapter_config_of(str(tmp_path / "adapter")) == config
-    fresh = built(BertClassifierNetwork(still_config, 2, adapter_config_of(str(tmp_path / "adapter"))))
+    fresh = built(BertClassifier(still_config, 2, adapter_config_of(str(tmp_path / "adapter"))))
     copy_backbone(model, fresh)
     load_adapter(fresh, str(tmp_path / "adapter"))
     inputs = tiny_inputs(seed=5)
     expected = model(inputs, training=False).numpy()
     np.testing.assert_array_equal(fresh(inputs, training=False), expected)
-    clone = BertClassifierNetwork.from_config(model.get_config())
-    assert clone.bert.adapter_config == config
+    clone = BertClassifier.from_config(model.get_config())
+    assert named_adapter_info(clone.bert, "adapter").adapter_config == config
     multi = MultiAdapterModel(built(BertNetwork(still_config)))
     multi.add_adapter("mine", config, num_labels=2)
     assert multi.adapter_names == ["mine"]
@@ -511,7 +514,7 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
 
 def test_an_unregistered_family_in_a_file_names_the_registered_ones(user_families, tiny_config,
                                                                    tmp_path):
-    model = built(BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type="gated")))
+    model = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="gated")))
     apply_tuning(model, "adapter", train_pooler=False)
     save_adapter(model, str(tmp_path / "gated"))
     gated = adapter_family("gated")

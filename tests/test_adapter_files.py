@@ -9,11 +9,11 @@ import pytest
 from adapter_bert.adapters.files import (FORMAT_VERSION, AdapterFileError, adapter_config_of,
                                         backbone_fingerprint, load_adapter, save_adapter)
 from adapter_bert.model.config import AdapterConfig, BertConfig
-from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import apply_tuning
+from adapter_bert.adapters.models import BertClassifier
 from tests.conftest import tiny_inputs
 
 LOGGER = "adapter_bert.adapters.files"
@@ -21,7 +21,7 @@ LOGGER = "adapter_bert.adapters.files"
 
 def classifier(cfg, adapter_config=None, source=None):
     """A built BertClassifierNetwork; with `source`, its backbone weights are copied from it."""
-    model = BertClassifierNetwork(cfg, 2, adapter_config or AdapterConfig(size=4, init_scale=0.2))
+    model = BertClassifier(cfg, 2, adapter_config or AdapterConfig(size=4, init_scale=0.2))
     model(tiny_inputs())
     if source is not None:
         theirs = tf1_variables(source)
@@ -41,7 +41,8 @@ def test_fingerprint_is_stable_and_covers_only_frozen_weights(tiny_config):
     assert fingerprint.startswith("sha256:") and len(fingerprint) == len("sha256:") + 16
     # What adapter tuning trains does not enter the fingerprint...
     copy.bert.embeddings.layer_norm.gamma.assign(np.full([16], 2.0, "float32"))
-    copy.bert.encoder.transformer_layers[0].ffn_output_block.adapter.weights1.assign_add(
+    copy.bert.encoder.transformer_layers[0].ffn_output_block.modification(
+        "adapter").adapter.weights1.assign_add(
         np.ones([16, 4], "float32"))
     assert backbone_fingerprint(copy) == fingerprint
     # ...a frozen weight does, even a tiny change of a few values.

@@ -16,11 +16,14 @@ from adapter_bert.model.adapter_layers import (HoulsbyAdapter, LoraAdapter, Para
                                    PfeifferAdapter)
 from adapter_bert.model.config import AdapterConfig, ConfigError
 from adapter_bert.adapters.fusion import AdapterFusion
-from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.model.encoder import BertNetwork, BertResidualOutput, BertSelfAttention
 from adapter_bert.adapters.multitask import MultiAdapterModel
+from adapter_bert.adapters.named import add_named_adapter, named_adapter_info
+from adapter_bert.model.blocks import TaskBranch
+from adapter_bert.model.checkpoints import checkpoint_variables
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import apply_tuning, parameter_summary
+from adapter_bert.adapters.models import BertClassifier
 from tests.conftest import tiny_inputs
 from tests.runner_utils import read_results, run_in_process
 
@@ -77,8 +80,8 @@ def test_identity_at_initialisation(tiny_config, adapter_type):
     bert = BertNetwork(tiny_config)
     inputs = tiny_inputs()
     plain = bert(inputs, training=False)["sequence_output"].numpy()
-    bert.add_adapters(AdapterConfig(size=M, adapter_type=adapter_type))
-    adapted = bert(inputs, training=False)["sequence_output"].numpy()
+    add_named_adapter(bert, "t", AdapterConfig(size=M, adapter_type=adapter_type))
+    adapted = bert(inputs, training=False, adapter_name="t")["sequence_output"].numpy()
     if adapter_type in ("lora", "parallel"):
         np.testing.assert_array_equal(adapted, plain)
     else:
@@ -93,17 +96,25 @@ def _layer_norm(x, gamma, beta, eps=1e-12):
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
 
 
+def _put(block, adapter, name="t"):
+    """Gives a built block a named adapter `name` holding `adapter` (built here)."""
+    branch = TaskBranch(name)
+    adapter.build(block.adapter_input_shape(adapter))
+    branch.adapter = adapter
+    block.add_task_branch(branch)
+
+
 def _block_with(tiny_config, adapter):
     block = BertResidualOutput(tiny_config)
     rng = np.random.default_rng(1)
     hidden = rng.normal(size=(2, 3, 32)).astype("float32")
     residual = rng.normal(size=(2, 3, 16)).astype("float32")
     block(hidden, residual)
-    block.set_adapter(adapter)
+    _put(block, adapter)
     for variable in adapter.weights:  # away from the (near-)identity start
         variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
     block.layer_norm.gamma.assign(rng.uniform(0.5, 1.5, size=16).astype("float32"))
-    out = block(hidden, residual, training=False).numpy()
+    out = block(hidden, residual, training=False, adapter_name="t").numpy()
     h = hidden @ block.dense.kernel.numpy() + block.dense.bias.numpy()
     ln = lambda x: _layer_norm(x, block.layer_norm.gamma.numpy(), block.layer_norm.beta.numpy())  # noqa: E731
     return out, h, residual, ln
@@ -144,14 +155,13 @@ def test_lora_equals_attention_with_merged_query_and_value_kernels(tiny_config):
     adder = tf.zeros([2, 1, 1, 5])
     attention(hidden, adder)
     lora = LoraAdapter(rank=M, scale=2.0)
-    attention.set_adapter(lora)
+    _put(attention, lora)
     for target in ("query", "value"):
         lora.lora_b[target].assign(tf.random.normal([M, 16], stddev=0.3, seed=3))
-    with_lora = attention(hidden, adder, training=False).numpy()
+    with_lora = attention(hidden, adder, training=False, adapter_name="t").numpy()
     for target in ("query", "value"):
         dense = getattr(attention, target)
         dense.kernel.assign_add(2.0 * lora.lora_a[target] @ lora.lora_b[target])
-    attention.set_adapter(None)
     merged = attention(hidden, adder, training=False).numpy()
     np.testing.assert_allclose(with_lora, merged, rtol=1e-4, atol=1e-5)
 
@@ -165,7 +175,7 @@ def test_lora_equals_attention_with_merged_query_and_value_kernels(tiny_config):
 ])
 def test_adapter_mode_trains_exactly_adapters_layernorms_and_head(tiny_config, adapter_type,
                                                                   first_name):
-    model = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
+    model = BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
     model(tiny_inputs())
     apply_tuning(model, "adapter", train_pooler=False)
     h, layers = tiny_config.hidden_size, tiny_config.num_hidden_layers
@@ -173,12 +183,13 @@ def test_adapter_mode_trains_exactly_adapters_layernorms_and_head(tiny_config, a
     expected = adapter_params(tiny_config, adapter_type)
     assert parameter_summary(model)["adapters"] == (expected, expected)
     assert trainable_count(model) == expected + layer_norms + head
-    names = [n for n in tf1_variables(model) if "/adapters/" in n]
+    names = [n for n in checkpoint_variables(model) if "/adapters/" in n]
     assert names[0] == first_name
     trainable = {id(v) for v in model.trainable_weights}
-    adapter_ids = {id(v) for n, v in tf1_variables(model).items() if "/adapters/" in n}
+    adapter_ids = {id(v) for n, v in checkpoint_variables(model).items() if "/adapters/" in n}
     assert adapter_ids <= trainable
-    frozen = [n for n, v in tf1_variables(model).items()
+    # The network that runs: the adapter's LayerNorms in place of the backbone's.
+    frozen = [n for n, v in checkpoint_variables(model).items()
               if id(v) not in trainable and ("LayerNorm" in n or "/adapters/" in n)]
     assert frozen == []
 
@@ -203,9 +214,9 @@ def test_new_layers_round_trip_get_config(layer):
 
 def test_models_with_each_family_round_trip_get_config(tiny_config):
     for adapter_type in TYPES:
-        model = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
-        clone = BertClassifierNetwork.from_config(model.get_config())
-        assert clone.bert.adapter_config.adapter_type == adapter_type
+        model = BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type=adapter_type))
+        clone = BertClassifier.from_config(model.get_config())
+        assert named_adapter_info(clone.bert, "adapter").adapter_config.adapter_type == adapter_type
 
 
 # ------------------------------------------------------------------- fusion

@@ -7,15 +7,16 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import save_file
 
+import adapter_bert as ab
 from adapter_bert.model import checkpoints
 from adapter_bert.model.checkpoints import (CheckpointError, hf_name_to_tf1, load_weights,
                                             read_tf1_checkpoint, resolve_backbone,
                                             save_tf1_checkpoint)
 from adapter_bert.model.factory import build_pretrained
 from adapter_bert.model.config import AdapterConfig, BertConfig
-from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.models import BertClassifier
 from tests.conftest import tiny_inputs
 
 
@@ -92,14 +93,14 @@ def test_hf_directory_loads_with_or_without_bert_prefix(tmp_path, tiny_config, p
 
 def test_tf1_checkpoint_round_trip_with_adapters_and_head(tmp_path, tiny_config):
     tiny_config.hidden_act = "gelu_tanh"
-    source = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
+    source = BertClassifier(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
     source(tiny_inputs())
     written = save_tf1_checkpoint(source, str(tmp_path / "bert_model.ckpt"))
     (tmp_path / "bert_config.json").write_text(tiny_config.to_google_json())
     assert "bert/encoder/layer_1/output/adapters/weights2" in written
     assert dict(tf.train.list_variables(str(tmp_path / "bert_model.ckpt")))["output_weights"] == [3, 16]
-    restored = build_pretrained(str(tmp_path), adapter_config=AdapterConfig(size=4), head="classifier",
-                               num_labels=3)
+    restored = ab.load_pretrained(str(tmp_path), adapter_config=AdapterConfig(size=4),
+                                  head="classifier", num_labels=3)
     assert restored.backbone_files.format == "tf1"
     assert not restored.load_report.missing and not restored.load_report.unexpected
     inputs = tiny_inputs()
@@ -111,7 +112,7 @@ def test_an_adapter_bert_checkpoint_fills_the_named_adapter_a_model_is_built_wit
     """Google's adapter-bert names (`.../output/adapters/...`, LayerNorms trained in
     place) load into a named adapter: its adapters, and its LayerNorm copies."""
     import adapter_bert as ab
-    source = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
+    source = BertClassifier(tiny_config, 3, AdapterConfig(size=4, init_scale=0.3))
     source(tiny_inputs())
     for name, variable in tf1_variables(source).items():
         if "LayerNorm" in name:  # as an adapter-bert run leaves them: trained
@@ -152,11 +153,12 @@ def test_pretraining_heads_are_skipped_not_unexpected(tmp_path, tiny_config):
 def test_summary_calls_adapters_and_heads_new_and_missing_backbone_weights_missing(
         tiny_config, caplog):
     from adapter_bert.model.checkpoints import build_model
+    from adapter_bert.adapters.models import MODELS
     from adapter_bert.model.factory import task_model
     source = BertNetwork(tiny_config)
     source.build_with_dummy_inputs()
     weights = {n: v.numpy() for n, v in tf1_variables(source).items()}
-    model = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
+    model = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4), classes=MODELS)
     build_model(model)
     with caplog.at_level("INFO"):
         report = load_weights(model, weights, source="x.ckpt")

@@ -165,7 +165,7 @@ _SCRIPT = textwrap.dedent("""
     def train(strategy, weights=None):
         with strategy.scope():
             keras.utils.set_random_seed(0)
-            model = BertClassifierNetwork(config, 2, AdapterConfig(size=4))
+            model = BertClassifier(config, 2, AdapterConfig(size=4))
             model({k: v[:1] for k, v in x.items()})
             if weights is not None:
                 model.set_weights(weights)

@@ -9,6 +9,9 @@ import pytest
 from adapter_bert.adapters.resadapter import ResAdapterClassifier, ResAdapterConfig
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.encoder import BertNetwork
+from adapter_bert.adapters.models import MODELS
+from adapter_bert.adapters.named import named_adapter_info
+from adapter_bert.model.encoder import backbone_of
 from adapter_bert.model.factory import task_model
 from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.model.naming import tf1_variables
@@ -18,10 +21,14 @@ from adapter_bert.tasks.task_models import new_task_model
 @pytest.mark.parametrize("head,cls", [(None, BertNetwork), ("classifier", BertClassifierNetwork),
                                       ("span", BertSpanNetwork)])
 def test_task_model_picks_the_class_of_the_head(tiny_config, head, cls):
-    model = task_model(tiny_config, head, num_labels=3, adapter_config=AdapterConfig(size=4))
-    assert type(model) is cls
-    bert = model if head is None else model.bert
-    assert bert.adapter_config.size == 4
+    assert type(task_model(tiny_config, head, num_labels=3)) is cls
+    with pytest.raises(ValueError, match="model/'s networks hold no adapters"):
+        task_model(tiny_config, head, num_labels=3, adapter_config=AdapterConfig(size=4))
+    model = task_model(tiny_config, head, num_labels=3, adapter_config=AdapterConfig(size=4),
+                       classes=MODELS)
+    assert type(model) is MODELS[head] and isinstance(model, cls)
+    assert model.active_adapter == "adapter"
+    assert named_adapter_info(backbone_of(model), "adapter").adapter_config.size == 4
 
 
 def test_task_model_refuses_unknown_heads_and_classifiers_without_labels(tiny_config):

@@ -12,6 +12,7 @@ from adapter_bert.model import fast_layers
 from adapter_bert.model.activations import get_activation
 from adapter_bert.model.fast_layers import (Dense, Dropout, LayerNorm, float32_sum, keep_mask,
                                             portable_kernels, quantized_rate)
+from adapter_bert.adapters.models import BertClassifier
 
 
 # ------------------------------------------------------------------------------ dropout
@@ -256,16 +257,16 @@ def test_lean_kernels_run_on_cpu_hosts_outside_xla_only():
 
 def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
     from adapter_bert.model.naming import walk_layers
     from tests.conftest import tiny_inputs
-    model = BertClassifierNetwork(tiny_config, 2, adapter_config=AdapterConfig(size=4))
+    model = BertClassifier(tiny_config, 2, adapter_config=AdapterConfig(size=4))
     model(tiny_inputs(), training=False)
     layers = [layer for _, layer in walk_layers(model)]
     dropouts = [l for l in layers if isinstance(l, keras.layers.Dropout)]
     norms = [l for l in layers if isinstance(l, keras.layers.LayerNormalization)]
-    # Embeddings + 2 per layer + head; embeddings + 2 per layer.
-    assert len(dropouts) == 1 + 3 * 2 + 1 and len(norms) == 1 + 2 * 2
+    # Embeddings + 2 per layer + head; embeddings + 2 per layer, the backbone's and the
+    # adapter's copies.
+    assert len(dropouts) == 1 + 3 * 2 + 1 and len(norms) == 2 * (1 + 2 * 2)
     assert all(type(l) is Dropout for l in dropouts) and all(type(l) is LayerNorm for l in norms)
     # Every encoder projection (query, key, value, 2 outputs, intermediate per layer) and
     # the pooler, whose 2-D input takes Keras' own path.

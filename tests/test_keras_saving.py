@@ -11,7 +11,7 @@ from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.resadapter import ResAdapterClassifier, ResAdapterConfig
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.encoder import BertNetwork
-from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
+from adapter_bert.adapters.models import BertClassifier, BertModel, BertSpanModel
 from tests.conftest import tiny_inputs
 
 
@@ -30,9 +30,9 @@ def _multi(config):
 
 
 MODELS = {
-    "classifier": lambda c: BertClassifierNetwork(c, 3, AdapterConfig(size=4)),
-    "span": lambda c: BertSpanNetwork(c, AdapterConfig(size=4, adapter_type="pfeiffer")),
-    "backbone": lambda c: BertNetwork(c, AdapterConfig(size=4)),
+    "classifier": lambda c: BertClassifier(c, 3, AdapterConfig(size=4)),
+    "span": lambda c: BertSpanModel(c, AdapterConfig(size=4, adapter_type="pfeiffer")),
+    "backbone": lambda c: BertModel(c, AdapterConfig(size=4)),
     "multi": _multi,
     "resadapter": lambda c: ResAdapterClassifier(c, 2, ResAdapterConfig(size=4)),
 }
@@ -85,7 +85,7 @@ def test_savedmodel_saving_skips_no_layer(tiny_config, tmp_path, caplog, kind):
 @pytest.mark.slow
 def test_a_compiled_model_comes_back_compiled_with_its_optimizer_state(tiny_config, tmp_path,
                                                                         caplog):
-    model = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=4))
+    model = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
     model.compile(optimizer=tf_keras.optimizers.Adam(1e-3),
                   loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(tiny_inputs(), np.array([0, 1]), epochs=1, verbose=0)
@@ -109,7 +109,7 @@ def keras3():
 
 @pytest.mark.slow
 def test_keras3_objects_fail_in_one_line(tiny_config, keras3):
-    model = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=4))
+    model = BertClassifier(tiny_config, 2, AdapterConfig(size=4))
     hint = ("adapter_bert models are tf-keras (Keras 2) models: use tf_keras.optimizers.Adam, "
             "not keras.optimizers.Adam (Keras 3)")
     with pytest.raises(TypeError) as excinfo:

@@ -8,13 +8,14 @@ from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.resadapter import ResAdapterClassifier, ResAdapterConfig
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.encoder import BertNetwork
-from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
+from adapter_bert.model.heads import BertSpanNetwork
 from adapter_bert.model.inputs import model_features
+from adapter_bert.adapters.models import BertClassifier
 from tests.conftest import tiny_inputs
 
 
 def _classifier(config):
-    model = BertClassifierNetwork(config, 3, AdapterConfig(size=4))
+    model = BertClassifier(config, 3, AdapterConfig(size=4))
     model(tiny_inputs(), training=False)
     return model
 
@@ -23,7 +24,7 @@ def _models(config):
     """One of each model kind, built on the tiny config."""
     multi = MultiAdapterModel(BertNetwork(config))
     multi.add_adapter("a", AdapterConfig(size=4), num_labels=3)
-    models = {"BertNetwork": BertNetwork(config), "BertClassifierNetwork": _classifier(config),
+    models = {"BertNetwork": BertNetwork(config), "BertClassifier": _classifier(config),
               "BertSpanNetwork": BertSpanNetwork(config), "MultiAdapterModel": multi,
               "ResAdapterClassifier": ResAdapterClassifier(config, 2, ResAdapterConfig(size=4))}
     for model in models.values():
@@ -123,7 +124,7 @@ def test_a_hugging_face_tokenizers_output_is_masked_and_segmented(minilm_tokeniz
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
                         type_vocab_size=2)
-    model = BertClassifierNetwork(config, 2, AdapterConfig(size=4))
+    model = BertClassifier(config, 2, AdapterConfig(size=4))
     firsts, seconds = ["a short one", "a much longer first sentence"], ["yes", "and its second"]
     batch = tokenizer(firsts, seconds, padding=True, return_tensors="np")
     assert set(batch) == {"input_ids", "attention_mask", "token_type_ids"}
@@ -141,7 +142,7 @@ def test_a_hugging_face_tokenizers_output_is_masked_and_segmented(minilm_tokeniz
     assert not np.allclose(one_segment, logits)  # so do the segments
 
 
-@pytest.mark.parametrize("kind", ["BertClassifierNetwork", "MultiAdapterModel"])
+@pytest.mark.parametrize("kind", ["BertClassifier", "MultiAdapterModel"])
 def test_fit_traces_its_train_function_once(tiny_config, kind):
     """The optimizer's slots exist before Keras traces (tf.function traces a function
     that creates variables twice), and the network runs without autograph conversion.

@@ -11,6 +11,7 @@ from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.model.naming import tf1_variables
+from adapter_bert.adapters.models import BertClassifier
 from tests.conftest import WRITTEN_AND_REAL, tiny_inputs
 
 M = 4
@@ -233,7 +234,7 @@ def test_two_tasks_trained_in_turn_do_not_forget(bert, tiny_config):
 # --------------------------------------------------------------------- files
 def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config, tmp_path):
     multi.save_adapter(str(tmp_path / "b"), "b", task="rte")
-    single = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=M, adapter_type="lora"))
+    single = BertClassifier(tiny_config, 3, AdapterConfig(size=M, adapter_type="lora"))
     single(tiny_inputs())
     for name, variable in tf1_variables(multi.bert).items():  # the same frozen backbone
         if name in tf1_variables(single):
@@ -246,7 +247,7 @@ def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config
 
 
 def test_run_classifier_style_file_loads_as_a_named_adapter(bert, tiny_config, tmp_path):
-    single = BertClassifierNetwork(tiny_config, 2, AdapterConfig(size=M, adapter_type="parallel"))
+    single = BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="parallel"))
     single(tiny_inputs())
     for name, variable in tf1_variables(bert).items():  # the same frozen backbone
         tf1_variables(single)[name].assign(variable)

@@ -9,6 +9,7 @@ from adapter_bert.training.optimizer import (NO_DECAY_PATTERNS, STEP_CEILING, Be
                                              WarmupLinearDecay, ceiling_scale,
                                              ceiling_warmup_steps, adam_step_multiplier,
                                              choose_optimizer, create_optimizer)
+from adapter_bert.adapters.models import BertClassifier
 
 
 # --- schedule ---------------------------------------------------------------------------
@@ -57,10 +58,11 @@ def test_schedule_rejects_bad_steps(kwargs):
 def _tiny_classifier():
     from adapter_bert.model.config import AdapterConfig, BertConfig
     from adapter_bert.model.heads import BertClassifierNetwork
-    model = BertClassifierNetwork(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
+    model = BertClassifier(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
                                       num_attention_heads=2, intermediate_size=32),
                            2, AdapterConfig(size=4))
     model({"input_ids": tf.zeros([1, 3], tf.int32)})
+    model.trainable = True  # every weight, backbone included: each kind of name is seen
     return model
 
 

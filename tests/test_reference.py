@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from adapter_bert.adapters.models import load_pretrained
 from adapter_bert.model.checkpoints import save_tf1_checkpoint
 from adapter_bert.model.factory import build_pretrained
 from adapter_bert.model.config import AdapterConfig
@@ -54,7 +55,7 @@ def test_encoder_matches_transformers_on_minilm(plain_minilm, mrpc_batch, refere
 ])
 def test_near_identity_adapters_stay_close_to_the_backbone(plain_minilm, mrpc_batch,
                                                            init_scale, bound):
-    with_adapters = build_pretrained(adapter_config=AdapterConfig(init_scale=init_scale))
+    with_adapters = load_pretrained(adapter_config=AdapterConfig(init_scale=init_scale))
     assert len(with_adapters.load_report.missing) == 6 * 2 * 4  # only the fresh adapters
     reference = plain_minilm(mrpc_batch, training=False)
     out = with_adapters(mrpc_batch, training=False)
@@ -77,7 +78,7 @@ def test_tf1_checkpoint_written_from_minilm_loads_back_identically(tmp_path, pla
 
 
 def test_one_adapter_step_changes_exactly_the_trainable_variables(mrpc_batch):
-    model = build_pretrained(adapter_config=AdapterConfig(), head="classifier", num_labels=2)
+    model = load_pretrained(adapter_config=AdapterConfig(), head="classifier", num_labels=2)
     apply_tuning(model, "adapter")
     before = [v.numpy().copy() for v in model.weights]
     optimizer = keras.optimizers.Adam(1e-3)

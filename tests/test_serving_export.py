@@ -225,9 +225,9 @@ def test_length_groups_give_each_row_its_own_output(tiny_config):
     import tensorflow as tf
 
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
+    from adapter_bert.adapters.models import BertClassifier
     from adapter_bert.serving.export import ROWS_PER_GROUP, in_length_groups
-    model = BertClassifierNetwork(tiny_config, 3, AdapterConfig(size=4, init_scale=0.2))
+    model = BertClassifier(tiny_config, 3, AdapterConfig(size=4, init_scale=0.2))
     rng = np.random.default_rng(1)
     rows, width = 2 * ROWS_PER_GROUP + 3, 20
     lengths = rng.permutation(np.arange(rows) % (width - 2) + 2)

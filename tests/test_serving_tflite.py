@@ -114,9 +114,9 @@ def test_minilm_tflite_matches_the_saved_model_on_mrpc_dev(minilm_dir, mrpc_dir,
     """The embedded MiniLM with size-64 adapters as initialised, all 408 MRPC dev pairs
     tokenised by the SavedModel, through a [8, 128] TFLite model: within 1e-5."""
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.factory import build_pretrained
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.serving.tflite import export_tflite, tflite_interpreter, tflite_predict
-    model = build_pretrained(None, AdapterConfig(size=64), head="classifier", num_labels=2)
+    model = load_pretrained(None, AdapterConfig(size=64), head="classifier", num_labels=2)
     texts = mrpc_dev(mrpc_dir)
     signatures, features = saved_model_and_features(
         model, tmp_path / "export", str(minilm_dir / "vocab.txt"), 128, texts)

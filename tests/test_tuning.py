@@ -10,6 +10,8 @@ import tf_keras as keras
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.adapters.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
+from adapter_bert.adapters.models import BertClassifier
+from adapter_bert.model.naming import tf1_variables
 from tests.conftest import bench_module, tiny_inputs
 
 op_profile = bench_module("op_profile")
@@ -19,7 +21,9 @@ LABELS = 3
 
 
 def closed_form(cfg, m=M, labels=LABELS):
-    """Parameter counts of a BertClassifierNetwork with adapters, component by component."""
+    """Parameter counts of a classifier, component by component (`adapters` and the
+    adapter's LayerNorm copies only in a model built with adapters; `per_layer`: one
+    transformer layer's backbone weights)."""
     h, i, n_layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     adapter = 2 * h * m + m + h
     per_layer_dense = 4 * (h * h + h) + (h * i + i) + (i * h + h)
@@ -30,14 +34,22 @@ def closed_form(cfg, m=M, labels=LABELS):
         "pooler": h * h + h,
         "embeddings": (cfg.vocab_size + cfg.max_position_embeddings + cfg.type_vocab_size) * h,
         "transformer": n_layers * per_layer_dense,
-        "per_layer": per_layer_dense + 2 * 2 * h + 2 * adapter,
+        "per_layer": per_layer_dense + 2 * 2 * h,
     }
 
 
-def built_classifier(cfg):
-    model = BertClassifierNetwork(cfg, LABELS, AdapterConfig(size=M))
+def built_classifier(cfg, adapters=True):
+    """A built classifier with adapters of size M (as the runners' in tuning mode
+    "adapter"), or without (as theirs in the other modes)."""
+    model = BertClassifier(cfg, LABELS, AdapterConfig(size=M) if adapters else None)
     model(tiny_inputs())
     return model
+
+
+def trained_names(model):
+    """TF1 names of the weights that train (Keras' own names depend on build order)."""
+    trained = {id(v) for v in model.trainable_weights}
+    return [name for name, v in tf1_variables(model).items() if id(v) in trained]
 
 
 def trainable_count(model):
@@ -55,9 +67,9 @@ def test_adapter_mode_trains_adapters_layernorms_and_head(tiny_config):
 
 
 def test_full_layernorm_and_top_k_counts(tiny_config):
-    model = built_classifier(tiny_config)
+    model = built_classifier(tiny_config, adapters=False)
     c = closed_form(tiny_config)
-    total = sum(v for k, v in c.items() if k != "per_layer")
+    total = sum(v for k, v in c.items() if k not in ("per_layer", "adapters"))
     apply_tuning(model, "full")
     assert trainable_count(model) == total == model.count_params()
     apply_tuning(model, "layernorm", train_pooler=False)
@@ -69,7 +81,7 @@ def test_full_layernorm_and_top_k_counts(tiny_config):
 
 
 def test_freezing_does_not_depend_on_build_order(tiny_config):
-    before = BertClassifierNetwork(tiny_config, LABELS, AdapterConfig(size=M))
+    before = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
     apply_tuning(before, "adapter", train_pooler=False)  # decided before any weight exists
     before(tiny_inputs())
     after = built_classifier(tiny_config)
@@ -79,12 +91,18 @@ def test_freezing_does_not_depend_on_build_order(tiny_config):
 
 
 def test_switching_modes_back_and_forth_is_exact(tiny_config):
-    model = built_classifier(tiny_config)
-    apply_tuning(model, "adapter")
+    model = built_classifier(tiny_config, adapters=False)
+    apply_tuning(model, "layernorm")
     first = trainable_count(model)
     apply_tuning(model, "full")
-    apply_tuning(model, "adapter")
+    apply_tuning(model, "layernorm")
     assert trainable_count(model) == first
+    adapters = built_classifier(tiny_config)
+    apply_tuning(adapters, "adapter", train_pooler=False)
+    first = trainable_count(adapters)
+    apply_tuning(adapters, "adapter", train_pooler=True)
+    apply_tuning(adapters, "adapter", train_pooler=False)
+    assert trainable_count(adapters) == first
 
 
 @pytest.mark.parametrize("mode, top_k, message", [
@@ -145,7 +163,7 @@ def test_one_optimizer_step_changes_exactly_the_trainable_variables(tiny_config)
 @pytest.mark.parametrize("mode", ["adapter", "layernorm", "full"])
 def test_optimizer_keeps_slots_only_for_trainable_variables(tiny_config, mode):
     from adapter_bert.training.optimizer import create_optimizer
-    model = built_classifier(tiny_config)
+    model = built_classifier(tiny_config, adapters=mode == "adapter")
     apply_tuning(model, mode)
     optimizer = create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1)
     model.compile(optimizer=optimizer,
@@ -164,8 +182,9 @@ def test_train_pooler_adds_exactly_the_pooler(tiny_config):
     c = closed_form(tiny_config)
     apply_tuning(model, "adapter", train_pooler=True)
     assert trainable_count(model) == c["adapters"] + c["layer_norms"] + c["head"] + c["pooler"]
-    apply_tuning(model, "layernorm", train_pooler=True)
-    assert trainable_count(model) == c["layer_norms"] + c["head"] + c["pooler"]
+    plain = built_classifier(tiny_config, adapters=False)
+    apply_tuning(plain, "layernorm", train_pooler=True)
+    assert trainable_count(plain) == c["layer_norms"] + c["head"] + c["pooler"]
 
 
 def test_untrained_pooler_is_detected_by_its_zero_bias(tiny_config):
@@ -187,25 +206,26 @@ def test_auto_trains_a_never_trained_pooler_and_says_so(tiny_config, caplog):
                      "with the adapter weights. Pass train_pooler=False (--train_pooler=false) "
                      "to freeze it as the original adapter-bert does."]
     caplog.clear()
-    apply_tuning(model, "layernorm", train_pooler="auto")
-    assert trainable_count(model) == c["layer_norms"] + c["head"] + c["pooler"]
+    plain = built_classifier(tiny_config, adapters=False)
+    apply_tuning(plain, "layernorm", train_pooler="auto")
+    assert trainable_count(plain) == c["layer_norms"] + c["head"] + c["pooler"]
     apply_tuning(model, "adapter", train_pooler="false")  # the flag's spelling
-    assert not any("pooler" in v.name for v in model.trainable_weights)
+    assert not any("pooler" in n for n in trained_names(model))
 
 
 def test_auto_freezes_a_trained_pooler_and_an_unbuilt_one_silently(tiny_config, caplog):
     model = built_classifier(tiny_config)
     model.bert.pooler.dense.bias.assign(tf.fill([16], 0.01))  # as NSP pretraining leaves it
-    unbuilt = BertClassifierNetwork(tiny_config, LABELS, AdapterConfig(size=M))
+    unbuilt = BertClassifier(tiny_config, LABELS, AdapterConfig(size=M))
     with caplog.at_level("WARNING", logger="adapter_bert.adapters.tuning"):
         apply_tuning(model, "adapter")
         apply_tuning(unbuilt, "adapter")  # no weights to judge: the original's choice
     assert not caplog.records
-    assert not any("pooler" in v.name for v in model.trainable_weights)
+    assert not any("pooler" in n for n in trained_names(model))
     unbuilt(tiny_inputs())
-    assert not any("pooler" in v.name for v in unbuilt.trainable_weights)
+    assert not any("pooler" in n for n in trained_names(unbuilt))
     apply_tuning(model, "adapter", train_pooler=True)
-    assert any("pooler" in v.name for v in model.trainable_weights)
+    assert any("pooler" in n for n in trained_names(model))
 
 
 def test_auto_trains_a_pooler_the_checkpoint_lacked(tiny_config, caplog):
@@ -217,7 +237,7 @@ def test_auto_trains_a_pooler_the_checkpoint_lacked(tiny_config, caplog):
         apply_tuning(model, "adapter")
     assert "pooler was never trained (absent): training it with the adapter weights" \
         in caplog.text
-    assert any("pooler" in v.name for v in model.trainable_weights)
+    assert any("pooler" in n for n in trained_names(model))
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
@@ -247,7 +267,7 @@ def executed_matmuls(model, inputs, labels):
 @pytest.mark.parametrize("mode", ["adapter", "full"])
 def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
     from adapter_bert.training.optimizer import create_optimizer
-    model = built_classifier(tiny_config)
+    model = built_classifier(tiny_config, adapters=mode == "adapter")
     apply_tuning(model, mode, train_pooler=False)
     model.compile(optimizer=create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -255,12 +275,13 @@ def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
                 if n.startswith("gradient_tape/")]
     layers = tiny_config.num_hidden_layers
     backbone = 6 * layers + 1        # Q, K, V, attention output and 2 FFN kernels; pooler
-    adapters = 2 * 2 * layers        # 2 adapters per layer, each a down and an up projection
+    # 2 adapters per layer, each a down and an up projection (full fine-tuning has none).
+    adapters = 2 * 2 * layers if mode == "adapter" else 0
     head = 1
     # Every matmul needs its input gradient (adapters sit in every layer, down to layer 0);
     # a weight gradient is computed only where the kernel trains.
     input_gradients = backbone + adapters + head
-    weight_gradients = adapters + head if mode == "adapter" else backbone + adapters + head
+    weight_gradients = adapters + head if mode == "adapter" else backbone + head
     # Attention's two products (scores, context) per layer: both operands are activations;
     # and the scores product again, recomputed for the softmax gradient (attention_kernel).
     attention_gradients = 2 * 2 * layers + layers
@@ -271,8 +292,8 @@ def test_frozen_kernels_get_no_weight_gradient_at_run_time(tiny_config, mode):
 def test_readme_example_trains_what_the_runner_trains():
     """The library's default on the embedded MiniLM is run_classifier.py's: the README's
     figures (753,794 trainable, pooler included) for both."""
-    from adapter_bert.model.factory import build_pretrained
-    model = build_pretrained(adapter_config=AdapterConfig(size=64), head="classifier",
+    from adapter_bert.adapters.models import load_pretrained
+    model = load_pretrained(adapter_config=AdapterConfig(size=64), head="classifier",
                             num_labels=2)
     apply_tuning(model, "adapter")
     assert parameter_report(model).splitlines()[0] == (

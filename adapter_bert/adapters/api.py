@@ -130,10 +130,6 @@ class AdapterModelMixin:
         self._adapters_off = False
         # The adapter the model is built with: it uses the model's own head.
         self._model_adapter = None
-        if getattr(self._backbone_model(), "adapter_config", None) is not None:
-            raise UserError("the backbone holds a single set of adapters (model/'s "
-                            "BertNetwork(config, adapter_config)); build it without and "
-                            "give the adapter to this model's adapter_config instead")
         if adapter_config is not None:
             name = adapter_name or DEFAULT_ADAPTER
             self._check_new_name(name)

@@ -180,7 +180,7 @@ def save_adapter(model, directory: str, task: Optional[str] = None,
     weights = {name: v.numpy() for name, v in tf1_variables(model).items() if id(v) in trained}
     head = type(getattr(model, "head", None)).__name__ if hasattr(model, "head") else None
     description = describe(bert, task=task, labels=labels, head=head, tuning_mode=tuning_mode,
-                           adapter_config=bert.adapter_config,
+                           adapter_config=None,
                            resadapter=getattr(model, "resadapter_config", None))
     return write_adapter_files(directory, weights, description)
 

@@ -366,7 +366,7 @@ def copy_adapter_weights(source, model) -> int:
             different shapes.
     """
     bert = backbone_of(source)
-    # The source's active named adapter (a runner's model), else its single slot.
+    # The source's active adapter (a runner's model: the one it trained).
     name = getattr(source, "active_adapter", None)
     theirs = {}
     for index, layer in enumerate(bert.encoder.transformer_layers):

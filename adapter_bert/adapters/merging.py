@@ -20,21 +20,17 @@ tracing; a `tf.function` of your own must be traced again after either call.
 
 import contextlib
 from typing import Iterator, Optional
+
 from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of, reset_compiled_functions
 
 
-
-
-def _describe(adapter_name: Optional[str]) -> str:
-    return "the model's adapter" if adapter_name is None else f"adapter {adapter_name!r}"
-
-
-def _adapter_in_use(model, adapter_name: Optional[str]) -> Optional[str]:
-    # None: what plain calls run, the active named adapter of a model with the adapter
-    # API (api.py), else the single slot of model/'s networks.
+def _adapter_in_use(model, adapter_name: Optional[str]) -> str:
+    # None: what plain calls run, the model's active named adapter.
     if adapter_name is None:
-        return getattr(model, "active_adapter", None)
+        adapter_name = getattr(model, "active_adapter", None)
+        if adapter_name is None:
+            raise UserError("the model has no active adapter: name the adapter to merge")
     return adapter_name
 
 
@@ -44,8 +40,7 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
     Args:
         model: a built `BertModel`, task model or `MultiAdapterModel`.
         adapter_name: a named adapter; None: the one plain calls run, the model's active
-            named adapter (the adapter API's models, the runners' models), else the
-            single slot of model/'s networks.
+            adapter.
 
     Raises:
         ValueError: the adapter has no projection updates (an output-block family such
@@ -58,14 +53,13 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
         raise UserError("build the model (and load its weights) before merging adapters")
     merged = bert.merged_adapters()
     if merged:
-        raise UserError(f"{_describe(merged[0])} is merged already; unmerge it first")
+        raise UserError(f"adapter {merged[0]!r} is merged already; unmerge it first")
     adapters = bert.projection_adapters(adapter_name)
     if not adapters:
-        config = (bert.adapter_config if adapter_name is None
-                  else bert.embeddings.task_branches[adapter_name].adapter_config
-                  if adapter_name in bert.embeddings.task_branches else None)
+        branch = bert.embeddings.task_branches.get(adapter_name)
+        config = branch.adapter_config if branch is not None else None
         kind = f"{config.adapter_type} adapters" if config is not None else "no adapters"
-        raise UserError(f"{_describe(adapter_name)} has nothing to merge ({kind}): only "
+        raise UserError(f"adapter {adapter_name!r} has nothing to merge ({kind}): only "
                         f"projection families such as lora fold into the kernels")
     for adapter, projections in adapters:
         adapter.merge(projections)
@@ -90,7 +84,7 @@ def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
         adapter_name = merged[0]
     adapters = [(a, p) for a, p in bert.projection_adapters(adapter_name) if a.merged]
     if not adapters:
-        raise UserError(f"{_describe(adapter_name)} is not merged")
+        raise UserError(f"adapter {adapter_name!r} is not merged")
     for adapter, projections in adapters:
         adapter.unmerge(projections)
     reset_compiled_functions(model)

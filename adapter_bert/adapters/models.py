@@ -34,7 +34,7 @@ class BertModel(AdapterModelMixin, encoder.BertNetwork):
     """
 
     def __init__(self, config, adapter_config=None, name="bert", adapter_name=None, **kwargs):
-        super().__init__(config, None, name=name, **kwargs)
+        super().__init__(config, name=name, **kwargs)
         self._init_adapters(adapter_config, adapter_name)
 
     def _backbone_model(self):
@@ -61,7 +61,7 @@ class BertClassifier(AdapterModelMixin, heads.BertClassifierNetwork):
 
     def __init__(self, config, num_labels, adapter_config=None, name="bert_classifier",
                  adapter_name=None, **kwargs):
-        super().__init__(config, num_labels, None, name=name, **kwargs)
+        super().__init__(config, num_labels, name=name, **kwargs)
         self._init_adapters(adapter_config, adapter_name)
 
     def _default_num_labels(self) -> int:
@@ -85,7 +85,7 @@ class BertSpanModel(AdapterModelMixin, heads.BertSpanNetwork):
 
     def __init__(self, config, adapter_config=None, name="bert_span", adapter_name=None,
                  **kwargs):
-        super().__init__(config, None, name=name, **kwargs)
+        super().__init__(config, name=name, **kwargs)
         self._init_adapters(adapter_config, adapter_name)
 
     def call(self, inputs, training=None):

@@ -63,7 +63,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
             weights before adding adapters: task LayerNorms start as copies).
 
     Raises:
-        ValueError: the backbone has single-path adapters of its own.
+        ValueError: the backbone holds named adapters already.
     """
 
     EXTRA_INPUTS = ("adapter_names",)
@@ -71,7 +71,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
 
     def __init__(self, bert: BertNetwork, name="multi_adapter_model", **kwargs):
         super().__init__(name=name, **kwargs)
-        if bert.adapter_config is not None or bert.named_adapters:
+        if bert.named_adapters:
             raise UserError("MultiAdapterModel needs a backbone without its own adapters; "
                             "add them as named adapters instead")
         if not bert.built:

@@ -8,10 +8,10 @@ per task), optionally its own pooler projection, or, for a fusion task, an
 `AdapterFusion` over other named adapters. The backbone's frozen weights are shared by
 every task and never copied.
 
-`named_adapter_variables` maps a task's variables to the names the same weights have
-in a single-adapter model (`bert/encoder/layer_0/output/mrpc/adapters/weights1` ->
-`bert/encoder/layer_0/output/adapters/weights1`), so a named adapter reads and writes
-the adapter files of run_classifier.py / run_squad.py.
+`named_adapter_variables` maps a task's variables to their shared names, without the
+task's scope segment (`bert/encoder/layer_0/output/mrpc/adapters/weights1` ->
+`bert/encoder/layer_0/output/adapters/weights1`): the names of adapter files and of
+Google's adapter-bert checkpoints.
 """
 
 import re
@@ -24,7 +24,8 @@ from adapter_bert.model.config import AdapterConfig, adapter_families, adapter_f
 from adapter_bert.model.fast_layers import LayerNorm
 from adapter_bert.adapters.fusion import AdapterFusion
 from adapter_bert.model.blocks import TaskBranch, branch_variables
-from adapter_bert.model.encoder import BertNetwork, holders, new_adapters
+from adapter_bert.model.encoder import (BertNetwork, BertTransformerLayer, holders,
+                                        projection_blocks)
 from adapter_bert.errors import UserError
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -96,6 +97,32 @@ def add_pooler_copy(bert: BertNetwork, name: str) -> None:
     branch.dense = _pooler_copy(bert)
     bert.pooler.add_task_branch(branch)
     info.train_pooler = True
+
+
+def new_adapters(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
+    """Fresh adapter layers for transformer layer `index`: [(block, layer)], in call order.
+
+    Where they go is the family's registration: an "output" family gets one layer in
+    each output block its `positions` select; a "projections" family one layer in each
+    block holding projections it updates (`AdapterFamily.projections`), built with
+    {the projections' Dense names in the block: their output widths}. The layers are
+    not built.
+    """
+    family = adapter_family(adapter_config.adapter_type)
+    positions = adapter_config.layer_positions(index)
+    if family.slot == "output":
+        return [(layer.attention_output_block if position == "attention"
+                 else layer.ffn_output_block, family.layer.from_adapter_config(adapter_config))
+                for position in positions]
+    if not positions:
+        return []
+    targets = set(family.projections(adapter_config))
+    by_block = {}
+    for name, (block, dense) in projection_blocks(layer).items():
+        if name in targets:
+            by_block.setdefault(id(block), (block, {}))[1][dense] = getattr(block, dense).units
+    return [(block, family.layer.from_adapter_config(adapter_config, projections))
+            for block, projections in by_block.values()]
 
 
 def _branch_holders(bert: BertNetwork):

@@ -152,7 +152,7 @@ def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="au
     leaves = list(_leaf_layers(model))
     if mode == "adapter" and not any(c == "adapters" for _, _, c in leaves):
         raise UserError("tuning mode 'adapter' needs a model with adapters "
-                        "(build it with an AdapterConfig or call add_adapters)")
+                        "(ab.load_pretrained(adapter_config=...) or model.add_adapter)")
     train_pooler = resolve_train_pooler(model, mode, train_pooler)
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))
     if frozen_backbone and (mode != "adapter" or train_pooler):

@@ -1,11 +1,11 @@
-"""How a backbone block is modified: the single adapter slot, its switch and named adapters.
+"""How a backbone block is modified: the named adapters it holds.
 
 Every BERT layer adapters can change (model/encoder.py: embeddings, self-attention, the
-output blocks, the intermediate block, the pooler) is a `ModifiableBlock`. It stores its
-single `adapter` slot, its `adapter_enabled` switch and its named `task_branches` (one
-`TaskBranch` per named adapter), and its `call` asks `modification(adapter_name)` which
-LayerNorm, adapter, projection and fusion to run, so that every path through a block
-(the single slot, ablations, named adapters, AdapterFusion) is decided in one method.
+output blocks, the intermediate block, the pooler) is a `ModifiableBlock`. It stores one
+`TaskBranch` per named adapter (`task_branches`), and its `call` asks
+`modification(adapter_name)` which LayerNorm, adapter, projection and fusion to run, so
+that every path through a block (the backbone alone, a named adapter, an ablation,
+AdapterFusion) is decided in one method.
 """
 
 from typing import Dict, NamedTuple, Optional, Tuple
@@ -86,11 +86,9 @@ class BlockModification(NamedTuple):
 class ModifiableBlock(ConfiguredLayer):
     """Base of the backbone layers adapters modify: the one extension point of a block.
 
-    Storage, set up by `_init_modifications`: `adapter`, the single slot (filled where
-    a family's registration puts it, see `new_adapters`; written by `set_adapter`);
-    `adapter_enabled`, its on/off switch (a plain attribute, set by ablations);
-    `task_branches`, one `TaskBranch` per named adapter (written by `add_task_branch` and
-    `remove_task_branch`). A block's `call` reads them through `modification` alone.
+    Storage, set up by `_init_modifications`: `task_branches`, one `TaskBranch` per
+    named adapter (written by `add_task_branch` and `remove_task_branch`). A block's
+    `call` reads them through `modification` alone.
 
     `BRANCH_PER_TASK`: every named adapter has a branch here (embeddings and output
     blocks, which hold a LayerNorm); elsewhere a task without a branch runs the block
@@ -124,15 +122,7 @@ class ModifiableBlock(ConfiguredLayer):
     def _init_modifications(self) -> None:
         # Called last in `__init__`: attribute order is the order Keras walks the
         # layers, hence the order of the weights (and of the optimizer's slots).
-        self.adapter = None
-        self.adapter_enabled = True
         self.task_branches = {}
-
-    def set_adapter(self, adapter: Optional[keras.layers.Layer]) -> None:
-        """Fills (or, with None, empties) the single slot; builds it if this layer is built."""
-        self.adapter = adapter
-        if adapter is not None and self.built and not adapter.built:
-            adapter.build(self.adapter_input_shape(adapter))
 
     def add_task_branch(self, branch: TaskBranch) -> None:
         """Adds the named adapter `branch.name`'s parts for this block."""
@@ -153,15 +143,9 @@ class ModifiableBlock(ConfiguredLayer):
         """
         own_layer_norm = getattr(self, "layer_norm", None)
         own_dense = getattr(self, "dense", None)
-        if adapter_name is None:
-            if not self.adapter_enabled and getattr(self.adapter, "merged", False):
-                raise UserError(f"the adapter of {self.name} is merged into its kernels and "
-                                f"cannot be switched off: unmerge it first")
-            return BlockModification(own_layer_norm,
-                                     self.adapter if self.adapter_enabled else None, own_dense)
-        branch = self.task_branches.get(adapter_name)
+        branch = None if adapter_name is None else self.task_branches.get(adapter_name)
         if branch is None:
-            if self.BRANCH_PER_TASK:
+            if adapter_name is not None and self.BRANCH_PER_TASK:
                 raise KeyError(f"no adapter named {adapter_name!r} in {self.name} (named "
                                f"adapters: {sorted(self.task_branches)})")
             return BlockModification(own_layer_norm, None, own_dense)

@@ -22,6 +22,7 @@ import tensorflow as tf
 from adapter_bert import io_utils
 from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
 from adapter_bert.model.blocks import branch_variables
+from adapter_bert.model.encoder import backbone_of
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -335,7 +336,8 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
                 f"{variable.shape.as_list()} in the model built from the config; the config and "
                 f"the checkpoint do not describe the same network")
         variable.assign(value.astype(variable.dtype.as_numpy_dtype))
-        loaded.append(name)
+        if source_name not in loaded:  # a named adapter's copies read the same weights
+            loaded.append(source_name)
     extra = sorted(n for n in weights if n not in variables and n not in shared.values())
     skipped = [n for n in extra if _SKIPPED.search(n)]
     unexpected = [n for n in extra if not _SKIPPED.search(n)]
@@ -358,7 +360,7 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
 def _shared_names(model, variables: Dict[str, tf.Variable]) -> Dict[str, str]:
     """{TF1 name of a named adapter's backbone weight: its name without the adapter's
     scope} (see `blocks.branch_variables`)."""
-    bert = model if hasattr(model, "encoder") else getattr(model, "bert", None)
+    bert = backbone_of(model)
     own_name = {id(v): n for n, v in variables.items()}
     shared = {}
     for adapter in getattr(bert, "named_adapters", None) or []:
@@ -372,16 +374,32 @@ def build_model(model, seq_length: int = 2) -> None:
     model({"input_ids": tf.zeros([1, seq_length], tf.int32)}, training=False)
 
 
+def checkpoint_variables(model) -> Dict[str, tf.Variable]:
+    """The variables of the network the model runs, by the names Google's adapter-bert
+    gives them: `naming.tf1_variables`, except that the model's active adapter has the
+    names without its scope, its LayerNorms and pooler in place of the backbone's it
+    replaces. Other named adapters keep their own names."""
+    variables = tf1_variables(model)
+    active = getattr(model, "active_adapter", None)
+    if active is not None:
+        own_name = {id(v): n for n, v in variables.items()}
+        for shared_name, variable in branch_variables(backbone_of(model), active).items():
+            del variables[own_name[id(variable)]]
+            variables[shared_name] = variable
+    return variables
+
+
 def save_tf1_checkpoint(model, prefix: str) -> List[str]:
     """Writes the model's weights as a TF1 name-based checkpoint (`prefix.index` + data).
 
     The result reads back with `tf.train.list_variables` / `load_checkpoint` and with
-    Google's TF1 scripts; `ab.load_pretrained(prefix)` restores it.
+    Google's TF1 scripts; `ab.load_pretrained(prefix)` restores it. Names are those of
+    `checkpoint_variables`: the active adapter as Google's adapter-bert writes adapters.
 
     Returns:
         The names written.
     """
-    variables = tf1_variables(model)
+    variables = checkpoint_variables(model)
     directory = os.path.dirname(prefix)
     if directory:
         io_utils.makedirs(directory)

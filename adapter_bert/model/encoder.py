@@ -10,30 +10,21 @@ Data flow of one transformer layer (post-LayerNorm BERT, adapters as in Houlsby 
     y = LayerNorm(a + Adapter(Dropout(Dense(act(Dense(a))))))
 
 Every way a block is modified goes through `ModifiableBlock` (model/blocks.py): a block
-stores its single `adapter` slot, its `adapter_enabled` switch and its named
-`task_branches`, and its `call` asks `modification(adapter_name)` what to run.
-The paths, all through that one method:
-
-- the single slot (`BertNetwork.add_adapters`): a family's layers where its registration
-  puts them (`new_adapters`): "output" families (Houlsby, Pfeiffer, parallel) in the two
-  output blocks, "projections" families (LoRA) in the blocks holding the projections
-  they update (self-attention, the output blocks, the intermediate block);
-- `adapter_enabled` (tasks/ablation.py) bypasses the single slot, weights kept;
-- named adapters (adapters/named.py, managed by the adapter API of adapters/api.py and
-  adapters/multitask.py): a `TaskBranch` per task and holder, under the TF1 scope
-  `<block>/<task>`, run by `BertNetwork(..., adapter_name=)`;
-- AdapterFusion (adapters/fusion.py): a task branch whose `fusion` attends over other
-  tasks' adapters of the same block.
+stores one `TaskBranch` per named adapter, under the TF1 scope `<block>/<task>`, and its
+`call` asks `modification(adapter_name)` what to run. Named adapters are added by
+adapters/named.py (managed by the adapter API of adapters/api.py): "output" families
+(Houlsby, Pfeiffer, parallel) in the two output blocks, "projections" families (LoRA) in
+the blocks holding the projections they update. A branch's `adapter_enabled`
+(tasks/ablation.py) bypasses its adapter, weights kept; AdapterFusion
+(adapters/fusion.py) is a branch whose `fusion` attends over other tasks' adapters.
 
 Two more ways adapters are added do not enter these blocks: a ResAdapter
 (adapters/resadapter.py) is a side network reading `all_layer_outputs` of a frozen
 `BertNetwork`, and adapters/hf_bridge.py puts the same adapter layers into the blocks of a
-transformers `TFBertModel`, at the same two places. docs/design.md says why the single
-slot and the task branches are stored apart.
+transformers `TFBertModel`, at the same two places.
 """
 
 import math
-from typing import Optional
 
 import tensorflow as tf
 import tf_keras as keras
@@ -42,7 +33,7 @@ from adapter_bert.model.activations import get_activation
 from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.model.attention_kernel import attention_context
 from adapter_bert.model.blocks import ConfiguredLayer, ModifiableBlock, add_projection_updates
-from adapter_bert.model.config import AdapterConfig, BertConfig, adapter_family
+from adapter_bert.model.config import BertConfig
 from adapter_bert.model.fast_layers import Dense, Dropout, LayerNorm, float32_sum
 from adapter_bert.model.inputs import FeatureInputs, model_features
 from adapter_bert.errors import UserError
@@ -133,9 +124,8 @@ class BertEmbeddings(ModifiableBlock):
 class BertSelfAttention(ModifiableBlock):
     """Multi-head scaled dot-product self-attention (the query/key/value projections).
 
-    `adapter` is the slot of projection adapters (None without): a LoRA layer's
-    low-rank updates are added to the frozen query, key and value projections it
-    targets. A named LoRA adapter has a branch here.
+    A named LoRA adapter has a branch here: its low-rank updates are added to the
+    frozen query, key and value projections it targets.
     """
 
     def __init__(self, config, name="self", **kwargs):
@@ -171,7 +161,7 @@ class BertSelfAttention(ModifiableBlock):
         projected = {"query": self.query(hidden), "key": self.key(hidden),
                      "value": self.value(hidden)}
         adapter = self.modification(adapter_name).adapter
-        if adapter is not None:  # only projection adapters fill this slot
+        if adapter is not None:  # only projection adapters sit here
             projected = add_projection_updates(adapter, hidden, projected)
         query, key, value = (self._split_heads(projected[name])
                              for name in ("query", "key", "value"))
@@ -193,12 +183,11 @@ class BertResidualOutput(ModifiableBlock):
 
     Used twice per transformer layer: after self-attention (scope `attention/output`)
     and after the feed-forward network (scope `output`, whose input is
-    `intermediate_size` wide: `input_width`). `adapter` is the adapter
-    slot; it is empty (None) for a plain BERT. An adapter is called as
-    `adapter(hidden, residual, layer_norm)` (see model/adapter_layers.py), so Houlsby, Pfeiffer and
-    parallel adapters share the slot; a `ProjectionAdapter` (LoRA on `dense`) in it adds its
-    update to the projection instead. A named adapter runs its own LayerNorm copy and
-    adapter (or fusion) here.
+    `intermediate_size` wide: `input_width`). A named adapter runs its own LayerNorm copy
+    and adapter (or fusion) here. An adapter is called as
+    `adapter(hidden, residual, layer_norm)` (see model/adapter_layers.py), so Houlsby,
+    Pfeiffer and parallel adapters take the same place; a `ProjectionAdapter` (LoRA on
+    `dense`) adds its update to the projection instead.
     """
 
     BRANCH_PER_TASK = True
@@ -259,8 +248,7 @@ class BertAttention(ConfiguredLayer):
 class BertIntermediate(ModifiableBlock):
     """First feed-forward projection with the hidden activation (scope `intermediate`).
 
-    `adapter` is the slot of a projection adapter on `dense` (LoRA's "intermediate"
-    target); a named LoRA adapter with that target has a branch here.
+    A named LoRA adapter with the "intermediate" target has a branch here.
     """
 
     def __init__(self, config, name="intermediate", **kwargs):
@@ -274,17 +262,17 @@ class BertIntermediate(ModifiableBlock):
     def call(self, hidden, training=None, adapter_name=None):
         projected = self.dense(hidden)
         adapter = self.modification(adapter_name).adapter
-        if adapter is not None:  # only projection adapters fill this slot
+        if adapter is not None:  # only projection adapters sit here
             projected = add_projection_updates(adapter, hidden, {"dense": projected})["dense"]
         return self._act(projected)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class BertTransformerLayer(ConfiguredLayer):
-    """One transformer block (scope `layer_N`) with two adapter slots.
+    """One transformer block (scope `layer_N`).
 
     `attention_output_block` and `ffn_output_block` are the two `BertResidualOutput`s
-    whose `adapter` slots hold the paper's two adapters.
+    that hold the paper's two adapters.
     """
 
     def __init__(self, config, name="layer_0", **kwargs):
@@ -379,38 +367,12 @@ def backbone_of(model) -> "BertNetwork":
 def reset_compiled_functions(model) -> None:
     """Drops Keras' traced predict/test/train functions so that the next call re-traces.
 
-    The active adapter, `adapter_enabled` and the layer structure are Python state read
+    The active adapter, the branches' `adapter_enabled` and the layer structure are Python state read
     while tracing: a function traced before a change would keep running the old model.
     """
     for name in ("predict_function", "test_function", "train_function"):
         if getattr(model, name, None) is not None:
             setattr(model, name, None)
-
-
-def new_adapters(layer: BertTransformerLayer, adapter_config: AdapterConfig, index: int):
-    """Fresh adapter layers for transformer layer `index`: [(block, layer)], in call order.
-
-    Where they go is the family's registration: an "output" family gets one layer in
-    each output block its `positions` select; a "projections" family one layer in each
-    block holding projections it updates (`AdapterFamily.projections`), built with
-    {the projections' Dense names in the block: their output widths}. The layers are
-    not built.
-    """
-    family = adapter_family(adapter_config.adapter_type)
-    positions = adapter_config.layer_positions(index)
-    if family.slot == "output":
-        return [(layer.attention_output_block if position == "attention"
-                 else layer.ffn_output_block, family.layer.from_adapter_config(adapter_config))
-                for position in positions]
-    if not positions:
-        return []
-    targets = set(family.projections(adapter_config))
-    by_block = {}
-    for name, (block, dense) in projection_blocks(layer).items():
-        if name in targets:
-            by_block.setdefault(id(block), (block, {}))[1][dense] = getattr(block, dense).units
-    return [(block, family.layer.from_adapter_config(adapter_config, projections))
-            for block, projections in by_block.values()]
 
 
 def attention_adder_from_mask(input_mask) -> tf.Tensor:
@@ -440,89 +402,43 @@ class BertNetwork(FeatureInputs, keras.Model):
 
     Args:
         config: the `BertConfig`.
-        adapter_config: an `AdapterConfig` to insert adapters (of any family), or None.
 
     Examples:
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)
-        >>> bert = BertNetwork(cfg, AdapterConfig(size=4))
+        >>> bert = BertNetwork(cfg)
         >>> out = bert({"input_ids": tf.ones([2, 5], tf.int32)})
         >>> out["pooled_output"].shape
         TensorShape([2, 16])
     """
 
-    def __init__(self, config, adapter_config=None, name="bert", **kwargs):
+    def __init__(self, config, name="bert", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
         self.embeddings = BertEmbeddings(self.config, name="embeddings")
         self.encoder = BertEncoder(self.config, name="encoder")
         self.pooler = BertPooler(self.config, name="pooler")
-        self.adapter_config = None
-        if adapter_config is not None:
-            self.add_adapters(adapter_config)
 
-    def add_adapters(self, adapter_config) -> None:
-        """Puts a fresh adapter in every slot the `AdapterConfig` selects.
-
-        Where they go is the family's registration (`new_adapters`): Houlsby, Pfeiffer
-        and parallel adapters into output blocks, LoRA beside the projections it
-        targets. Works before or after the model is built; existing adapters are
-        replaced.
-
-        Args:
-            adapter_config: an `AdapterConfig` or its dict.
-
-        Raises:
-            ConfigError: `leave_out` names layers the backbone lacks.
-            ValueError: the present adapter is merged into the kernels.
-        """
-        if isinstance(adapter_config, dict):
-            adapter_config = AdapterConfig.from_dict(adapter_config)
-        adapter_config.validate_for(self.config)
-        self.remove_adapters()
-        for index, layer in enumerate(self.encoder.transformer_layers):
-            for block, adapter in new_adapters(layer, adapter_config, index):
-                block.set_adapter(adapter)
-        self.adapter_config = adapter_config
-
-    def remove_adapters(self) -> None:
-        """Empties every adapter slot: the model becomes a plain BERT again.
-
-        Raises:
-            ValueError: the adapter is merged into the kernels (`unmerge_adapter` first).
-        """
-        if None in self.merged_adapters():
-            raise UserError("the model's adapter is merged into its kernels: unmerge it "
-                            "(adapter_bert.unmerge_adapter) before replacing or removing it")
-        for layer in self.encoder.transformer_layers:
-            for block in holders(layer):
-                block.set_adapter(None)
-        self.adapter_config = None
-
-    def projection_adapters(self, adapter_name: Optional[str] = None):
-        """[(ProjectionAdapter, {target: its Dense})] of the single slot (None) or of the
-        named adapter `adapter_name`, in every block."""
+    def projection_adapters(self, adapter_name: str):
+        """[(ProjectionAdapter, {target: its Dense})] of the named adapter `adapter_name`,
+        in every block."""
         found = []
         for layer in self.encoder.transformer_layers:
             for block in holders(layer):
-                if adapter_name is None:
-                    adapter = block.adapter
-                else:
-                    branch = block.task_branches.get(adapter_name)
-                    adapter = branch.adapter if branch is not None else None
+                branch = block.task_branches.get(adapter_name)
+                adapter = branch.adapter if branch is not None else None
                 if isinstance(adapter, ProjectionAdapter):
                     found.append((adapter, {t: getattr(block, t) for t in adapter.targets}))
         return found
 
     def merged_adapters(self):
-        """Adapters whose updates are merged into the kernels: None for the single slot,
-        else the named adapter's name (at most one, since they share the kernels)."""
+        """Names of the named adapters whose updates are merged into the kernels (at most
+        one, since they share the kernels)."""
         merged = []
         for layer in self.encoder.transformer_layers:
             for block in holders(layer):
-                named = [(name, branch.adapter) for name, branch in block.task_branches.items()]
-                for name, adapter in [(None, block.adapter)] + named:
-                    if getattr(adapter, "merged", False) and name not in merged:
+                for name, branch in block.task_branches.items():
+                    if getattr(branch.adapter, "merged", False) and name not in merged:
                         merged.append(name)
         return merged
 
@@ -544,10 +460,9 @@ class BertNetwork(FeatureInputs, keras.Model):
         adapter_name = adapter_name or None
         merged = self.merged_adapters()
         if merged and merged != [adapter_name]:
-            shown = "the model's own adapter" if merged[0] is None else f"adapter {merged[0]!r}"
             running = ("the model without it" if adapter_name is None
                        else f"adapter {adapter_name!r}")
-            raise UserError(f"{shown} is merged into the backbone's kernels; unmerge it "
+            raise UserError(f"adapter {merged[0]!r} is merged into the backbone's kernels; unmerge it "
                             f"(adapter_bert.unmerge_adapter) before running {running}")
         inputs = model_features(inputs, type(self).__name__)
         input_ids = inputs["input_ids"]
@@ -568,8 +483,7 @@ class BertNetwork(FeatureInputs, keras.Model):
         return outputs
 
     def get_config(self):
-        return {"name": self.name, "config": self.config.to_dict(),
-                "adapter_config": self.adapter_config and self.adapter_config.to_dict()}
+        return {"name": self.name, "config": self.config.to_dict()}
 
     @classmethod
     def from_config(cls, config, custom_objects=None):

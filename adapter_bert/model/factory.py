@@ -39,22 +39,28 @@ def task_model(bert_config: BertConfig, head: Optional[str] = None,
         bert_config: the backbone's `BertConfig`.
         head: None (bare encoder), "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
-        adapter_config: `AdapterConfig` for adapters inside BERT, or None.
+        adapter_config: the adapter to build the model with, or None; only classes with
+            the adapter API (`adapter_bert.adapters.models.MODELS`) hold adapters.
         classes: the class for each head, as `NETWORKS` (the default) maps them.
 
     Raises:
-        ValueError: unknown head, or a classifier without `num_labels`.
+        ValueError: unknown head, a classifier without `num_labels`, or an adapter for
+            classes without the adapter API.
     """
     classes = NETWORKS if classes is None else classes
-    if head is None:
-        return classes[None](bert_config, adapter_config)
-    if head not in HEADS:
+    if head is not None and head not in HEADS:
         raise UserError(f"head must be None, 'classifier' or 'span', got {head!r}")
+    if head == "classifier" and num_labels is None:
+        raise UserError("a classifier head needs num_labels")
+    adapter = {}
+    if adapter_config is not None:
+        if classes[head] is NETWORKS[head]:
+            raise UserError("model/'s networks hold no adapters: build the model with "
+                            "ab.load_pretrained(..., adapter_config=...)")
+        adapter = {"adapter_config": adapter_config}
     if head == "classifier":
-        if num_labels is None:
-            raise UserError("a classifier head needs num_labels")
-        return classes["classifier"](bert_config, num_labels, adapter_config)
-    return classes["span"](bert_config, adapter_config)
+        return classes["classifier"](bert_config, num_labels, **adapter)
+    return classes[head](bert_config, **adapter)
 
 
 def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
@@ -66,9 +72,8 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
         path: checkpoint (see `resolve_backbone`), or the name of a Google release such
             as "uncased_L-12_H-768_A-12" (downloaded once and cached, see
             `google_checkpoints`); None loads the embedded MiniLM.
-        adapter_config: `AdapterConfig` of the adapter to build the model with (how
-            each class holds it: model/'s networks in their single slot, the adapter
-            API's models as a named adapter), or None.
+        adapter_config: `AdapterConfig` of the adapter to build the model with (a named
+            adapter of classes with the adapter API), or None.
         head: None (bare `BertNetwork`), "classifier" or "span".
         num_labels: classes of the classifier head (1 for regression).
         config_file: overrides the config found next to the checkpoint.

@@ -9,7 +9,7 @@ checkpoints load: run_classifier.py's `output_weights [num_labels, H]` and
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.model.config import AdapterConfig, BertConfig
+from adapter_bert.model.config import BertConfig
 from adapter_bert.model.fast_layers import Dropout
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.inputs import FeatureInputs
@@ -74,8 +74,8 @@ class SpanHead(_LinearHead):
         return logits[..., 0], logits[..., 1]
 
 
-def _backbone(config, adapter_config):
-    return config if isinstance(config, BertNetwork) else BertNetwork(config, adapter_config)
+def _backbone(config):
+    return config if isinstance(config, BertNetwork) else BertNetwork(config)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -88,12 +88,11 @@ class BertClassifierNetwork(FeatureInputs, keras.Model):
     Args:
         config: a `BertConfig`, or an existing `BertNetwork` to share.
         num_labels: number of classes; 1 for regression (STS-B).
-        adapter_config: `AdapterConfig` for Houlsby adapters, or None.
     """
 
-    def __init__(self, config, num_labels, adapter_config=None, name="bert_classifier", **kwargs):
+    def __init__(self, config, num_labels, name="bert_classifier", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.bert = _backbone(config, adapter_config)
+        self.bert = _backbone(config)
         self.num_labels = int(num_labels)
         self.head = ClassifierHead(num_labels, dropout_rate=self.bert.config.hidden_dropout_prob,
                                    initializer_range=self.bert.config.initializer_range)
@@ -104,24 +103,21 @@ class BertClassifierNetwork(FeatureInputs, keras.Model):
 
     def get_config(self):
         return {"name": self.name, "config": self.bert.config.to_dict(),
-                "num_labels": self.num_labels,
-                "adapter_config": self.bert.adapter_config and self.bert.adapter_config.to_dict()}
+                "num_labels": self.num_labels}
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
-        adapter = config.pop("adapter_config", None)
-        return cls(BertConfig.from_dict(config.pop("config")), config.pop("num_labels"),
-                   AdapterConfig.from_dict(adapter) if adapter else None, **config)
+        return cls(BertConfig.from_dict(config.pop("config")), config.pop("num_labels"), **config)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class BertSpanNetwork(FeatureInputs, keras.Model):
     """BERT + `SpanHead`: returns {"start_logits", "end_logits"} [B, T] float32 (SQuAD)."""
 
-    def __init__(self, config, adapter_config=None, name="bert_span", **kwargs):
+    def __init__(self, config, name="bert_span", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.bert = _backbone(config, adapter_config)
+        self.bert = _backbone(config)
         self.head = SpanHead(initializer_range=self.bert.config.initializer_range)
 
     def call(self, inputs, training=None):
@@ -130,12 +126,9 @@ class BertSpanNetwork(FeatureInputs, keras.Model):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
     def get_config(self):
-        return {"name": self.name, "config": self.bert.config.to_dict(),
-                "adapter_config": self.bert.adapter_config and self.bert.adapter_config.to_dict()}
+        return {"name": self.name, "config": self.bert.config.to_dict()}
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
-        adapter = config.pop("adapter_config", None)
-        return cls(BertConfig.from_dict(config.pop("config")),
-                   AdapterConfig.from_dict(adapter) if adapter else None, **config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)

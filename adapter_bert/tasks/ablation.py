@@ -41,8 +41,7 @@ def default_metric(metrics_kind: str) -> str:
 
 
 def adapter_blocks_by_layer(model) -> List[list]:
-    """Per transformer layer, where that layer holds an adapter: the active named
-    adapter's `TaskBranch`es (a model without one: the blocks of its single slot).
+    """Per transformer layer, the active adapter's `TaskBranch`es that hold an adapter.
 
     Args:
         model: a `BertModel` or a task model with a `.bert` backbone.
@@ -57,8 +56,7 @@ def adapter_blocks_by_layer(model) -> List[list]:
     layers = backbone_of(model).encoder.transformer_layers
     name = getattr(model, "active_adapter", None)
     if name is None:
-        return [[block for block in holders(layer) if block.adapter is not None]
-                for layer in layers]
+        raise UserError("the model has no adapters to ablate (no active adapter)")
     branches = [[block.task_branches.get(name) for block in holders(layer)] for layer in layers]
     return [[branch for branch in found if branch is not None and branch.adapter is not None]
             for found in branches]

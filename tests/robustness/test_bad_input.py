@@ -48,11 +48,11 @@ def _foreign_adapter(target: Path, vocab: Path) -> Path:
     from adapter_bert.adapters.files import save_adapter
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
+    from adapter_bert.adapters.models import BertClassifier
     config = BertConfig(vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")), hidden_size=32,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=64)
-    model = BertClassifierNetwork(config, 2, AdapterConfig(size=8))
+    model = BertClassifier(config, 2, AdapterConfig(size=8))
     build_model(model)
     save_adapter(model, str(target), "mrpc", ["0", "1"])
     return target
@@ -63,9 +63,9 @@ def _adapter_for_labels(target: Path, backbone: Path, task: str, labels) -> Path
     from adapter_bert.adapters.files import save_adapter
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
+    from adapter_bert.adapters.models import BertClassifier
     config = BertConfig.from_json_file(str(backbone / "bert_config.json"))
-    model = BertClassifierNetwork(config, len(labels), AdapterConfig(size=8))
+    model = BertClassifier(config, len(labels), AdapterConfig(size=8))
     build_model(model)
     save_adapter(model, str(target), task, list(labels))
     return target
