@@ -151,7 +151,7 @@ _SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     import tf_keras as keras
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
+    from adapter_bert.adapters.models import BertClassifier
     from adapter_bert.training.optimizer import create_optimizer
 
     rng = np.random.default_rng(0)

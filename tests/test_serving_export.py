@@ -163,15 +163,13 @@ def test_single_sentence_and_regression_exports(backbone, tmp_path):
     """A single-sentence task takes text_a only; a regression head returns `score`."""
     import tensorflow as tf
 
-    from adapter_bert.model.factory import build_pretrained
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
     from adapter_bert.serving.export import ExportError, export_classifier
     from adapter_bert.serving.tokenizer import BertInputEncoder
     vocab = str(backbone / "vocab.txt")
-    bert = build_pretrained(str(backbone / "bert_model.ckpt"),
-                           adapter_config=AdapterConfig(size=4))
-    regression = BertClassifierNetwork(bert, 1)
+    regression = load_pretrained(str(backbone / "bert_model.ckpt"), AdapterConfig(size=4),
+                                 head="classifier", num_labels=1)
     texts = ["A man is playing a guitar.", ""]
     features = BertInputEncoder(vocab, True, MAX_LEN).encode(tf.constant(texts))
     expected = regression(features, training=False).numpy()[:, 0]

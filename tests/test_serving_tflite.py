@@ -33,13 +33,12 @@ def tiny_classifier(backbone, num_labels):
     with a large spread from a fixed seed, so that rows' outputs differ by far more than
     the tolerance whatever random weights the session's backbone got (as initialised, the
     model answers about the same for every row)."""
+    from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.model.config import AdapterConfig
-    from adapter_bert.model.factory import build_pretrained
-    from adapter_bert.model.heads import BertClassifierNetwork
     from tests.conftest import tiny_inputs
-    bert = build_pretrained(str(backbone / "bert_model.ckpt"),
-                           adapter_config=AdapterConfig(size=4, init_scale=0.2))
-    model = BertClassifierNetwork(bert, num_labels)
+    model = load_pretrained(str(backbone / "bert_model.ckpt"),
+                            AdapterConfig(size=4, init_scale=0.2), head="classifier",
+                            num_labels=num_labels)
     model(tiny_inputs(), training=False)
     rng = np.random.default_rng(0)
     for variable in model.variables:

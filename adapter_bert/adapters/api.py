@@ -403,8 +403,7 @@ class AdapterModelMixin:
     def _refuse_while_merged(self, action: str, error=ValueError) -> None:
         merged = self._backbone_model().merged_adapters()
         if merged:
-            shown = "the model's adapter" if merged[0] is None else f"adapter {merged[0]!r}"
-            raise error(f"{shown} is merged into the backbone's kernels: unmerge it "
+            raise error(f"adapter {merged[0]!r} is merged into the backbone's kernels: unmerge it "
                         f"(unmerge_adapter) before {action}")
 
     # --------------------------------------------------------------- files

@@ -196,8 +196,7 @@ class FeatureInputs:
         bert = self if hasattr(self, "merged_adapters") else getattr(self, "bert", None)
         merged = bert.merged_adapters() if hasattr(bert, "merged_adapters") else []
         if merged:
-            shown = "the model's adapter" if merged[0] is None else f"adapter {merged[0]!r}"
-            raise UserError(f"{shown} is merged into the backbone's kernels: unmerge it "
+            raise UserError(f"adapter {merged[0]!r} is merged into the backbone's kernels: unmerge it "
                             f"(unmerge_adapter) before saving the model with Keras")
         return super().save(filepath, *args, **kwargs)
 
