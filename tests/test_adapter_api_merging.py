@@ -1,12 +1,7 @@
-"""adapters/api.py: LoRA adapters merged into and out of their kernels through the adapter
-API, and a family of one's own (docs/adapters.md) through add, save and load."""
+"""adapters/api.py: named LoRA adapters merged into and out of their kernels through the
+adapter API's methods (adapters/merging.py's functions: tests/test_adapter_families.py)."""
 
-import contextlib
-import importlib
-import io
 import json
-import re
-import sys
 
 import numpy as np
 import pytest
@@ -14,13 +9,13 @@ import tensorflow as tf
 
 import adapter_bert as ab
 from adapter_bert.adapters.files import AdapterFileError
-from adapter_bert.adapters.tuning import parameter_line, parameter_summary
+from adapter_bert.adapters.tuning import parameter_line
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import tf1_variables
-from tests.adapter_api_helpers import (M, assert_unchanged, copy_weights, count, differ,
+from tests.adapter_api_helpers import (M, assert_unchanged, count, differ,
                                        fit_briefly, make, perturb, run, same, write_backbone)
 from tests.adapter_api_helpers import source  # noqa: F401 (a fixture)
-from tests.conftest import BERT_VOCAB, REPO, tiny_inputs
+from tests.conftest import tiny_inputs
 
 
 # ------------------------------------------------------------------ LoRA merging
@@ -180,84 +175,3 @@ def test_merge_methods_choose_the_adapter_and_restore_the_active_one(tiny_config
     with pytest.raises(ValueError, match=r"MultiAdapterModel has no active adapter to merge: "
                                          r"pass name=\.\.\. \(adapters: \['h', 'a', 'b'\]\)"):
         model.merge_adapter()
-
-
-def test_the_adapter_a_model_is_built_with_merges_by_method(tiny_config, source):
-    model = ab.BertClassifier(tiny_config, 2, LORA)
-    model.build_with_dummy_inputs()
-    copy_weights(source, model)
-    rng = np.random.default_rng(5)
-    for name, variable in tf1_variables(model).items():
-        if "_lora_" in name:
-            variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
-    expected = run(model)
-    before = kernels(model)
-    model.merge_adapter()  # the active adapter: the one the model was built with
-    assert model.bert.merged_adapters() == ["adapter"]
-    np.testing.assert_allclose(run(model), expected, rtol=1e-5, atol=1e-5)
-    model.unmerge_adapter()
-    for name, value in before.items():
-        np.testing.assert_array_equal(tf1_variables(model)[name].numpy(), value, err_msg=name)
-    same(run(model), expected)
-
-
-# ------------------------------------------------------- a family of one's own
-def docs_family_example() -> str:
-    """The "Adding an adapter family" block of docs/adapters.md."""
-    text = (REPO / "docs" / "adapters.md").read_text()
-    start = text.index("<!-- family-example")
-    return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
-
-
-@pytest.fixture
-def gated_family(tmp_path, monkeypatch):
-    """Runs the docs' block (on a tiny backbone standing in for MiniLM) as a module, which
-    registers the "gated" family; unregisters it afterwards."""
-    from adapter_bert.model import checkpoints
-    from adapter_bert.model.config import adapter_families, unregister_adapter_family
-    from tests.runner_utils import write_tiny_backbone
-    tiny = write_tiny_backbone(tmp_path / "minilm_stand_in", BERT_VOCAB)
-    monkeypatch.setattr(checkpoints, "default_backbone_dir", lambda: str(tiny))
-    # A module file rather than exec: AutoGraph reads the layer's source.
-    (tmp_path / "docs_gated_family.py").write_text(docs_family_example())
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield importlib.import_module("docs_gated_family")
-    finally:
-        sys.modules.pop("docs_gated_family", None)
-        if "gated" in [family.name for family in adapter_families()]:
-            unregister_adapter_family("gated")
-
-
-def test_the_docs_family_goes_through_add_save_and_load(gated_family, tiny_config, source,
-                                                        tmp_path):
-    config = AdapterConfig(size=M, adapter_type="gated", gated_init=0.5)
-    model = make("classifier", tiny_config, source)
-    model.add_adapter("gate", config, num_labels=3, labels=["a", "b", "c"], train_pooler=False)
-    gates = [layer for layer in model.bert._flatten_layers()  # noqa: SLF001
-             if isinstance(layer, gated_family.GatedAdapter)]
-    assert len(gates) == 2 * 2 and {float(g.gate.numpy()) for g in gates} == {0.5}
-    model.train_adapter("gate", verbose=False)
-    # Per slot 2 * 16 * M + M + 16 + 1 (the gate); two slots in each of two layers.
-    assert config.param_count(tiny_config) == 4 * (2 * 16 * M + M + 16 + 1)
-    own = config.param_count(tiny_config) + (1 + 2 * 2) * 2 * 16 + (3 * 16 + 3)
-    assert count(model.trainable_weights) == own
-    assert parameter_summary(model)["adapters"] == (config.param_count(tiny_config),) * 2
-    perturb(model, "gate")
-    expected = run(model)
-    model.save_adapter(str(tmp_path / "gate"))
-    stored = json.loads((tmp_path / "gate" / "adapter_config.json").read_text())
-    assert stored["adapter_config"]["adapter_type"] == "gated"
-    assert stored["adapter_config"]["gated_init"] == 0.5
-    loaded = ab.load_adapter(str(tmp_path / "gate"),
-                             backbone=str(write_backbone(source, tmp_path / "backbone")))
-    assert loaded.labels == {"gate": ["a", "b", "c"]}
-    assert sum(isinstance(layer, gated_family.GatedAdapter)
-               for layer in loaded.bert._flatten_layers()) == 4  # noqa: SLF001
-    same(run(loaded), expected)
-    multi = make("multi", tiny_config, source)
-    assert multi.load_adapter(str(tmp_path / "gate")) == "gate"
-    same(run(multi), expected)
-    with pytest.raises(ValueError, match=r"nothing to merge \(gated adapters\)"):
-        loaded.merge_adapter()

@@ -295,8 +295,9 @@ def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_conf
     assert backbone_fingerprint(model) == fingerprint
     with pytest.raises(ValueError, match="no adapter of the model is merged"):
         ab.unmerge_adapter(model)
-    with ab.adapter_merged(model):
+    with model.adapter_merged():  # the method: the active adapter, the one it is built with
         assert model.bert.merged_adapters() == ["adapter"]
+        np.testing.assert_allclose(model(inputs, training=False), before, rtol=1e-5, atol=1e-5)
     assert model.bert.merged_adapters() == []
     houlsby = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M)))
     with pytest.raises(ValueError, match=r"nothing to merge \(houlsby adapters\): only "
@@ -500,9 +501,20 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
     np.testing.assert_array_equal(fresh(inputs, training=False), expected)
     clone = BertClassifier.from_config(model.get_config())
     assert named_adapter_info(clone.bert, "adapter").adapter_config == config
+    # The adapter API's paths: the method writes the same file, a new model on the same
+    # backbone loads it with its labels, and so does a model serving several tasks.
+    model.save_adapter(str(tmp_path / "by_method"), task="t", labels=["a", "b"])
+    assert (json.loads((tmp_path / "by_method" / "adapter_config.json").read_text())
+            ["weights_sha256"] == stored["weights_sha256"])
+    backbone = built(ab.BertModel(still_config))
+    copy_backbone(model, backbone)
+    loaded = ab.load_adapter(str(tmp_path / "by_method"), backbone=backbone)
+    assert loaded.labels == {"t": ["a", "b"]}
+    np.testing.assert_array_equal(loaded(inputs, training=False), expected)
     multi = MultiAdapterModel(built(BertNetwork(still_config)))
-    multi.add_adapter("mine", config, num_labels=2)
-    assert multi.adapter_names == ["mine"]
+    copy_backbone(model, multi)
+    assert multi.load_adapter(str(tmp_path / "adapter"), name="mine") == "mine"
+    np.testing.assert_array_equal(multi(inputs, training=False), expected)
     if family == "diagonal":  # a projection family of one's own merges too
         ab.merge_adapter(fresh)
         np.testing.assert_allclose(fresh(inputs, training=False), expected, rtol=1e-5, atol=1e-5)
