@@ -29,8 +29,8 @@ and its files are those of a runner's adapter-mode run, so `run_classifier.py
 
 Why subclasses: the networks sit in model/, below everything that manages adapters
 (named branches, adapter files and parameter reports live here in adapters/, see
-docs/design.md), so the methods are added one layer up. The runners build the networks
-themselves; the weights and their names are the same.
+docs/design.md), so the methods are added one layer up. The runners build these classes
+too (tasks/task_models.py), with the adapter named after the task.
 
 Rules every model follows:
 - The first adapter a model gets becomes its active one.
