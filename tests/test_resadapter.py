@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
+import adapter_bert as ab
+from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.resadapter import (CELLS, VARIANTS, ResAdapterCell, ResAdapterClassifier,
@@ -290,7 +291,7 @@ def test_adapter_file_round_trip_includes_moving_statistics(tmp_path):
     cfg = ResAdapterConfig(size=M, variant="resnext", cell="attention")
     model = tuned(ResAdapterSpanModel(config(4), cfg))
     model(tiny_inputs(batch=4), training=True)  # moves the BatchNorm statistics
-    save_adapter(model, str(tmp_path), "squad_v2.0")
+    ab.save_adapter(model, str(tmp_path), task="squad_v2.0")  # the model's method
     description = read_adapter_config(str(tmp_path))
     assert description["resadapter"] == cfg.to_dict() and description["adapter_config"] is None
     assert description["head"] == "SpanHead"
@@ -299,7 +300,7 @@ def test_adapter_file_round_trip_includes_moving_statistics(tmp_path):
     fresh = tuned(ResAdapterSpanModel(config(4), ResAdapterConfig.from_dict(
         description["resadapter"])))
     fresh.bert.set_weights(model.bert.get_weights())  # the same pretrained backbone
-    load_adapter(fresh, str(tmp_path))
+    assert fresh.load_adapter(str(tmp_path))["task"] == "squad_v2.0"
     inputs = tiny_inputs(batch=3)
     for key, value in model(inputs, training=False).items():
         np.testing.assert_allclose(fresh(inputs, training=False)[key], value, atol=1e-6)

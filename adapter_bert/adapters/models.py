@@ -196,9 +196,9 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
                  labels: Optional[Sequence[str]] = None) -> str:
     """Writes a model's adapter as an adapter directory (`ab.save_adapter`).
 
-    A model with the adapter API writes its named adapter `name` (default: the active
-    one) with `model.save_adapter`; any other model of the package (model/'s networks,
-    ResAdapter models) writes its trained weights (`files.save_adapter`).
+    `model.save_adapter`: a model with the adapter API writes its named adapter `name`
+    (default: the active one), a ResAdapter model its side network and head; model/'s
+    networks, which have no such method, their trained weights (`files.save_adapter`).
 
     Returns:
         The path of the weights file.
@@ -208,6 +208,8 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
     if name is not None:
         raise UserError(f"{type(model).__name__} has no named adapters; call "
                         f"save_adapter(model, directory) without a name")
+    if hasattr(model, "save_adapter"):
+        return model.save_adapter(directory, task, labels)
     return files.save_adapter(model, directory, task, labels)
 
 

@@ -38,11 +38,12 @@ Design decisions:
 
 import dataclasses
 import math
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras as keras
 
+from adapter_bert.adapters import files
 from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.model.fast_layers import Dropout, LayerNorm
@@ -332,6 +333,17 @@ class _ResAdapterTaskModel(FeatureInputs, keras.Model):
     def _base_config(self):
         return {"name": self.name, "config": self.bert.config.to_dict(),
                 "resadapter_config": self.resadapter_config.to_dict()}
+
+    def save_adapter(self, directory: str, task: Optional[str] = None,
+                     labels: Optional[Sequence[str]] = None) -> str:
+        """Writes the trained side network and head as an adapter directory (what a
+        run with `--adapter_type=resadapter` writes); returns the weights file's path."""
+        return files.save_adapter(self, directory, task, labels)
+
+    def load_adapter(self, directory: str) -> dict:
+        """Loads an adapter directory `save_adapter` (or a ResAdapter run) wrote into this
+        built model of the same shape; returns the file's description."""
+        return files.load_adapter(self, directory)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
