@@ -64,7 +64,7 @@ class TextClassifier(keras.Model):
     `fit`, `evaluate` and `predict` take texts, and `tf.data` datasets of features too.
 
     Attributes:
-        classifier: the runner's task model (`model.heads.BertClassifierNetwork`).
+        classifier: the runner's task model (an `ab.BertClassifier`, or a ResAdapter one).
         labels: label names in logit order (empty for regression).
         task: the name recorded in saved adapter directories.
         max_seq_length: tokens per row, special tokens included.
