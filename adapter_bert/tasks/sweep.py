@@ -339,8 +339,10 @@ def keep_best(output_dir: str, point_dir: str, point: Dict[str, str], argv: List
     return best
 
 
-def protocol_text(select_on: str, fraction: Optional[float], seed: str, key: str,
+def protocol_text(fraction: Optional[float], seed: str, key: str,
                   best_dev: Optional[Dict[str, str]]) -> str:
+    """What the selection did, for the report: on dev (`fraction` None), or on `fraction`
+    of the training data held out (`best_dev`: the chosen point's dev figures)."""
     if fraction is None:
         return (f"Selected on the dev set by {key}: the chosen point's dev figures are then no "
                 f"longer an unbiased estimate of its quality (the dev set chose it).")
@@ -386,7 +388,7 @@ def main(argv: Sequence[str]) -> int:
         best_dev = _run_best(runner, passed, best, "--do_eval")
     seed = next((a.split("=", 1)[1] for a in passed if a.startswith("--seed=")), "42")
     write_tables(output_dir, grid, rows, chosen, key,
-                 protocol_text(own["select_on"], fraction, seed, key, best_dev))
+                 protocol_text(fraction, seed, key, best_dev))
     if own["do_predict"]:
         _predict_best(runner, passed, best, rows[chosen]["folder"])
     print(f"sweep: selected {', '.join(f'{k}={v}' for k, v in rows[chosen]['point'].items())} "
