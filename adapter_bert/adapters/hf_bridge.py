@@ -62,8 +62,6 @@ from adapter_bert.model.config import AdapterConfig  # noqa: E402
 from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
 from adapter_bert.model.encoder import backbone_of, reset_compiled_functions  # noqa: E402
 
-POSITIONS = ("attention", "ffn")
-
 # Attribute under which frozen weights of layers that also own trainable children are kept.
 _FROZEN = "_adapter_bert_frozen_weights"
 

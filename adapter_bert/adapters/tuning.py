@@ -45,8 +45,7 @@ from adapter_bert.adapters.named import add_pooler_copy
 
 TUNING_MODES = ("adapter", "full", "layernorm", "top_k")
 
-# Values of `apply_tuning(train_pooler=...)`; the strings are the runners' flag values.
-TRAIN_POOLER_CHOICES = ("auto", True, False)
+# `apply_tuning(train_pooler=...)` takes "auto", True and False, and the flag's strings.
 _FLAG_VALUES = {"auto": "auto", "true": True, "false": False}
 
 log = logging.getLogger(__name__)

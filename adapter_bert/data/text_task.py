@@ -30,7 +30,6 @@ LABEL_NAMES = ("label", "labels", "class", "category", "target", "gold_label", "
 # A text column with a well-known partner: that partner is the pair's second text.
 PAIR_NAMES = {"sentence1": "sentence2", "question1": "question2", "premise": "hypothesis",
               "text_a": "text_b"}
-TASK_TYPES = ("classification", "regression")
 
 
 @dataclasses.dataclass(frozen=True)
