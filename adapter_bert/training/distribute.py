@@ -23,19 +23,10 @@ _LOCAL_TPU = "local"
 
 
 def split_cpu(num_devices: int) -> None:
-    """Splits the physical CPU into `num_devices` logical devices.
-
-    Lets `MirroredStrategy` run several replicas on one CPU, which is how the
-    multi-replica code paths are tested without GPUs.
-
-    Args:
-        num_devices: number of logical CPU devices (>= 1).
-
-    Raises:
-        ValueError: if `num_devices` < 1.
-        RuntimeError: if TensorFlow has already initialised its devices (any op,
-            strategy or `list_logical_devices` call does that): call this first.
-    """
+    """Splits the physical CPU into `num_devices` (>= 1) logical devices, so that
+    `MirroredStrategy` runs several replicas on one CPU (how the multi-replica paths are
+    tested without GPUs). Call it before TensorFlow initialises its devices (any op,
+    strategy or `list_logical_devices` does): RuntimeError otherwise."""
     if num_devices < 1:
         raise UserError(f"num_devices must be >= 1, got {num_devices}")
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -49,14 +40,8 @@ def split_cpu(num_devices: int) -> None:
 
 
 def is_tpu_strategy(strategy) -> bool:
-    """True for `TPUStrategy` (either API version).
-
-    Args:
-        strategy: a `tf.distribute.Strategy`, or None.
-
-    Returns:
-        Whether the strategy runs on TPU.
-    """
+    """Whether `strategy` (a `tf.distribute.Strategy` or None) is a `TPUStrategy`, of
+    either API version."""
     classes = [tf.distribute.TPUStrategy]
     experimental = getattr(tf.distribute.experimental, "TPUStrategy", None)
     if experimental is not None:
@@ -65,16 +50,8 @@ def is_tpu_strategy(strategy) -> bool:
 
 
 def static_shapes_required(strategy) -> bool:
-    """True where every batch must have the same shape (TPU: XLA compiles one program).
-
-    Input pipelines should then use `drop_remainder=True` and fixed sequence lengths.
-
-    Args:
-        strategy: a `tf.distribute.Strategy`, or None.
-
-    Returns:
-        Whether static shapes are required.
-    """
+    """Whether every batch must have the same shape under `strategy` (TPU: XLA compiles
+    one program): input pipelines then drop the remainder and fix the sequence length."""
     return is_tpu_strategy(strategy)
 
 
