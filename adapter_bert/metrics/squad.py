@@ -54,16 +54,8 @@ _ARTICLES_RE = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
 def normalize_answer(text: str) -> str:
-    """Normalises an answer string as the official SQuAD scripts do.
-
-    Args:
-      text: the raw answer (prediction or gold).
-
-    Returns:
-      ``text`` lower-cased, without ASCII punctuation (``string.punctuation``),
-      without the whole words "a", "an" and "the", and with runs of white
-      space collapsed to single spaces (no leading or trailing space).
-    """
+    """An answer (prediction or gold) normalised as the official scripts do (see the
+    module docstring): lower case, no punctuation or articles, single spaces."""
     text = text.lower()
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = _ARTICLES_RE.sub(" ", text)
@@ -78,15 +70,7 @@ def get_tokens(text: str) -> List[str]:
 
 
 def exact_match_score(prediction: str, ground_truth: str) -> float:
-    """1.0 if the normalised strings are equal, else 0.0.
-
-    Args:
-      prediction: predicted answer text.
-      ground_truth: one gold answer text.
-
-    Returns:
-      1.0 or 0.0.
-    """
+    """1.0 if the normalised prediction equals the normalised gold answer, else 0.0."""
     return float(normalize_answer(prediction) == normalize_answer(ground_truth))
 
 
@@ -119,19 +103,8 @@ def f1_score(prediction: str, ground_truth: str, empty_matches_empty: bool = Tru
 
 
 def metric_max_over_ground_truths(metric_fn, prediction: str, ground_truths: Iterable[str]) -> float:
-    """Maximum of ``metric_fn(prediction, gold)`` over the gold answers.
-
-    Args:
-      metric_fn: a function ``(prediction, gold) -> float``.
-      prediction: predicted answer text.
-      ground_truths: the gold answer texts (at least one).
-
-    Returns:
-      The best score.
-
-    Raises:
-      ValueError: if ``ground_truths`` is empty.
-    """
+    """The best ``metric_fn(prediction, gold)`` over the gold answers (at least one:
+    ValueError otherwise)."""
     scores = [metric_fn(prediction, gt) for gt in ground_truths]
     if not scores:
         raise UserError("metric_max_over_ground_truths needs at least one gold answer")
@@ -169,18 +142,8 @@ def _iter_questions(dataset: Any):
 
 
 def find_missing_predictions(dataset: Any, predictions: Mapping[str, str]) -> List[str]:
-    """Ids of the dataset's questions that have no entry in ``predictions``.
-
-    Args:
-      dataset: the parsed SQuAD JSON (dict with "data") or its "data" list.
-      predictions: question id -> predicted text.
-
-    Returns:
-      The missing ids, in dataset order.
-
-    Raises:
-      ValueError: if ``dataset`` is not SQuAD-shaped.
-    """
+    """Ids of the questions of ``dataset`` (the parsed SQuAD JSON or its "data" list)
+    that have no entry in ``predictions``, in dataset order."""
     return [qid for qid, _ in _iter_questions(dataset) if qid not in predictions]
 
 
