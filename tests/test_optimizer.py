@@ -57,7 +57,6 @@ def test_schedule_rejects_bad_steps(kwargs):
 
 def _tiny_classifier():
     from adapter_bert.model.config import AdapterConfig, BertConfig
-    from adapter_bert.model.heads import BertClassifierNetwork
     model = BertClassifier(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
                                       num_attention_heads=2, intermediate_size=32),
                            2, AdapterConfig(size=4))
