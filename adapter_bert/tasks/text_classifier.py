@@ -41,7 +41,8 @@ from adapter_bert.model.config import BertConfig
 from adapter_bert.precision import apply_dtype
 from adapter_bert.tasks import base, run_lock
 from adapter_bert.tasks.classifier import score_logits
-from adapter_bert.tasks.task_models import build_and_tune, new_task_model, report_parameters
+from adapter_bert.tasks.task_models import (adapter_name_for, build_and_tune, new_task_model,
+                                            report_parameters)
 from adapter_bert.training.distribute import get_strategy
 from adapter_bert.training.loop import fit_with_resume, set_seed
 from adapter_bert.training.optimizer import choose_optimizer
@@ -144,7 +145,8 @@ class TextClassifier(keras.Model):
         adapter_config = adapter_config_from(adapter) if tuning_mode == "adapter" else None
         with strategy.scope():
             classifier = new_task_model(bert_files.config, "classifier",
-                                        1 if regression else len(labels), adapter_config)
+                                        1 if regression else len(labels), adapter_config,
+                                        adapter_name=adapter_name_for(task))
             build_and_tune(classifier, bert_files, tuning_mode, None, train_pooler)
             model = cls(classifier, bert_files, labels, max_seq_length, task, tuning_mode, seed)
         report_parameters(classifier)
