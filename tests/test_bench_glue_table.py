@@ -98,7 +98,16 @@ def test_the_selected_row_takes_each_seeds_best_grid_point():
     assert selected["tasks"]["cola"]["dev_mcc"]["values"] == [30.0, 31.0, 32.0]
     # MRPC: a tie goes to the first point of the grid; seeds 43 and 44 never ran.
     assert selected["tasks"]["mrpc"]["chosen"] == [{"seed": 42, "lr": "3e-4", "epochs": 20}]
-    assert "| 31.00 ± 1.00 | n/a | 88.00 (1) |" in lines[9]
+    assert "| 31.00 ± 1.00 | — | 88.00 (1) |" in lines[9]
+    # SST-2 has one point, the defaults: its runs enter as they are, and the four-task
+    # average follows once every task has a figure.
+    records.update([_record("sst-2", "adapter", "1e-3", 3, 42, dev_accuracy=90.0)]
+                   + [_record("rte", "adapter", lr, epochs, 42, dev_accuracy=60.0)
+                      for lr, epochs in grid])
+    rows, lines = glue_table.table(records)
+    assert rows[-1]["tasks"]["sst-2"]["chosen"] == [{"seed": 42, "lr": "1e-3", "epochs": 3}]
+    assert rows[-1]["average"] == (31.0 + 90.0 + 88.0 + 60.0) / 4
+    assert "| 31.00 ± 1.00 | 90.00 (1) | 88.00 (1) |" in lines[9]
 
 
 def _cola_run_folder(tmp_path, global_step):
