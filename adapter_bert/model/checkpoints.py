@@ -357,13 +357,14 @@ def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoin
     return report
 
 
-def _shared_names(model, variables: Dict[str, tf.Variable]) -> Dict[str, str]:
-    """{TF1 name of a named adapter's backbone weight: its name without the adapter's
-    scope} (see `blocks.branch_variables`)."""
+def _shared_names(model, variables: Dict[str, tf.Variable],
+                  adapters: Optional[List[str]] = None) -> Dict[str, str]:
+    """{TF1 name of a named adapter's weight: its name without the adapter's scope} (see
+    `blocks.branch_variables`), for the named `adapters` (default: all of them)."""
     bert = backbone_of(model)
     own_name = {id(v): n for n, v in variables.items()}
     shared = {}
-    for adapter in getattr(bert, "named_adapters", None) or []:
+    for adapter in adapters if adapters is not None else bert.named_adapters:
         for shared_name, variable in branch_variables(bert, adapter).items():
             shared[own_name[id(variable)]] = shared_name
     return shared
@@ -382,10 +383,8 @@ def checkpoint_variables(model) -> Dict[str, tf.Variable]:
     variables = tf1_variables(model)
     active = getattr(model, "active_adapter", None)
     if active is not None:
-        own_name = {id(v): n for n, v in variables.items()}
-        for shared_name, variable in branch_variables(backbone_of(model), active).items():
-            del variables[own_name[id(variable)]]
-            variables[shared_name] = variable
+        for own_name, shared_name in _shared_names(model, variables, [active]).items():
+            variables[shared_name] = variables.pop(own_name)
     return variables
 
 
