@@ -1,34 +1,12 @@
 """What the runners show on the console, and what they keep for `--verbosity=1`.
 
-`quiet_tensorflow_startup` imports TensorFlow for an entry point without its start-up
-chatter; `configure_logging` sets the log levels of a run once its flags are parsed.
-
-TensorFlow 2.21 prints its start-up lines from C++ before it reads
-`TF_CPP_MIN_LOG_LEVEL`, and twice (two of its libraries each carry a copy of the
-logger): the oneDNN notice, the CPU-instructions notice and, on a machine without an
-NVIDIA driver, "Could not find cuda drivers" and "failed call to cuInit ... (303)".
-No setting silences them, so `quiet_tensorflow_startup` catches what is written to
-file descriptor 2 while TensorFlow loads and probes for GPUs, and writes back every
-line except those known ones. Only these exact lines are dropped:
-- always: absl's "All log messages before absl::InitializeLog() is called ..." notice,
-  the oneDNN notice (the package turns oneDNN on itself) and the CPU-instructions
-  notice;
-- when no GPU is visible: "Could not find cuda drivers", "TF-TRT Warning: Could not
-  find TensorRT", and the cuInit failure when this machine has no NVIDIA driver
-  (/proc/driver/nvidia absent; with a driver, a failing cuInit is a real error and
-  is shown).
-Everything else TensorFlow writes while loading (errors, warnings, a crash report) is
-written back unchanged, in order. A fatal signal while loading still reaches the
-terminal: faulthandler writes to the real stderr during the capture.
-
-`TF_CPP_MIN_LOG_LEVEL`, when not set, is set to 1 while TensorFlow loads (it reads it
-once, then): its C++ INFO lines ("XLA service ... initialized", "Compiled cluster using
-XLA") are hidden for the run; C++ warnings and errors still show. The variable is then
-removed again, so child processes see the environment the user gave. A value the user
-set is left as it is.
-
-Set ADAPTER_BERT_RAW_TF_LOG=1 to turn all of this off and see TensorFlow's start-up
-output unfiltered.
+`quiet_tensorflow_startup` imports TensorFlow without its start-up chatter, which it prints
+from C++ before reading `TF_CPP_MIN_LOG_LEVEL`: it captures file descriptor 2 while
+TensorFlow loads and writes back every line but a known few (absl's pre-init notice, the
+oneDNN and CPU-instruction notices and, with no GPU visible, the CUDA/TensorRT probes; a
+cuInit failure is kept where an NVIDIA driver exists). `TF_CPP_MIN_LOG_LEVEL` is 1 while
+loading unless the user set it. `configure_logging` sets a run's log levels.
+ADAPTER_BERT_RAW_TF_LOG=1 turns the filtering off.
 """
 
 import contextlib

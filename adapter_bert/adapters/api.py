@@ -1,48 +1,15 @@
-"""One adapter API on every model `import adapter_bert as ab` builds: named adapters.
+"""One adapter API on every model `ab` builds: named adapters, with AdapterHub's names.
 
-`ab.BertModel`, `ab.BertClassifier` and `ab.BertSpanModel` (adapters/models.py) are the
-networks of model/encoder.py and model/heads.py with the methods of `AdapterModelMixin`;
-`ab.MultiAdapterModel` (multitask.py) has the same methods and adds mixed batches. The
-names are AdapterHub's:
+`AdapterModelMixin` gives `ab.BertModel`, `ab.BertClassifier`, `ab.BertSpanModel`
+(adapters/models.py) and `ab.MultiAdapterModel` `add_adapter`, `set_active_adapters`,
+`train_adapter`, `delete_adapter`, `disable_adapters`, `save_adapter`, `load_adapter` and
+LoRA's `merge_adapter`/`unmerge_adapter`/`adapter_merged`. The networks sit in model/,
+below adapter management, so the methods are added one layer up (docs/design.md).
 
-    add_adapter(name, config)         a named adapter: its adapters, LayerNorm copies,
-                                      optional pooler copy and (task models) its own head
-    set_active_adapters(name | None)  which one plain calls run; None: none of them
-    train_adapter(name)               activate it, freeze everything else, report counts
-    delete_adapter(name)
-    with disable_adapters(): ...      the backbone alone: every adapter bypassed
-    save_adapter(directory, name)     an adapter directory (files.py)
-    load_adapter(directory)           add the adapter a directory holds, head and labels
-    merge_adapter(name) / unmerge_adapter(name) / with adapter_merged(name): ...
-                                      fold a LoRA adapter into the frozen kernels for
-                                      inference, and restore them (merging.py)
-
-and, as functions in adapters/models.py, `load_adapter(directory, backbone=None)` (the
-task model a directory describes, in one call: `ab.load_adapter`), `save_adapter(model,
-directory)` and `load_pretrained` (the factory's models with these methods:
-`ab.load_pretrained`).
-
-A named adapter's weights sit beside the backbone's (`<block>/<name>/...`, see named.py)
-and its files are those of a runner's adapter-mode run, so `run_classifier.py
---load_adapter` reads what `save_adapter` writes and `load_adapter` reads a run's
-`<output_dir>/adapter`. The backbone's frozen weights are shared by every adapter.
-
-Why subclasses: the networks sit in model/, below everything that manages adapters
-(named branches, adapter files and parameter reports live here in adapters/, see
-docs/design.md), so the methods are added one layer up. The runners build these classes
-too (tasks/task_models.py), with the adapter named after the task.
-
-Rules every model follows:
-- The first adapter a model gets becomes its active one.
-- Adding or loading an adapter freezes every weight but the active adapter's own (the
-  backbone never trains by accident); `train_adapter(name)` switches to `name` and
-  prints the parameter line. Compile after it, as after any change of `trainable`.
-- `apply_tuning(model, "adapter")` trains the active adapter; other modes are refused.
-- None as the active adapter runs the model without named adapters: a `BertModel`'s
-  plain outputs, a task model's own head on them, a `MultiAdapterModel`'s backbone
-  outputs; `disable_adapters()` does the same for a `with` body.
-- A model built with an `adapter_config` (as the runners build theirs) holds it as a
-  named adapter (`adapter_name`, default "adapter") that uses the model's own head.
+Rules: the first adapter a model gets becomes its active one; adding or loading one
+freezes everything but the active adapter's own weights (compile afterwards); None as the
+active adapter runs the plain model; a model built with an `adapter_config` holds it as a
+named adapter (`adapter_name`, default "adapter") that uses the model's own head.
 """
 
 import contextlib

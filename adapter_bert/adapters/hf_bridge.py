@@ -1,30 +1,12 @@
 """Houlsby adapters for `transformers`' TF BERT models (`TFBertModel`, `TFBertFor...`).
 
-`add_adapters(model)` equips an existing transformers TF BERT with this package's
-`HoulsbyAdapter` layers, in place, exactly where the paper (and `adapter_bert.model.encoder`)
-puts them: in both output blocks of every transformer layer (`TFBertSelfOutput` after
-self-attention, `TFBertOutput` after the feed-forward network), after the output
-projection and its dropout, before `LayerNorm(x + residual)`:
+`add_adapters(model)` puts this package's `HoulsbyAdapter` in both output blocks of every
+layer, where the paper does: `LayerNorm(input + Adapter(Dropout(Dense(hidden))))`, by
+replacing each block's dropout with `DropoutThenAdapter`; no transformers code or weight
+changes, and `remove_adapters(model)` restores the dropouts. `freeze=True` trains only the
+adapters, the LayerNorms, optionally the pooler, and the task head.
 
-    LayerNorm(input + Adapter(Dropout(Dense(hidden))))
-
-Both transformers blocks compute `LayerNorm(dropout(dense(h)) + input)`; their dropout
-sub-layer is replaced by `DropoutThenAdapter` (the same dropout, then the adapter), so no
-transformers class or method is changed and the pretrained weights, their names and their
-values stay as they were. `remove_adapters(model)` puts the original dropouts back.
-
-With `freeze=True` (the default) everything is frozen except the adapters, every
-LayerNorm (the embedding one included), optionally the pooler, and the task head (the
-layers outside the `bert` main layer, e.g. `TFBertForSequenceClassification.classifier`).
-
-Examples:
-    >>> from transformers import BertConfig, TFBertForSequenceClassification
-    >>> model = TFBertForSequenceClassification(BertConfig(...))       # doctest: +SKIP
-    >>> # ... load pretrained weights ...
-    >>> add_adapters(model, AdapterConfig(size=64))                    # doctest: +SKIP
-    >>> print(parameter_line_of(model))                                # doctest: +SKIP
-    trainable params: ... || all params: ... || trainable%: ...
-    >>> model.compile(...); model.fit(...)                             # doctest: +SKIP
+    add_adapters(model, AdapterConfig(size=64)); print(parameter_line_of(model))
 """
 
 from typing import Dict, Iterator, List, Optional, Tuple

@@ -1,30 +1,14 @@
 """Many tasks on one frozen backbone: named adapters, switching, mixed batches, files.
 
-`MultiAdapterModel` wraps one `BertNetwork` and keeps, per named adapter, the task's
-backbone branches (adapters, LayerNorms, optional pooler or fusion; see
-named.py) and its head. The backbone's frozen weights are shared, never
-copied: adding a task adds only its own small parameter set.
+`MultiAdapterModel` wraps one `BertNetwork` and keeps each named adapter's branches
+(named.py) and head; the backbone's weights are shared. Mixed batches (`adapter_names`, one
+per row) run as per-task sub-batches gathered, run and stitched back into order, so each
+row gets exactly the single-task computation and no weight is copied per row.
 
-Mixed batches (`adapter_names`, one name per row) run as per-task sub-batches: the rows
-of each task are gathered, run through the backbone with that task's parameters, and
-scattered back into batch order (`tf.dynamic_stitch`). Every row passes through the
-backbone once, so the cost is one forward pass over the batch (split in as many
-matrix products as there are tasks), no parameter is copied per row, and each row goes
-through exactly the computation of a single-task call. The alternative, gathering
-per-row adapter and LayerNorm parameters, would materialise `[B, d, m]` weights in
-every slot and change the matrix products of the single-task path.
-
-The adapter API (add, switch, train, delete, disable, save, load) is the one every
-model of the package has (api.py); this class adds mixed batches and heads of either kind.
-
-Examples:
-    model = MultiAdapterModel.from_pretrained()          # the embedded MiniLM
+    model = MultiAdapterModel.from_pretrained()
     model.add_adapter("mrpc", AdapterConfig(size=64), num_labels=2)
-    model.load_adapter("output/sst2_adapter/adapter")    # a run_classifier.py adapter
-    model.train_adapter("mrpc")                          # only mrpc's weights train
-    model.compile(...); model.fit(mrpc_dataset)
-    model.set_active_adapters("sst2")
-    logits = model(features)                             # SST-2 logits
+    model.load_adapter("output/sst2_adapter/adapter")
+    model.train_adapter("mrpc"); model.compile(...); model.fit(mrpc_dataset)
     mixed = model(features, adapter_names=["mrpc", "sst2", ...])
 """
 

@@ -1,39 +1,17 @@
 """ResAdapters: a residual network of adapter cells beside a frozen BERT (Hsu & Wu).
 
-Instead of inserting adapters inside the transformer layers, a ResAdapter model reads
-BERT's hidden states as fixed features and trains a separate chain of small cells:
+BERT (inference mode, behind `tf.stop_gradient`) gives hidden states h_k; cell k reads
+x_k = h_k + c_{k-1} and computes c_k = LayerNorm(Up(Dropout(Mid(BatchNorm(Down(x_k)))))),
+`Mid` a non-linearity ("feedforward") or self-attention over the bottleneck ("attention").
+Variants: `pipeline` (one chain; output c_{L-1}), `resnet` (stages of `stage_size` cells,
+a residual path around each) and `resnext` (up to `max_groups` groups of layers, each its
+own chain; output h_0 + every group's last cell).
 
-    h_k   = BERT's hidden state after transformer layer k (BERT frozen, inference mode)
-    x_k   = h_k + c_{k-1}                  (c_{-1} = 0: the first cell sees h_0 alone)
-    c_k   = Cell_k(x_k)
-    Cell  = LayerNorm(Up(Dropout(Mid(BatchNorm(Down(x))))))
-
-where `Mid` is a non-linearity (the "feedforward" cell) or a multi-head self-attention
-layer over the bottleneck (the "attention" cell). Variants wire the cells differently:
-
-- `pipeline`: the chain above; the output is the last cell's c_{L-1};
-- `resnet`: the chain cut into stages of `stage_size` (3) cells, each stage's output
-  plus the input of its first cell (a residual path around every stage);
-- `resnext`: the layers split into at most `max_groups` (4) groups of consecutive layers
-  (see `resnext_groups`), each group its own pipeline starting from zero; the output is
-  h_0 + the sum of every group's last cell.
-
-Design decisions:
-- The two inputs of a cell are summed before the down-projection: no extra weights,
-  and the cell's output (LayerNorm) has the scale of BERT's own LayerNorm outputs.
-- BatchNorm statistics are computed over real tokens only (the padding mask is passed
-  to Keras' BatchNormalization), so the same sentence gives the same statistics however
-  much padding its batch has. `synchronized=True` makes the statistics those of the
-  global batch under MirroredStrategy/TPUStrategy (identical to one device); on one
-  device it costs nothing. Training uses batch statistics and updates the moving ones
-  (momentum 0.9, PyTorch's 0.1); inference uses the moving ones.
-- No bias in the down-projection (BatchNorm's beta replaces it) nor in the attention
-  cell's projections (a key bias cancels in the softmax, value and output biases are
-  constants that the up-projection's bias absorbs): every weight gets a gradient.
-- The backbone runs in inference mode (no dropout) behind `tf.stop_gradient`: it is a
-  fixed feature extractor, so no gradient is ever computed through it.
-- Every cell belongs to one transformer layer and is named after it (`cell_<k>`) in
-  every variant, so weight names are `resadapter/cell_3/down/kernel`, ...
+BatchNorm counts real tokens only (the padding mask), so padding does not change the
+statistics; `synchronized=True` uses the global batch under a distribution strategy.
+The down-projection and the attention projections have no bias (BatchNorm's beta and the
+up-projection's bias absorb them), so every weight gets a gradient. Cells are named after
+their layer (`resadapter/cell_3/down/kernel`) in every variant.
 """
 
 import dataclasses

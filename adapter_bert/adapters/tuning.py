@@ -1,32 +1,12 @@
 """Which weights train: the one place that decides, plus the parameter report.
 
-Modes:
-- `adapter`: adapters, every LayerNorm (the embedding one included) and the task head,
-  as google-research/adapter-bert; the pooler too when it was never trained (see
-  `train_pooler` below); all other weights are frozen.
-- `full`: everything.
-- `layernorm`: every LayerNorm and the head (the paper's LayerNorm-only baseline).
-- `top_k`: the top k transformer layers, the pooler and the head (the paper's
-  variable fine-tuning baseline).
-
-Models whose `frozen_backbone` attribute is True (ResAdapter side networks, see
-`resadapter`) read the backbone as a fixed feature extractor: only mode `adapter`
-applies, and it trains the side network and the head, never a backbone weight.
-
-The pooler in modes `adapter` and `layernorm` (`train_pooler`, as the runners'
-`--train_pooler` flag, which goes through the same function): "auto" (the default)
-trains it only when the backbone's pooler was never trained (`pooler_is_untrained`: an
-all-zero bias, or a pooler the checkpoint lacked, as in all-MiniLM-L6-v2), and logs one
-line saying so; True / False force it. The original freezes it, which suits BERT
-checkpoints pretrained with next-sentence prediction.
-
-A model holding named adapters (the adapter API of adapters/api.py) trains one of them
-at a time: mode "adapter" trains the active one (as `train_adapter`); other modes are
-refused.
-
-Freezing is applied to leaf layers (those owning weights) only: in Keras 2 a frozen
-container hides its children's weights, so containers always stay trainable. The
-decision depends only on each layer's role and TF1 scope, never on build order.
+Modes: `adapter` (adapters, every LayerNorm and the head, as google-research/adapter-bert),
+`full`, `layernorm` (LayerNorms and head) and `top_k` (the top k layers, pooler and head).
+`train_pooler` ("auto", as `--train_pooler`) trains the pooler in the first two only when
+the backbone's was never trained (`pooler_is_untrained`). A model with named adapters
+trains the active one; a `frozen_backbone` model (ResAdapter) its side network and head.
+Freezing applies to leaf layers only (a frozen Keras 2 container hides its children's
+weights) and depends only on each layer's role, never on build order.
 """
 
 import logging

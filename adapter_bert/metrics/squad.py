@@ -1,32 +1,12 @@
-"""SQuAD v1.1 and v2.0 scoring, following the official evaluation rules.
+"""SQuAD v1.1 and v2.0 scoring by the official evaluation scripts' rules.
 
-This is an independent implementation of the documented rules of the
-official SQuAD evaluation scripts (``evaluate-v1.1.py`` and
-``evaluate-v2.0.py``); it reproduces their numbers:
-
-* **Normalisation**: lower case, drop every character of
-  ``string.punctuation``, drop the whole words ``a``, ``an`` and ``the``,
-  collapse white space.
-* **Exact match**: normalised prediction equals a normalised gold answer.
-* **F1**: bag-of-tokens F1 between the normalised strings. v2.0 rule: when
-  either side has no tokens the score is 1 if both are empty, else 0. The
-  v1.1 script has no such special case: an empty token list on either side
-  scores 0 (this only matters for golds such as ``"."`` that normalise to
-  nothing; a few exist in dev-v1.1).
-* The score of a question is the maximum over its gold answers; the corpus
-  score is the mean over questions, in percent.
-* v2.0: a question is answerable (HasAns) when its ``answers`` list is not
-  empty, whatever the texts normalise to. For scoring, golds that normalise
-  to nothing are dropped, and a question left without gold has the gold
-  ``[""]``. An optional no-answer probability per
-  question (``na_probs``) turns an answer into an abstention when it is
-  above ``na_prob_thresh``; the best-threshold search reports the best
-  exact/F1 over all thresholds.
-
-Questions missing from ``predictions`` score 0 and are logged (see
-:func:`find_missing_predictions`). The official v2.0 script silently drops
-them from the totals (and then fails on the HasAns/NoAns breakdown); here
-they are kept in every total, so a missing prediction is always wrong.
+An independent implementation that reproduces `evaluate-v1.1.py` and `evaluate-v2.0.py`:
+normalisation (lower case, no punctuation or articles, collapsed spaces), exact match, and
+bag-of-tokens F1 (v2.0 scores two empty token lists 1, v1.1 scores any empty side 0), the
+maximum over golds and the mean over questions. v2.0: a question is answerable when its
+`answers` list is not empty; golds normalising to nothing are dropped (none left: `[""]`);
+`na_probs` above `na_prob_thresh` abstain, and the best-threshold search reports the best
+scores. Missing predictions score 0 and are logged, kept in every total.
 """
 
 import collections

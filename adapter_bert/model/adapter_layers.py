@@ -1,30 +1,16 @@
-"""Adapter layers: one class per family, one interface for the encoder's adapter slots.
+"""Adapter layers: one class per family, one interface for the blocks' adapter slots.
 
-Every bottleneck family is called by an output block as
-`adapter(hidden, residual, layer_norm)`: `hidden` is the sub-layer's projected output
-(after its dropout), `residual` the sub-layer's input and `layer_norm` the block's
-LayerNorm. It returns the adapted sub-layer output; the block then computes
-`layer_norm(result + residual)`. So the families differ only in what they read and
-where their skip goes:
+An output block calls `adapter(hidden, residual, layer_norm)` and then computes
+`layer_norm(result + residual)`:
 
     Houlsby   h + B(h)                              (Houlsby et al., 2019)
-    Pfeiffer  h + B(layer_norm(h + r))              (Pfeiffer et al., 2021; AdapterHub)
+    Pfeiffer  h + B(layer_norm(h + r))              (Pfeiffer et al., 2021)
     Parallel  h + s * B(r)                          (He et al., 2022)
 
-with `B(x) = up(act(down(x)))`. LoRA (Hu et al., 2022) is a `ProjectionAdapter`
-instead: it adds low-rank updates to frozen dense projections (query and value by
-default), and can be merged into their kernels.
-
-Weight names and shapes follow google-research/adapter-bert: `weights1 [d, m]`,
-`biases1 [1, m]`, `weights2 [m, d]`, `biases2 [1, d]`, under the scope `adapters`;
-LoRA's are `<projection>_lora_A [in, r]`, `<projection>_lora_B [r, out]` under the
-`adapters` scope of the block holding the projection: `attention/self/adapters/query_lora_A`,
-`attention/output/adapters/dense_lora_A`, `intermediate/adapters/dense_lora_A`,
-`output/adapters/dense_lora_A`.
-
-`BUILT_IN_FAMILIES` at the end registers the four families (model/config.py reads it):
-each declares its layer class, its slot, its options and its parameter count, as a
-user's own family does (docs/adapters.md, "Adding an adapter family").
+with `B(x) = up(act(down(x)))`. LoRA (Hu et al., 2022) is a `ProjectionAdapter`: low-rank
+updates to frozen projections, mergeable into their kernels. Weight names follow
+google-research/adapter-bert (`adapters/weights1`, ...; LoRA `<projection>_lora_A/B`).
+`BUILT_IN_FAMILIES` registers the four families as a user's own family would.
 """
 
 import math

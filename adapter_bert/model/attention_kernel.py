@@ -1,35 +1,14 @@
 """Scaled dot-product attention that keeps no [length x length] activation for its gradient.
 
-Per layer, the attention probabilities are the largest activations of a BERT training
-step: batch x heads x length^2 values (25 MB at batch 32, 12 heads, length 128, float32;
-the whole hidden state of the layer is 6 MB). Differentiated op by op, TensorFlow keeps
-three such tensors per layer until the backward pass (the softmax output, the dropped-out
-probabilities and, after Grappler's rewrite of the softmax gradient, a scaled copy of the
-softmax output), plus the dropout mask.
+The attention probabilities (batch x heads x length^2) are a training step's largest
+activations. `attention_context` keeps only query, key, value and the boolean dropout mask,
+and its closed-form backward pass recomputes the probabilities (one batched matmul, a few
+percent of a layer's FLOPs). Outputs and gradients match the op-by-op computation
+(tests/test_attention_kernel.py). Scales are applied where the tensor is smallest.
 
-`attention_context` keeps only its inputs, query, key and value (6 MB each), and the
-boolean dropout mask. Its backward pass recomputes the probabilities from query and key:
-one batched matmul of 2 x length^2 x hidden FLOPs per example, under 2% of a layer's
-training FLOPs. Its gradient is stated in closed form, so it also takes fewer passes over
-the probabilities than autodiff (the softmax and dropout gradients share one product).
-The result is the same function: outputs and gradients match the op-by-op computation
-(tests/test_attention_kernel.py).
-
-Scales are applied where the tensor is smallest: the dropout's inverse keep probability
-multiplies the context (and its gradient), not the probabilities.
-
-Under mixed_bfloat16 (bfloat16 query, key and value) the [B, N, T, T] work stays in
-bfloat16. The scores leave the matmul rounded to bfloat16 and the probabilities are
-rounded to bfloat16 before their product with the values whatever the softmax computes in
-between, and TensorFlow's CPU softmax and sums accumulate in float32 internally, rounding
-only their outputs; casting the square tensors to float32 and back (six casts per layer
-in a training step) would add passes, not precision. The scores' scale is folded into the
-query ([B, N, T, D], a quarter of the scores' size at D = 32, T = 128), and the gradients
-agree with float32 as closely as the cast version's (tests/test_attention_kernel.py).
-On a CPU outside XLA the softmax gradient's element-wise work is one XLA-fused pass
-computed in float32 (`_fused_softmax_dropout_backward`), as activations.py does for GELU.
-float16 (GPUs' mixed_float16) keeps the float32 softmax: its range is too narrow for
-scores and padding offsets.
+Under mixed_bfloat16 the square tensors stay in bfloat16 (the matmuls round to it anyway
+and the CPU softmax accumulates in float32); on a CPU outside XLA the softmax gradient is
+one XLA-fused float32 pass. float16 keeps a float32 softmax for its range.
 """
 
 from typing import Optional

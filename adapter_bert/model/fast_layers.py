@@ -1,37 +1,14 @@
 """Dropout, LayerNorm, Dense and a float32 sum that make fewer passes over memory on a CPU.
 
-Outside its matrix products, a BERT training step on a CPU is bound by memory traffic:
-each element-wise TensorFlow op reads and writes whole activations. Three layers of the
-encoder spend more of that traffic than they need to, and so do mixed precision's float32
-sums (`float32_sum`, below):
-
-- Keras' `Dropout` draws one 32-bit random float per element, and the attention-probability
-  dropout alone covers batch x heads x length^2 elements per layer. `Dropout` here draws
-  16 random bits per element (one 32-bit Philox word serves two elements) and compares
-  them with an integer threshold: half the random-number work, the same distribution up
-  to the rate's rounding to a multiple of 2^-16 (see `quantized_rate`), and the output is
-  scaled by the exact inverse of the keep probability used, so it stays unbiased.
-  It does so on CPU hosts outside XLA only: on GPUs and TPUs random bits are cheap, and
-  XLA on a CPU runs the bit-splitting about four times slower than its own random
-  numbers (full fine-tuning step measured: 5.8 s vs 1.5 s); there the layer behaves
-  exactly as Keras' `Dropout`.
-- Keras' `LayerNormalization` differentiates through `tf.nn.moments` and
-  `tf.nn.batch_normalization` op by op. `LayerNorm` here states the gradient of the
-  normalisation in closed form (`normalize`), which takes about a third less time forward
-  and backward and keeps one tensor, the normalised input, for the backward pass.
-
-- Keras' `Dense` on a [batch, length, width] input runs `tf.tensordot`: a reshape, a
-  matmul, a reshape back, then the bias add. The reshape between the matmul and the
-  bias add keeps TensorFlow's oneDNN rewrite from fusing them, so the bias is a pass of
-  its own over the output, and under bfloat16 the product is rounded to 16 bits before
-  the bias joins it. `Dense` here adds the bias to the 2-D product, which the rewrite
-  can fuse; where the CPU runs the fused kernel, the bias joins the float32
-  accumulator: one rounding, one pass fewer (bfloat16, [64, 128, 384] -> 1536:
-  15.2 -> 12.4 ms on an AVX512_BF16 Xeon; float32 unchanged, 27.0 -> 26.5 ms). Other
-  CPUs run the two ops apart, as for Keras' layer.
-
-All three subclass the Keras layers they replace, with the same weights and config, so
-checkpoints, `isinstance` checks and saved configs are unchanged.
+Outside its matrix products a CPU training step is bound by memory traffic, so:
+- `Dropout` draws 16 random bits per element (one Philox word serves two) against an
+  integer threshold, scaled by the exact inverse keep probability (`quantized_rate`);
+  only on CPU hosts outside XLA, where it is faster; elsewhere it is Keras' `Dropout`.
+- `LayerNorm` states the normalisation's gradient in closed form (`normalize`) and keeps
+  only the normalised input for the backward pass.
+- `Dense` adds the bias to the 2-D product so oneDNN can fuse it into the matmul (one
+  bfloat16 rounding, one pass fewer).
+Each subclasses the Keras layer it replaces, with the same weights and config.
 """
 
 import contextlib

@@ -1,54 +1,15 @@
 """Google's released BERT checkpoints by name: `--init_checkpoint=uncased_L-12_H-768_A-12`.
 
-Users of google-research/bert download and unzip a checkpoint by hand before their first
-run. Here the name alone is enough, for both runners and for `load_pretrained`:
+`resolve_backbone` calls `resolve_name`: an existing path always wins; otherwise a name of
+`CATALOGUE` (the google-research/bert README's checkpoints; L-12/H-768 means the 2018
+BERT-Base) is downloaded once from `ADAPTER_BERT_GOOGLE_BERT_URL` (a mirror or `file://`
+works), checked (byte count, the zip's CRCs, the file set, the config against the name and
+the embedding table) and unpacked into `$ADAPTER_BERT_CACHE/google_bert/<name>/`.
 
-    ab.load_pretrained("uncased_L-2_H-128_A-2")
-
-`resolve_backbone` calls `resolve_name` first. A path that exists always wins (a folder
-named `uncased_L-12_H-768_A-12` in the working directory is used as it is); otherwise a
-name from `CATALOGUE` is downloaded once from Google's published location, checked,
-unpacked into the cache, and from then on used like any TF1 checkpoint folder
-(`bert_config.json`, `vocab.txt`, `bert_model.ckpt.*`).
-
-Names and locations (google-research/bert README): BERT-Base/Large, cased/uncased
-(2018_10_18), whole-word-masking BERT-Large (2019_05_30), multilingual (2018_11_03
-uncased, 2018_11_23 cased), Chinese (2018_11_03), and 23 of the 24 smaller BERT models
-(2020_02_20, `uncased_L-{2,4,6,8,10,12}_H-{128,256,512,768}_A-{H/64}`). The 24th,
-L-12/H-768, has the same name as the original BERT-Base: the name means the original
-(2018_10_18) one; the 2020 re-training is reachable by URL only.
-
-Integrity, in this order; any failure leaves nothing in the cache:
-- the byte count against the server's Content-Length (a cut connection is caught);
-- a SHA-256 of the zip where one is known. Google publishes none for these files, so
-  every catalogue entry has `sha256=None`; the digest of what was downloaded is
-  recorded in the cache folder's marker file, to compare machines by;
-- the zip's own CRC-32 of every member (`zipfile.ZipFile.testzip`);
-- the file set: `bert_config.json`, `vocab.txt`, `bert_model.ckpt.index` and
-  `bert_model.ckpt.data-00000-of-00001`, either at the top of the zip or in one folder
-  (the 2018 zips hold a folder named like the checkpoint; other layouts work too);
-- the config's layers, hidden size and heads against those in the name, and the
-  checkpoint's word-embedding table against the config.
-
-The cache: `$ADAPTER_BERT_CACHE/google_bert/<name>/`, by default
-`$XDG_CACHE_HOME/adapter_bert/...` or `~/.cache/adapter_bert/google_bert/<name>/`.
-A folder is complete when its marker file (`MARKER`, written last) is there. A non-empty
-folder at that place without the marker was not written by this module (a fetch never
-leaves one): it is refused in one line naming it, never deleted.
-- Local cache: the zip is downloaded and unpacked into a hidden `.<name>.*.partial`
-  folder beside the target, the marker written into it, and the folder renamed to
-  `<name>` in one atomic `os.rename`. A killed process leaves only a `.partial` folder,
-  removed by a later fetch once it is a day old.
-- Any `tf.io.gfile` cache (`gs://bucket/cache`): unpacked locally in a temporary folder,
-  then `PARTIAL_MARKER` is written into `<cache>/google_bert/<name>/`, each file copied
-  and the marker written last, so a reader never takes a half-copied folder for a
-  checkpoint, and a copy killed half-way (its partial marker there) is completed by the
-  next fetch.
-
-The base URL is `ADAPTER_BERT_GOOGLE_BERT_URL` (default `DEFAULT_BASE_URL`); a mirror
-with the same `<release>/<name>.zip` layout works, `file://` included.
-
-Run `python -m adapter_bert.model.google_checkpoints` to list the names.
+A cache folder is complete when its `MARKER`, written last, is there; a non-empty folder
+without it was not written here and is refused, never deleted. Locally a fetch unpacks into
+a hidden `.partial` folder and renames it atomically; on a `tf.io.gfile` cache (`gs://`) a
+`PARTIAL_MARKER` guards the copy, which the next fetch completes.
 """
 
 import dataclasses

@@ -1,32 +1,15 @@
 """Google BERT's fine-tuning optimiser on the tf-keras `AdamW`.
 
-Google's recipe (google-research/bert `optimization.py`), reproduced here:
-- learning rate: linear warmup from 0, then linear decay to 0 at the last step
-  (`WarmupLinearDecay`);
-- Adam with epsilon 1e-6 and *no* bias correction, plus decoupled weight decay
-  `param -= lr * (adam_update + weight_decay * param)`;
-- no weight decay on LayerNorm parameters or biases;
-- gradients clipped to a global norm of 1.0 before the update.
+Google's recipe (google-research/bert `optimization.py`): linear warmup then linear decay
+to 0 (`WarmupLinearDecay`); Adam with epsilon 1e-6 and no bias correction plus decoupled
+weight decay, none on LayerNorms and biases; gradients clipped to a global norm of 1.0.
+`BertAdamW(bias_correction=False)` matches it exactly; `True` is Keras' `AdamW`.
 
-Keras' `AdamW` applies Adam's bias correction, which Google's
-`AdamWeightDecayOptimizer` does not: without it the first updates are larger by
-`(1 - beta_1**t) / sqrt(1 - beta_2**t)` (about 3.16x at t = 1 with the defaults,
-fading to 1 over a few thousand steps; warmup keeps those early steps small).
-`BertAdamW(bias_correction=False)`, the default of `create_optimizer`, matches the
-original exactly; `bias_correction=True` is plain Keras `AdamW`.
-
-`choose_optimizer` picks a run's learning rate and Adam variant from its tuning mode:
-full (and top-k) fine-tuning keep Google's optimizer and 5e-5; the parameter-efficient
-modes (adapters, LayerNorms) default to 1e-3 and to Google's uncorrected Adam with its
-overshoot held under a ceiling (`STEP_CEILING`), with epsilon 1e-8. The overshoot, steps
-2-6 times the learning rate for the first few hundred steps, is what trains adapters at
-the original's 3e-4; at adapter rates it overshoots the adapters' stable window (about
-1e-3 to 3e-3 on MRPC and SQuAD) and collapses the encoder's output and training to the
-majority class, so the ceiling keeps it inside. Above the ceiling the step is the
-bias-corrected one and the warmup lasts longer, so the rate climbs no faster than at the
-ceiling (`ceiling_warmup_steps`). An epsilon of 1e-6 is as large as the
-adapters' gradients (measurements: docs/results.md, "Learning rates, seeds and the
-optimizer").
+`choose_optimizer` picks by tuning mode: full and top-k fine-tuning keep Google's optimizer
+at 5e-5; parameter-efficient modes default to 1e-3 with epsilon 1e-8 and the uncorrected
+step's early overshoot held under `STEP_CEILING` (above it the step is bias-corrected and
+the warmup longer, `ceiling_warmup_steps`), because that overshoot at adapter rates
+collapses training to the majority class (docs/results.md).
 """
 
 import dataclasses

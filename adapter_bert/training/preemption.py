@@ -1,32 +1,13 @@
 """Stopping a run cleanly on SIGTERM or SIGINT: a preempted VM, Colab, Ctrl-C.
 
-`handle_signals()` (entered by the runners' `tasks.base.run_cli`) replaces the handlers of
-SIGTERM and SIGINT for the length of a run. What a signal then does depends on where the
-run is:
+`handle_signals()` (entered by `tasks.base.run_cli`) notes a signal inside a Keras loop
+(`deferred(phase)`): the step in flight completes, training saves a checkpoint there and
+stops, evaluation or prediction stop without writing. Elsewhere, or on a second signal,
+`Preempted` (a `BaseException`) is raised at once; `run_cli` exits with 128 + the signal.
 
-- **In a Keras loop** (training, evaluation, prediction: code under `deferred(phase)`)
-  the signal is only noted. The step or batch in flight completes; then the loop's
-  `stop_requested` check stops it. Training first saves a checkpoint at that step
-  (`training.loop`), so the same command resumes from it; an evaluation or prediction
-  stops without writing anything and is done again by the next run.
-- **Anywhere else** (reading data, building the model, writing outputs) nothing is worth
-  finishing: `Preempted` is raised at once. Outputs are written atomically, so a file is
-  never left half written.
-- **A second signal** while the first is being handled stops the run at once (what was
-  already saved stays).
-
-Every way out raises `Preempted` (a `BaseException`, like `KeyboardInterrupt`, so that
-no `except Exception` on the way swallows it); `run_cli` prints its one line and exits
-with status 128 + the signal number (143 for SIGTERM, 130 for SIGINT), the status a
-shell reports for a process the signal ended.
-
-Several workers (`MultiWorkerMirroredStrategy`): a signal may reach one worker, or all of
-them at different moments, yet every worker must stop after the same step, or the others
-would wait for it forever in the next step's all-reduce. So at each step (or batch) end
-the workers sum, with one tiny all-reduce, which signals each of them has received, and
-all of them stop at the first step where any has; the chief writes the checkpoint, as
-TensorFlow's `PreemptionCheckpointHandler` arranges with its coordination service. That
-service catches SIGTERM itself once the strategy starts it, so the runners call
+Several workers agree on the step to stop at: each step end sums with one tiny all-reduce
+which signals each worker received, and the chief writes the checkpoint. TensorFlow's
+coordination service takes SIGTERM when a strategy starts it, so the runners call
 `reclaim_signals` after creating their strategy.
 """
 
