@@ -1,18 +1,11 @@
 """Checks the installed TensorFlow and tf-keras before TensorFlow is first imported.
 
-adapter_bert runs on TensorFlow 2.20 and 2.21 with the tf-keras of the same minor
-version. It does not make pip install TensorFlow: pip would then add the plain
-`tensorflow` distribution beside the build a machine already has (`tensorflow-tpu` on a
-TPU VM, `tensorflow-cpu`), and whichever is installed last overwrites the shared
-`tensorflow` module (a TPU build loses its TPU kernels). So the installed distributions
-are read from their metadata here, without importing TensorFlow, and a missing or
-mismatched install stops with one line naming the command that fixes it.
-
-`import adapter_bert` stays cheap: the package only registers `check_before_import`,
-which runs the check when `tensorflow` or `tf_keras` is imported for the first time.
-`python -m adapter_bert` prints what is installed, or the problem.
-Set ADAPTER_BERT_SKIP_TF_CHECK=1 to skip the check (a TensorFlow built from source
-whose metadata names another distribution).
+The package never makes pip install TensorFlow (pip would put `tensorflow` beside a
+machine's `tensorflow-tpu` or `tensorflow-cpu` and overwrite it), so the installed
+distributions are read from their metadata, and a missing or mismatched install stops
+with one line naming the fix. `check_before_import` runs at the first import of
+`tensorflow` or `tf_keras`; `python -m adapter_bert` prints what is installed.
+ADAPTER_BERT_SKIP_TF_CHECK=1 skips it.
 """
 
 import os

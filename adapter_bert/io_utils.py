@@ -1,26 +1,10 @@
 """File helpers for every path the package reads or writes, on any TensorFlow filesystem.
 
-Paths may be local (`/data/glue`, `out`) or any URL TensorFlow's `tf.io.gfile` knows
-(`gs://bucket/run`, `file:///tmp/x`, `ram://scratch`, ...). Local paths go through
-Python's own `os`/`open` (fast, and no TensorFlow import); URLs go through `tf.io.gfile`.
-
-Atomic writes: a reader never sees half a JSON, TSV or weights file.
-- Local paths: the bytes go to a temporary file in the same directory, are flushed to
-  disk, then renamed over the target (`os.replace` is atomic on POSIX and Windows).
-- Filesystems with a real rename (`file://`, `ram://`, HDFS, ...): the same, with
-  `tf.io.gfile.rename`.
-- Object stores (`gs://`, `s3://`): rename is a copy plus a delete, so it is not used.
-  The object is written once, in a single upload, and becomes visible only when that
-  upload completes: a reader sees the previous object or the new one, never a part.
-  A write killed mid-way leaves the previous object in place.
-
-A write that fails (no space left, no permission, quota exceeded) raises `WriteError`,
-an `OSError` whose message names the target path and the reason; the previous content
-of the target stays as it was and the temporary file is removed.
-
-A URL whose store cannot be reached or refuses the request (no network, no credentials,
-no permission) raises `StorageError`, an `OSError` whose message is one line naming the
-path and the store's reason; "not found" stays a plain answer (False, FileNotFoundError).
+Local paths use Python's `os`/`open`; URLs (`gs://`, `file://`, `ram://`, ...) use
+`tf.io.gfile`. Writes are atomic: a temporary file renamed over the target where rename
+exists, one upload on object stores; a failed write raises `WriteError` naming the path
+and leaves the old content. A store that cannot be reached raises `StorageError` (one
+line); "not found" stays False or FileNotFoundError.
 """
 
 import errno

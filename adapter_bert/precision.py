@@ -1,22 +1,11 @@
-"""`--dtype=auto`: the compute dtype the hardware runs natively, and why.
+"""`--dtype=auto`: the compute dtype the hardware runs natively.
 
-bfloat16 halves the bytes every matmul moves, but only pays where the hardware multiplies
-bfloat16 fast: TPUs; NVIDIA GPUs of compute capability 8.0 and later (Ampere on); x86
-CPUs with AMX (Intel Sapphire Rapids and later) and AMD CPUs with AVX512_BF16 (Zen 4
-and 5). Measured on 2-core cloud machines (docs/performance.md): on an AMD EPYC with
-AVX512_BF16 adapter training ran 1.5x faster in bfloat16; on an Intel Xeon with
-AVX512_BF16 but no AMX it ran at 0.64x (TensorFlow's bfloat16 matmul reached 133
-GFLOP/s against float32's 230), and on an AVX2-only EPYC bfloat16 is converted in
-software and slower too. So `auto` picks bfloat16 for AMX, for AVX512_BF16 on AMD, and
-float32 elsewhere. float16 on older tensor-core GPUs needs loss scaling and has not been
-shown safe for adapter tuning here, so `auto` never picks it; `--dtype=mixed_float16`
-still does.
-
-The decision reads a `Hardware` description, so it is tested with faked descriptions;
-`describe_hardware()` reads the real one (CPU flags and vendor from /proc/cpuinfo, GPUs'
-compute capabilities from TensorFlow, TPUs from the distribution strategy). The
-environment variable `ADAPTER_BERT_DTYPE` (e.g. `float32`) fixes what `auto` means on a
-machine, so that a shared machine or a test suite computes the same everywhere.
+bfloat16 pays only where the hardware multiplies it fast: TPUs, NVIDIA GPUs of compute
+capability 8.0 on, x86 CPUs with AMX and AMD CPUs with AVX512_BF16; on an Intel Xeon with
+AVX512_BF16 but no AMX, and on AVX2-only CPUs, it is slower (docs/performance.md). So
+`auto` picks bfloat16 there and float32 elsewhere, never float16 (loss scaling, not shown
+safe for adapters). The decision reads a `Hardware` description (`describe_hardware()`), so
+it is tested with faked ones; `ADAPTER_BERT_DTYPE` fixes what `auto` means on a machine.
 """
 
 import dataclasses

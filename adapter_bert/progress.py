@@ -1,19 +1,11 @@
 """Progress display that reads well both in a terminal and in a log file.
 
-In a terminal (the stream is a TTY) one line is rewritten in place (`\\r`), at most
-about ten times a second. Anywhere else (a pipe, a file, a notebook's captured output)
-a plain line is written each time another tenth of the total is done, and at the end,
-so a log file holds about ten lines per phase instead of one endless `\\r` line.
+On a TTY one line is rewritten in place about ten times a second; elsewhere a plain line
+is written per tenth of the total and at the end. Standard library only.
 
     progress = Progress("train", total=500, unit="steps")
-    for step in range(500):
-        ...
-        progress.update(step + 1, loss=0.42)
+    progress.update(step + 1, loss=0.42)
     progress.finish()
-
-`format_bytes` formats byte counts (unit="bytes" uses it, for downloads). The module
-imports nothing beyond the standard library; `training.loop.KerasProgress` drives a
-`Progress` from Keras' `fit` and `predict`.
 """
 
 import math

@@ -1,21 +1,11 @@
 """Merging LoRA into the frozen kernels for inference, and back.
 
-`merge_adapter(model)` folds every update of the model's projection adapters (LoRA:
-`scale * A @ B`) into the kernel of the Dense it updates, so the merged model computes the
-same function (to float32 rounding) with one matmul per projection and no adapter work.
-`unmerge_adapter(model)` restores the kernels exactly as they were. Named adapters
-(`adapter_name=`; by default the model's active one) merge the same way; since every
-named adapter shares the backbone's kernels, only one adapter is merged at a time, and
-while it is, running the model with any other adapter (or none) fails instead of giving
-wrong outputs. The models of the adapter API have these as methods too
-(`model.merge_adapter()`, api.py).
-
-While merged, writing or reading adapter files is refused (the backbone fingerprint
-would describe the merged kernels) and so is Keras saving of the model (a model rebuilt
-from the file would add the updates again); the serving export (`export_classifier`,
-`--merge_lora`) is the way to ship merged weights. Keras' traced predict/test/train
-functions of `model` are reset on both calls, because the merged state is read while
-tracing; a `tf.function` of your own must be traced again after either call.
+`merge_adapter(model, adapter_name=None)` folds a LoRA adapter's `scale * A @ B` into the
+kernels it updates (one matmul per projection, same function to float32 rounding);
+`unmerge_adapter` restores them exactly. One adapter is merged at a time; meanwhile running
+another, writing or reading adapter files and Keras saving are refused (the serving export
+`--merge_lora` ships merged weights). Keras' traced functions are reset on both calls;
+a `tf.function` of your own must be traced again.
 """
 
 import contextlib

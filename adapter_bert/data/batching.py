@@ -1,22 +1,11 @@
 """Batches of features: which examples share a batch, and how wide each batch is.
 
-Two layouts:
-
-- **Fixed shapes** (TPU, or `--padding=max_seq_length`): every batch is padded to
-  `max_seq_length`, training batches are drawn from a seeded shuffle of the whole set,
-  as Google's scripts do.
-- **Dynamic padding** (the CPU/GPU default): each batch is cut to its longest example,
-  rounded up to a multiple of `PAD_MULTIPLE`. Training batches come from pools of
-  `POOL_BATCHES` batches of shuffled examples, sorted by length inside the pool, and the
-  batches of a pool are shuffled again; so a batch holds examples of similar length,
-  every example is still seen once per epoch and batch order stays random. Inference
-  sorts the examples by length and puts the outputs back in the original order.
-
-Padding positions are masked out of attention, so cutting a batch to its longest
-example leaves every real token's output unchanged (up to float rounding).
-
-A training run is a fixed plan of `num_steps` batches of example indices, drawn from
-the seed alone, so a resumed run skips exactly the batches it already trained on.
+Fixed shapes (TPU, `--padding=max_seq_length`): batches padded to `max_seq_length` from a
+seeded shuffle, as Google's scripts. Dynamic padding (CPU/GPU default): batches cut to
+their longest example, rounded up to `PAD_MULTIPLE`; training draws pools of
+`POOL_BATCHES` shuffled batches, sorts each pool by length and shuffles its batches;
+inference sorts by length and restores the order. A training run is a fixed plan of
+batches drawn from the seed alone, so a resumed run skips exactly what it trained on.
 """
 
 import math

@@ -1,20 +1,10 @@
 """A disk cache of tokenised features, so a re-run does not tokenise again.
 
-Entries are keyed by a digest of everything the features depend on: the examples (or
-the data file's bytes), the vocabulary file's bytes, lower-casing, the sequence limits,
-the labels and `CACHE_VERSION` (bumped whenever feature conversion or the file format
-changes). A changed input therefore misses the cache instead of reading stale features.
-
-Entries are plain data, never pickles: one `.npz` file per entry holding numeric arrays
-plus a JSON description, read with `allow_pickle=False`. Loading an entry therefore
-cannot run code, even from a shared directory (a team's `gs://` bucket) that others can
-write to. Two kinds of value are stored:
-- a dict of arrays (GLUE features), array by array;
-- a list of dataclass records (SQuAD windows, `SquadFeatureList`): each field stacked
-  over the records, plus the list's own attributes (counts, question ids) as JSON.
-An entry that is unreadable, of another kind or inconsistent is rebuilt, never trusted.
-Entries are written atomically (`io_utils.atomic_write_with`), straight from the arrays
-to the file, on any filesystem; a hit reads them from the file (never a copy of its bytes).
+Entries are keyed by a digest of everything the features depend on (examples or the data
+file's bytes, the vocabulary, casing, lengths, labels, `CACHE_VERSION`). They are plain
+`.npz` arrays plus JSON, read with `allow_pickle=False`, so a shared `gs://` cache cannot
+run code; dicts of arrays (GLUE) or records stacked field by field (SQuAD windows).
+Unreadable or inconsistent entries are rebuilt; writes are atomic on any filesystem.
 """
 
 import dataclasses

@@ -1,18 +1,9 @@
 """`InputExample`s -> fixed-length BERT features (numpy arrays).
 
-The layout is BERT's: `[CLS] a [SEP]` with segment id 0, then `b [SEP]` with
-segment id 1, then zero padding up to `max_seq_length`.
-
-Tokenisation is done in batches by `tokenization.WordPieceTokenizer`, without
-special tokens and without truncation; truncation and the layout are then done
-here, exactly as google-research/bert's `_truncate_seq_pair`. We do not use
-the `tokenizers` library's `truncation="longest_first"`: in `tokenizers` 0.22 it
-differs from BERT whenever the token budget left for the pair
-(`max_seq_length - 3`) is odd and both sequences get cut to about half of it
-while `len(a) <= len(b)`. BERT then gives the extra token to `a` (on a tie it
-drops from `b` first), Hugging Face gives it to the longer sequence, and to
-`b` on a tie. Example: a and b with 2 word pieces each, `max_seq_length=6`
-(budget 3): BERT keeps 2 + 1, Hugging Face 1 + 2.
+`[CLS] a [SEP]` (segment 0), `b [SEP]` (segment 1), zero padding to `max_seq_length`.
+Word pieces come in batches from `tokenization.WordPieceTokenizer`; truncation is Google's
+`_truncate_seq_pair` here, because `tokenizers`' "longest_first" gives an odd budget's
+extra token to the longer side (BERT gives it to `a`).
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple

@@ -1,29 +1,11 @@
 """GLUE data processors: TSV files -> `InputExample`s (TFDS records: `glue_tfds`).
 
-This follows the processors of google-research/bert's `run_classifier.py`: one
-processor per task, each with `get_train_examples`, `get_dev_examples`,
-`get_test_examples` and `get_labels`. Column layouts are those of the public
-`glue_data/` directory written by `download_glue_data.py`.
-
-Differences from the original, all on purpose:
-
-* Files are read strictly. A missing file, an empty file, a row with too few
-  columns, an unknown label or bytes that are not UTF-8 raise `GlueDataError`
-  with the file and the 1-based line number (the header is line 1). So does a
-  first line that is the header of another task's files (a `data_dir` of
-  another task), where the original would read the wrong columns or stop on a
-  label.
-* Valid but unusual files read as their plain form: a UTF-8 byte-order mark,
-  Windows line ends (`\r\n`), no newline after the last row, blank lines at the
-  end.
-* Test examples have `label=None` (the original put the first label there);
-  `convert_examples_to_features` turns `None` into label id 0.
-* `guid` is `"<split>-<index>"`, using the file's own index/id column where it
-  has one (so test predictions can be written back with the right index), and
-  otherwise the 0-based position of the example in the file.
-
-TSVs are read with quoting disabled (`quotechar=None`), as the original does:
-GLUE text contains unbalanced `"` characters.
+Google's `run_classifier.py` processors, one per task, for `download_glue_data.py`'s
+layouts, read strictly: a missing or empty file, a short row, an unknown label, bytes that
+are not UTF-8 or another task's header raise `GlueDataError` with file and 1-based line.
+A BOM, CRLF and trailing blank lines read as plain files. Test examples have
+`label=None`; `guid` is `"<split>-<index>"` from the file's index column where it has one.
+TSVs are read without quoting, as the original does (GLUE text has unbalanced `"`).
 """
 
 import csv

@@ -1,21 +1,11 @@
 """SQuAD v1.1 / v2.0 reading and windowed feature conversion for BERT.
 
-Reading (:func:`read_squad_examples`) validates the JSON and raises
-:class:`SquadDataError` naming the file and the JSON path (and question id)
-of the problem. An ``answer_start`` that does not point at the answer text
-is not fatal: it is counted, logged, and the question is skipped in
-training.
-
-Conversion (:func:`convert_examples_to_features`) tokenises the raw context
-once with a *fast* tokenizer and keeps each word piece's character offsets
-into the original context, so answers are aligned (and later recovered) by
-character position rather than by re-tokenising white-space words. Long
-contexts are split into overlapping windows exactly as BERT's
-``run_squad.py`` does (a window of ``max_seq_length - len(query) - 3``
-context tokens, advancing by ``doc_stride``), and each context token is
-marked "max context" in the single window where
-``min(left, right) + 0.01 * window_length`` is largest (first such window on
-ties).
+`read_squad_examples` validates the JSON (`SquadDataError` names file, JSON path and
+question id); an `answer_start` that misses its text is counted, logged and skipped in
+training. `convert_examples_to_features` tokenises each context once with a fast
+tokenizer, keeping character offsets (answers aligned by position), and windows it as
+Google's `run_squad.py`: `max_seq_length - len(query) - 3` tokens advancing by
+`doc_stride`, "max context" where `min(left, right) + 0.01 * length` is largest.
 """
 
 import dataclasses

@@ -1,25 +1,11 @@
-"""Turns per-window start/end logits into SQuAD answer texts.
+"""Turns per-window start/end logits into SQuAD answer texts, as Google's `run_squad.py`.
 
-For every example, candidate spans are collected from all of its windows:
-the ``n_best_size`` best start and end positions of each window, kept when
-both lie in the context, the start token has its maximum context in that
-window, ``end >= start`` and the span has at most ``max_answer_length``
-tokens. The answer text is cut from the *original* context through the word
-pieces' character offsets, so casing, accents and punctuation are exact.
-Candidates are ranked by ``start_logit + end_logit``, deduplicated by text,
-and their probabilities are a softmax over the kept n-best.
-
-With SQuAD 2.0 the null ("no answer") score of an example is
-``start_logits[0] + end_logits[0]`` ([CLS]) minimised over its windows; the
-null candidate joins the n-best, and the prediction is "" when
-``null_score - best_non_null_score > null_score_diff_threshold``. That
-difference is written to ``null_odds.json`` (usable as ``na_probs`` for the
-v2.0 best-threshold search).
-
-Output files follow Google BERT's ``run_squad.py``: ``predictions.json``
-(id -> text), ``nbest_predictions.json`` (id -> list of ``{"text",
-"probability", "start_logit", "end_logit"}``) and, for v2.0,
-``null_odds.json`` (id -> score difference), all JSON with 4-space indent.
+Candidates: each window's `n_best_size` best starts and ends inside the context, the start
+in its max-context window, at most `max_answer_length` tokens; the text is cut from the
+original context by character offsets, ranked by `start_logit + end_logit`, deduplicated,
+with softmax probabilities. SQuAD 2.0: the null score is the [CLS] score minimised over
+windows, and the answer is "" when `null - best > null_score_diff_threshold`.
+Writes `predictions.json`, `nbest_predictions.json` and (v2.0) `null_odds.json`.
 """
 
 import collections

@@ -1,19 +1,10 @@
 """Your own data files: CSV, TSV or JSON Lines -> rows of named fields.
 
-The format comes from the extension (`.csv`, `.tsv`/`.tab`, `.jsonl`/`.json`/`.ndjson`)
-unless given:
-- CSV: RFC 4180 (fields in double quotes may hold commas, quotes doubled, newlines).
-- TSV: no quoting, as Google's readers and the IANA format read it: a `"` in a text is
-  just a character, and a field ends at the next tab.
-- JSON Lines: one JSON object per line; its keys are the columns.
-
-Every format: UTF-8 with or without a byte-order mark, `\n` or `\r\n` line ends, blank
-lines skipped, fields of any length. A row is `(line, fields)`, `line` the 1-based line
-where the row starts, so that every error can name it.
-
-Columns are named by a header name or by a 0-based position. A file has a header unless
-its columns are given by position (`header=None`) or `header=False` is given; JSON Lines
-always has names.
+Format by extension (`.csv`, `.tsv`/`.tab`, `.jsonl`/`.json`/`.ndjson`) unless given: CSV
+by RFC 4180, TSV without quoting (as Google's readers), JSON Lines one object per line.
+UTF-8 with or without a BOM, LF or CRLF, blank lines skipped. A row is `(line, fields)`,
+the 1-based line where it starts. Columns are a header name or a 0-based position; a file
+has a header unless its columns are given by position or `header=False`.
 """
 
 import csv

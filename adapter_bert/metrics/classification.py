@@ -1,24 +1,14 @@
-"""Classification and regression metrics, by kind, as GLUE's leaderboard and
-scikit-learn compute them.
+"""Classification and regression metrics by kind, as GLUE's leaderboard and scikit-learn.
 
-Each task names its kind (`metrics` of `data.glue.DataProcessor` and `data.text_task.
-TextTask`):
-
-| kind            | keys, in order (the first is the task's main metric)          | tasks         |
-|-----------------|---------------------------------------------------------------|---------------|
-| mcc             | mcc (Matthews correlation; multi-class for AX, GLUE's "R3")    | CoLA, AX      |
-| accuracy_f1     | accuracy, f1 (positive class = label id 1)                     | MRPC, QQP     |
-| correlation     | pearson, spearmanr, corr (their mean)                          | STS-B         |
-| accuracy        | accuracy                                                       | other GLUE    |
-| classification  | accuracy, macro_f1, mcc; with two labels also precision,      | your own data |
-|                 | recall and f1 of the second label                              |               |
-| regression      | pearson, spearmanr, mse                                        | your own data |
-
-MNLI: the leaderboard reports matched and mismatched accuracy separately; the runner
-computes each on its own dev set.
-
-Label ids are positions in the task's label list; for MRPC and QQP id 1 is the positive
-class ("equivalent" / "duplicate").
+| kind           | keys, the first the task's main metric                 | tasks      |
+|----------------|--------------------------------------------------------|------------|
+| mcc            | mcc (multi-class for AX)                               | CoLA, AX   |
+| accuracy_f1    | accuracy, f1 (positive class = label id 1)             | MRPC, QQP  |
+| correlation    | pearson, spearmanr, corr (their mean)                  | STS-B      |
+| accuracy       | accuracy                                               | other GLUE |
+| classification | accuracy, macro_f1, mcc; two labels: precision, recall,| own data   |
+|                | f1 of the second label                                 |            |
+| regression     | pearson, spearmanr, mse                                | own data   |
 """
 
 import collections

@@ -1,27 +1,12 @@
-"""BERT encoder as tf-keras layers, and the one place where adapters modify its blocks.
-
-Layer names follow the variable scopes of Google's TF1 BERT so that `naming.tf1_variables`
-can map every weight to its checkpoint name (`bert/encoder/layer_3/attention/output/
-dense/kernel`, ...) whatever order the layers were built in.
-
-Data flow of one transformer layer (post-LayerNorm BERT, adapters as in Houlsby et al.):
+"""BERT encoder as tf-keras layers, named by Google's TF1 variable scopes.
 
     a = LayerNorm(x + Adapter(Dropout(Dense(SelfAttention(x)))))
     y = LayerNorm(a + Adapter(Dropout(Dense(act(Dense(a))))))
 
-Every way a block is modified goes through `ModifiableBlock` (model/blocks.py): a block
-stores one `TaskBranch` per named adapter, under the TF1 scope `<block>/<task>`, and its
-`call` asks `modification(adapter_name)` what to run. Named adapters are added by
-adapters/named.py (managed by the adapter API of adapters/api.py): "output" families
-(Houlsby, Pfeiffer, parallel) in the two output blocks, "projections" families (LoRA) in
-the blocks holding the projections they update. A branch's `adapter_enabled`
-(tasks/ablation.py) bypasses its adapter, weights kept; AdapterFusion
-(adapters/fusion.py) is a branch whose `fusion` attends over other tasks' adapters.
-
-Two more ways adapters are added do not enter these blocks: a ResAdapter
-(adapters/resadapter.py) is a side network reading `all_layer_outputs` of a frozen
-`BertNetwork`, and adapters/hf_bridge.py puts the same adapter layers into the blocks of a
-transformers `TFBertModel`, at the same two places.
+Layer names follow the TF1 scopes, so `naming.tf1_variables` maps every weight to its
+checkpoint name whatever the build order. Blocks are `ModifiableBlock`s (blocks.py): one
+`TaskBranch` per named adapter (added by adapters/named.py), chosen by `adapter_name`.
+ResAdapters (a side network) and hf_bridge (transformers' blocks) do not enter these blocks.
 """
 
 import math

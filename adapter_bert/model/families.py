@@ -1,24 +1,10 @@
 """What an adapter family declares: `AdapterFamily`, its options, and where it may go.
 
-A family is one registration (`adapter_bert.model.config.register_adapter_family`): its
-name, its layer class, the slots it fills, its config options with their defaults and
-its parameter count. `AdapterConfig` validates against the registry, the encoder and the
-named adapters build the family's layers in its slots, the runners offer it as an
-`--adapter_type`, and adapter files record its name and options.
-
-Two kinds of slot (`AdapterFamily.slot`):
-
-- "output": one layer in an output block (after the attention output projection and/or
-  the feed-forward output projection, chosen by `AdapterConfig.positions`), called as
-  `layer(hidden, residual, layer_norm)` and returning the adapted sub-layer output (see
-  model/adapter_layers.py). Houlsby, Pfeiffer and parallel adapters.
-- "projections": additive updates of the frozen dense projections named in `PROJECTIONS`
-  (which ones: `AdapterFamily.projections(config)`). One layer per block that holds such a
-  projection, called as `layer(inputs, training=...)` on the projection's input and
-  returning `{projection's layer name in the block: update}`. LoRA.
-
-This module holds only the declarations (no TensorFlow): the registry itself and the
-built-in families' registration live in model/config.py and model/adapter_layers.py.
+A family is one registration (`model.config.register_adapter_family`): name, layer class,
+slot, options with defaults, parameter count. Slots: "output" (a layer in an output block,
+`layer(hidden, residual, layer_norm)`: Houlsby, Pfeiffer, parallel) and "projections"
+(updates of the frozen projections in `PROJECTIONS`, `layer(inputs)` returning
+`{projection name: update}`: LoRA). Declarations only, no TensorFlow.
 """
 
 import dataclasses

@@ -1,21 +1,9 @@
 """What a model of this package is called on: the one check of its input features.
 
-Every model (`BertModel`, `BertClassifier`, `BertSpanModel`, `MultiAdapterModel`, the
-ResAdapter models) takes a dict of int tensors `[batch, seq]`:
-
-- `input_ids` (required): token ids;
-- `input_mask` (optional): 1 on tokens, 0 on padding. Omitted, every position is
-  attended, which is right only for a batch without padding (as Hugging Face's
-  `attention_mask`, whose default it mirrors);
-- `segment_ids` (optional): 0 for the first sentence, 1 for the second. Omitted, all 0.
-
-Hugging Face tokenizers' names are accepted as aliases, since they mean exactly the same
-thing: `attention_mask` for `input_mask`, `token_type_ids` for `segment_ids`; so
-`model(dict(tokenizer(texts, padding=True, return_tensors="tf")))` works. Any other key
-(a typo, keras-hub's `token_ids` / `padding_mask`) raises a one-line `ValueError` that
-names the expected keys, as does a bare tensor instead of the dict (the model could not
-tell whether it is padded) and a Keras 3 tensor (`keras.Input`): these models are tf-keras
-models (see `check_tf_keras`).
+A dict of int tensors `[batch, seq]`: `input_ids`, optional `input_mask` (omitted: every
+position attended) and optional `segment_ids` (omitted: 0). Hugging Face's
+`attention_mask` and `token_type_ids` are accepted as aliases. Any other key, a bare
+tensor or a Keras 3 tensor raises a one-line `ValueError` naming what is expected.
 """
 
 import sys

@@ -1,21 +1,11 @@
 """Export a trained classifier as a SavedModel that takes raw strings.
 
-The SavedModel holds the whole network (backbone, adapters, head) and the run's
-tokenisation (`tokenizer.BertInputEncoder`), so serving it needs TensorFlow and
-`import tensorflow_text` (which registers the WordPiece op), not this package.
-
-Signatures (every tensor's first dimension is the batch; a batch may be empty):
-- `serving_default`: `text_a` [B] string (and `text_b` [B] for sentence-pair tasks; an
-  empty `text_b` makes the row a single sentence) -> `probabilities` [B, num_labels]
-  float32 and `label` [B] string; a regression task (STS-B) returns `score` [B].
-- `tokenize`: the same inputs -> `input_ids`, `input_mask`, `segment_ids`, int32
-  [B, max_seq_length], exactly as run_classifier.py's Python pipeline makes them.
-- `from_features`: those three features -> the outputs of `serving_default`.
-
-The network runs on groups of `ROWS_PER_GROUP` rows of similar length (the batch's
-rows sorted by length), each group padded to its own longest row, not to
-`max_seq_length`: padding positions get no attention weight, so outputs are those of
-the full-width model, in the order of the request's rows.
+The SavedModel holds the network and the run's tokenisation (`tokenizer.BertInputEncoder`);
+serving needs TensorFlow and `import tensorflow_text`, not this package. Signatures:
+`serving_default` (`text_a`, optional `text_b` [B] strings -> `probabilities` and `label`,
+or `score` for regression), `tokenize` (-> the runner's three int32 features) and
+`from_features`. Rows run in groups of `ROWS_PER_GROUP` of similar length, each padded to
+its own longest row; outputs come back in the request's order.
 """
 
 import json

@@ -1,21 +1,12 @@
 """One SavedModel, one frozen backbone, many adapters: each row says which task it is.
 
-`export_multi_adapter` loads adapter directories (written by run_classifier.py or by
-`MultiAdapterModel.save_adapter`) as named adapters on one backbone
-(`multitask.MultiAdapterModel`) and exports it with the in-graph tokenizer. The
-backbone's weights are stored once; each task adds its adapters, LayerNorms, optional
-pooler copy and head.
-
-Signature `serving_default`: `task`, `text_a`, `text_b`, all [B] strings (an empty
-`text_b` makes the row a single sentence) ->
-- `probabilities` [B, W] float32: the row's task's class probabilities, zero past its
-  label count (W: the most labels of any task); all zero for a regression task;
-- `label` [B] string: the predicted label ("" for a regression task);
-- `score` [B] float32: a regression task's prediction, else the predicted label's
-  probability.
-A `task` that names no exported adapter fails the request with an error that lists the
-tasks (`InvalidArgumentError`); no row is answered by another task's head. `tokenize`
-and `from_features` (with a `task` input) are as in the single-task export.
+`export_multi_adapter` loads adapter directories as named adapters on one
+`MultiAdapterModel` and exports it with the in-graph tokenizer; the backbone is stored
+once. `serving_default`: `task`, `text_a`, `text_b` [B] strings -> `probabilities` [B, W]
+(zero past the task's label count; W the most labels of any task), `label` [B] and
+`score` [B] (a regression task's prediction, else the label's probability). An unknown
+`task` fails the request listing the tasks. `tokenize` and `from_features` are as in the
+single-task export.
 """
 
 import os

@@ -1,26 +1,12 @@
 """Google BERT's tokenisation and input layout as TensorFlow ops, for SavedModels.
 
-`BertInputEncoder` turns raw UTF-8 strings into the `input_ids`, `input_mask` and
-`segment_ids` that google-research/bert's `FullTokenizer`, `_truncate_seq_pair` and
-`convert_single_example` make of them, inside the graph:
-
-1. UTF-8 -> code points. Bytes that are not UTF-8 are dropped, as Google's
-   `convert_to_unicode` (`decode("utf-8", "ignore")`) drops them.
-2. The basic tokenizer, from the per-code-point tables of `unicode_tables`: control
-   characters dropped, whitespace separates words, CJK ideographs and punctuation are
-   words of their own; uncased models lower-case with `str.lower()`'s rules (final sigma
-   included), decompose (NFD) and drop non-spacing marks.
-3. WordPiece on each word with tensorflow-text's `FastWordpieceTokenizer` (greedy
-   longest-match-first, "##" suffixes); a word of more than 200 characters is `[UNK]`
-   (Google's `max_input_chars_per_word`).
-4. `[CLS] a [SEP] b [SEP]`, Google's pair truncation (drop the last token of the longer
-   side, of `b` on a tie) to `max_seq_length`, zero padding. An empty `text_b` makes the
-   row a single sentence (Google tests `if example.text_b`).
-
-The one difference from Python: NFD's reordering of several combining marks is not
-done (each code point is decomposed on its own); it changes a result only when two
-spacing combining marks of different classes stand out of canonical order after a
-letter, which no natural text contains.
+`BertInputEncoder` turns UTF-8 strings into the `input_ids`, `input_mask` and
+`segment_ids` Google's `FullTokenizer` and `convert_single_example` make, in the graph:
+invalid UTF-8 dropped; the basic tokenizer from `unicode_tables` (lower-casing, NFD and
+accent stripping for uncased models); tensorflow-text's `FastWordpieceTokenizer` (words
+over 200 characters are `[UNK]`); `[CLS] a [SEP] b [SEP]` with Google's pair truncation.
+One difference: NFD's reordering of several combining marks is not done, which changes
+no natural text.
 """
 
 from typing import Dict, Optional, Tuple

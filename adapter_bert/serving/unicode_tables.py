@@ -1,21 +1,12 @@
 """Per-code-point tables of Google BERT's basic tokenizer, for tokenising inside a graph.
 
-google-research/bert's `BasicTokenizer` works on Python strings: it drops control
-characters, turns whitespace into spaces, puts spaces around CJK ideographs, splits on
-whitespace, lower-cases each word with `str.lower()` (uncased models), decomposes it
-(NFD) and drops non-spacing marks, then splits off every punctuation character. Each of
-these steps is a function of one code point, except `str.lower()`'s final-sigma rule
-(a capital sigma ending a word becomes 'ς'), which looks at its neighbours' "cased" and
-"case-ignorable" properties. The tables here hold exactly those per-code-point facts, as
-Python's `unicodedata` states them, so the graph computes what the Python code computes:
-
-- `code_point_classes()`: run-length encoded class bits over the whole code space
-  (`DROP`, `SPACE`, `CJK`, `PUNCT`, `CASE_IGNORABLE`, `CASED`);
-- `lower_case_mapping()`: every code point that `strip_accents(lower(c))` changes, with
-  its replacement (zero or more code points).
-
-`CASED` and `CASE_IGNORABLE` are read off `str.lower()` itself (see `_sigma_context`),
-so they are the properties CPython's final-sigma rule uses, whatever Unicode version.
+Every step of `BasicTokenizer` (drop controls, whitespace, CJK, lower-case, NFD, drop
+marks, split punctuation) is a function of one code point except `str.lower()`'s
+final-sigma rule, which reads its neighbours' "cased"/"case-ignorable" properties. The
+tables hold those facts as Python's `unicodedata` states them: `code_point_classes()`
+(run-length class bits) and `lower_case_mapping()` (every code point
+`strip_accents(lower(c))` changes). `CASED` and `CASE_IGNORABLE` are read off
+`str.lower()` itself, so they match CPython's rule whatever the Unicode version.
 """
 
 import functools

@@ -1,18 +1,10 @@
 """Adapter ablation over contiguous layer spans (Houlsby et al., 2019, Fig. 6).
 
-A trained adapter model is re-evaluated with the adapters of transformer layers
-`first..last` (inclusive) switched off, for every span `first <= last`. Switching off
-uses each adapter block's `adapter_enabled` flag, so the trained weights stay in place
-and the LayerNorms, head and pooler keep their trained values: the question asked is
-"how much does the network still need the adapters of these layers?".
+A trained model is re-evaluated with the adapters of layers `first..last` switched off
+(`adapter_enabled`; LayerNorms, head and pooler keep their trained values), for every
+span: an upper-triangular L x L matrix, rows the first ablated layer, columns the last.
 
-The result is an upper-triangular L x L matrix: rows are the first ablated layer,
-columns the last one. The diagonal removes one layer's adapters; the top-right cell
-`(0, L-1)` removes all of them.
-
-Examples:
-    >>> spans = layer_spans(3)
-    >>> spans
+    >>> layer_spans(3)
     [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
 """
 

@@ -1,27 +1,13 @@
 """One writer per run folder: the lock a run holds on its --output_dir.
 
-A run's chief creates `<output_dir>/.adapter_bert.lock` before it writes anything there
-and deletes it when the run ends, however it ends (an error, SIGTERM, Ctrl-C). The lock
-is a small JSON file naming its holder: host, process id, the process's start time (so
-a reused process id is not taken for the holder), when it was taken, and a heartbeat
-that a background thread renews every `HEARTBEAT_S` seconds. A second run on the same
-folder refuses in one line naming the holder.
-
-A lock left by a run that no longer runs (killed with SIGKILL, a machine that went away)
-is taken over with a warning, so the same command resumes a preempted run:
-- on the holder's own host, as soon as its process is gone (where the process's start
-  time cannot be read, once its heartbeat is stale too);
-- from another host, once its heartbeat is `STALE_S` seconds old.
-
-Several workers of one multi-worker run share the chief's lock: only the chief takes it.
-
-On a local disk the lock is created with `O_CREAT | O_EXCL`, which the kernel makes
-atomic: of two runs starting together exactly one gets it. Object stores (`gs://`)
-reached through `tf.io.gfile` have no create-if-absent, so there the lock is written,
-then read back after `SETTLE_S` seconds and kept only if it still holds this run's
-token. Two runs started within that second of each other can both pass; the one whose
-token was overwritten sees it at its next heartbeat and stops with an error before it
-saves its adapter.
+The chief creates `<output_dir>/.adapter_bert.lock` (a JSON naming host, pid, the
+process's start time and a heartbeat renewed every `HEARTBEAT_S`) before writing anything
+and deletes it however the run ends; a second run on the folder refuses in one line. A
+lock whose holder is gone (same host: its process; another host: a heartbeat `STALE_S`
+old) is taken over with a warning, so the same command resumes a killed run. Locally the
+lock is created with `O_EXCL`; object stores (`gs://`) lack create-if-absent, so the lock
+is written, read back after `SETTLE_S` and kept only if it still holds this run's token
+(a loser of a near tie stops at its next heartbeat, before saving its adapter).
 """
 
 import dataclasses

@@ -1,19 +1,9 @@
-"""A reused --output_dir: the training flags a run records there, and the check that a
-rerun trains the same thing.
+"""A reused --output_dir: the flags a run trained with, and the check that a rerun matches.
 
-A training run resumes from the last checkpoint in --output_dir. Resuming with flags that
-change what is trained (another learning rate, adapter size, data file, ...) would either
-print the old run's metrics unchanged (training already complete) or fail inside
-TensorFlow's restore. So the chief records the flags that define the training in
-`<output_dir>/run_flags.json`, and a later training run with other values stops before
-anything is loaded, naming the differing flags. `--overwrite_output_dir` clears the
-folder (what a run writes; the feature cache is kept) and trains anew.
-
-Flags that change only speed, placement or the eval/predict outputs (batch sizes of
-eval and predict, do_eval/do_predict, export_dir, save_checkpoints_steps,
-iterations_per_loop, jit_compile, distribution strategy, TPU flags, feature cache,
-deterministic) are not compared: a run may resume on another device or evaluate
-differently.
+The chief records the flags that define training in `<output_dir>/run_flags.json`; a
+later run resuming there with other values stops before loading anything, naming the
+differing flags (`--overwrite_output_dir` starts anew, keeping the feature cache). Flags
+that change only speed, placement or the eval/predict outputs are not compared.
 """
 
 import json

@@ -1,20 +1,11 @@
 """SQuAD v1.1 / v2.0 fine-tuning and adapter tuning: the body of run_squad.py.
 
-Flow: flags -> examples -> doc-stride windows -> tf.data -> span model -> fit ->
-per-window start/end logits -> n-best answers -> `predictions.json`,
-`nbest_predictions.json` (and `null_odds.json` for v2.0) -> scores with the official
-rules -> `eval_results.txt` / `eval_results.json`, plus the adapter directory.
-
-Behaviour worth knowing:
-- One training epoch is one pass over the training *windows* (features), so
-  `--num_train_epochs` means what it says even when long contexts give several windows
-  per question. Google's run_squad.py counts its steps over questions instead
-  (docs/google-compatibility.md gives the figures).
-- Training questions whose `answer_start` does not point at the answer text, or whose
-  answer overlaps no token, are counted, logged and skipped, never mislabelled; the
-  counts go to eval_results.
-- The predict file is scored in process when it carries gold answers (dev sets); for a
-  test file without answers only the prediction files are written.
+Flags -> examples -> doc-stride windows -> span model -> fit -> n-best answers ->
+`predictions.json` (and `nbest_predictions.json`, v2.0's `null_odds.json`) -> official
+scores in `eval_results.txt`, plus the adapter directory. An epoch is one pass over the
+windows (Google counts questions; docs/google-compatibility.md). Training questions whose
+answer cannot be aligned are counted and skipped. A predict file without answers gets
+predictions only.
 """
 
 import json

@@ -1,25 +1,12 @@
 """A grid of runs, the best point chosen on held-out data, its adapter kept.
 
-The paper's numbers are selected per task over a small grid ("learning rates {3e-5,
-3e-4, 3e-3}, epochs {3, 20}", adapter sizes {8, 64, 256}) on validation data. `main` runs
-`run_classifier.py` (or `run_squad.py`) once per point of a grid given as `--grid` flags,
-each point in a process of its own and a folder of its own under --output_dir, passes
-every other flag through unchanged, and then:
-
-- writes `sweep_results.tsv` and `sweep_results.md` (every point: its grid values, dev
-  metrics, wall time, trained parameters);
-- copies the chosen point's adapter directory and flags into `best/`;
-- with --do_predict, writes the chosen point's predictions into `best/`.
-
-Selection (`--select_on`): `dev` scores every point on the dev set (the paper's way; the
-chosen point's dev score is then no longer an unbiased estimate); `train_fraction:F`
-holds out a stratified fraction F of the training data (fixed by --seed) and scores the
-points there, so dev stays untouched and is evaluated for the chosen point only.
-
-A stopped sweep run again continues: finished points are not re-run, a point stopped
-half-way resumes from its checkpoint, and a grid that adds values adds points.
-`<output_dir>/sweep.json` records the grid and the flags passed through; another set of
-flags, or a grid that leaves out points already swept, is refused in one line.
+`main` runs `run_classifier.py` (or `run_squad.py`) once per point of the `--grid`, each in
+its own process and folder, passing every other flag through; writes
+`sweep_results.tsv`/`.md`; copies the chosen point's adapter and flags (and with
+--do_predict its predictions) into `best/`. `--select_on=dev` selects on dev (then no longer
+unbiased); `train_fraction:F` on a stratified held-out part of train, dev evaluated for the
+chosen point only. Run again, a sweep continues (finished points kept, a stopped point
+resumes, new grid values add points); `sweep.json` refuses other flags or a smaller grid.
 """
 
 import itertools

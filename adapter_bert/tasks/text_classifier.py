@@ -1,23 +1,11 @@
 """Your own texts in Keras: a classifier whose `fit`, `evaluate` and `predict` take strings.
 
 `TextClassifier.from_pretrained(labels=[...])` builds the network `run_classifier.py`
-builds at the same settings (backbone, adapters, head, tuning mode, seed), and its
-methods take what a user holds: a list of texts (or a pair of lists for sentence pairs)
-and a list of label names (or ids; floats for regression).
-
-- Tokenisation is the runner's: Google's WordPiece pipeline with its pair truncation,
-  to `max_seq_length` tokens (`data.features`).
-- `fit` trains with the runner's recipe (`training.recipe`: Google's AdamW, warmup and
-  linear decay, clipping; batches bucketed by length and padded to their longest row),
-  unless the model was compiled with an optimizer of one's own.
-- `evaluate` returns the metrics the runner writes to eval_results.txt for own data.
-- `predict` returns logits, or label names with `return_labels=True`.
-- `save_adapter` writes the adapter directory the runner writes (label names included),
-  which `--load_adapter`, `ab.load_adapter`, `TextClassifier.from_adapter` and the
-  SavedModel export (`python -m adapter_bert.export_model`) read.
-
-The same texts, labels, seed and settings therefore give what `run_classifier.py
---train_file=...` gives.
+builds at the same settings, tokenises as the runner does, trains with the runner's recipe
+(`training.recipe`, length-bucketed batches) unless compiled with an optimizer of one's
+own, evaluates with the runner's own-data metrics, predicts logits or label names, and
+`save_adapter` writes the runner's adapter directory. The same texts, labels, seed and
+settings give what `run_classifier.py --train_file=...` gives.
 """
 
 import os
