@@ -17,15 +17,8 @@ _TOKENIZE_CHUNK = 8192
 
 
 def truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
-    """Truncates a pair of token lists in place to at most `max_length` total.
-
-    Like google-research/bert: repeatedly drop the last token of the longer
-    list (of `tokens_b` when they are equally long).
-
-    Args:
-      tokens_a: First list, shortened in place.
-      tokens_b: Second list, shortened in place.
-      max_length: The largest allowed `len(tokens_a) + len(tokens_b)`.
+    """Truncates a pair of token lists in place to at most `max_length` in total, as Google's
+    code: drop the last token of the longer list (of `tokens_b` on a tie).
     """
     while len(tokens_a) + len(tokens_b) > max_length:
         if len(tokens_a) > len(tokens_b):
@@ -85,31 +78,14 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
                                  log_examples: int = 5) -> Dict[str, np.ndarray]:
     """Tokenises examples into fixed-length BERT inputs.
 
-    Args:
-      examples: `InputExample`s (anything with `guid`, `text_a`, `text_b`,
-        `label`). As in Google's code, a `text_b` that is None, empty or
-        without word pieces gives a single sentence `[CLS] a [SEP]`.
-        `label=None` (test examples) gives label id 0 (0.0 for regression).
-      label_list: The task's labels; label id = position in this list.
-        Ignored when `is_regression`.
-      max_seq_length: Length of every output row, special tokens included.
-        Must be at least 3 (2 for single sentences only).
-      tokenizer: `tokenization.load_tokenizer(vocab_file, do_lower_case)` (a
-        transformers `BertTokenizerFast` works as well).
-      is_regression: If True, labels are floats (STS-B) and `label_ids` is
-        float32.
-      log_examples: How many of the first examples to log, at DEBUG level
-        (Google's script logs 5 at INFO; here `--verbosity=1` shows them).
+    As in Google's code, an empty or missing `text_b` gives a single sentence, and
+    `label=None` (test) gives label id 0. Label ids are positions in `label_list` (unused for
+    regression, whose `label_ids` are float32). `tokenizer`: `tokenization.load_tokenizer`'s
+    (or a transformers `BertTokenizerFast`); the first `log_examples` are logged at DEBUG.
 
-    Returns:
-      A dict of numpy arrays with N = len(examples) rows: `input_ids`,
-      `input_mask`, `segment_ids` (int32, [N, max_seq_length], 0-padded),
-      `label_ids` (int32 [N], or float32 [N] for regression) and
-      `is_real_example` (int32 [N], all ones).
-
-    Raises:
-      ValueError: If `max_seq_length` is too small, or a label is not in
-        `label_list` (the message names the example's guid).
+    Returns int32 arrays `[N, max_seq_length]` `input_ids`, `input_mask`, `segment_ids`, plus
+    `label_ids` and `is_real_example` (all ones). Raises ValueError for a `max_seq_length`
+    too small or a label not in `label_list` (naming the guid).
     """
     has_pair = any(e.text_b for e in examples)
     if max_seq_length < (3 if has_pair else 2):
@@ -154,25 +130,10 @@ def _label_id(example, label_map, is_regression):
 
 def pad_to_multiple_of_batch(features: Dict[str, np.ndarray],
                              batch_size: int) -> Dict[str, np.ndarray]:
-    """Appends padding examples so the example count divides `batch_size`.
-
-    TPUs need fixed batch shapes, so eval/predict sets are padded with fake
-    examples (all-zero arrays, `is_real_example=0`) that metrics then ignore,
-    as google-research/bert's `PaddingInputExample` does.
-
-    Args:
-      features: A dict of arrays sharing the same first dimension N, as from
-        `convert_examples_to_features`. Must contain `is_real_example`.
-      batch_size: The batch size to pad to a multiple of.
-
-    Returns:
-      A new dict with the same keys and dtypes; every array has
-      `ceil(N / batch_size) * batch_size` rows (the input is returned
-      unchanged, as copies, when N already is a multiple).
-
-    Raises:
-      ValueError: If `batch_size < 1`, `is_real_example` is missing, or the
-        arrays have different lengths.
+    """Appends fake examples (zeros, `is_real_example=0`, which metrics ignore) so the example
+    count divides `batch_size`: TPUs need fixed batch shapes, as Google's
+    `PaddingInputExample`. Raises ValueError for `batch_size < 1`, no `is_real_example` or
+    arrays of different lengths.
     """
     if batch_size < 1:
         raise UserError(f"batch_size must be >= 1, got {batch_size}")

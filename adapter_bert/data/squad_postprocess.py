@@ -151,36 +151,14 @@ def write_predictions(
     null_score_diff_threshold: float,
     output_dir: str,
 ) -> Tuple[Dict[str, str], Optional[Dict[str, float]]]:
-    """Builds the final answers and writes the prediction files.
+    """Builds the final answers and writes the prediction files into `output_dir` (atomically).
 
-    Args:
-      examples: the :class:`~adapter_bert.data.squad.SquadExample` list the
-        features were built from (``qas_id`` and ``context_text`` are used).
-      features: the :class:`~adapter_bert.data.squad.SquadFeature` windows
-        (``unique_id``, ``example_index``, ``token_to_orig``,
-        ``token_is_max_context``).
-      results: one result per feature, with ``unique_id``, ``start_logits``
-        and ``end_logits`` (attributes, e.g. :data:`RawResult`, or mapping keys).
-      n_best_size: candidates considered per window and kept per example.
-      max_answer_length: longest answer, in tokens.
-      version_2_with_negative: SQuAD 2.0: consider "no answer".
-      null_score_diff_threshold: predict "" when the null score beats the best
-        span score by more than this.
-      output_dir: directory for ``predictions.json``, ``nbest_predictions.json``
-        and (v2.0) ``null_odds.json``; created if needed. Each file is written
-        to a temporary file in the same directory and renamed into place.
-
-    Returns:
-      ``(predictions, null_odds)``: question id -> answer text, and for v2.0
-      question id -> ``null_score - best_non_null_score`` (None for v1.1). An
-      example with no valid span at all is predicted "" (v1.1: the n-best
-      then holds one "empty" entry, as in BERT's script; v2.0: its null odds
-      are :data:`NO_SPAN_NULL_ODDS`).
-
-    Raises:
-      ValueError: non-positive ``n_best_size``/``max_answer_length``, a
-        feature without a result, or logits whose length differs from the
-        feature's sequence length.
+    `examples` and `features` are `SquadExample`s and their `SquadFeature` windows; `results`
+    one per feature with `unique_id`, `start_logits`, `end_logits` (attributes or keys).
+    Returns `(predictions, null_odds)`: id -> answer text and, for v2.0, id ->
+    `null_score - best_non_null_score` (None for v1.1). An example without a valid span is
+    predicted "" (v2.0 null odds `NO_SPAN_NULL_ODDS`). Raises ValueError for non-positive
+    sizes, a feature without a result, or logits of the wrong length.
     """
     if n_best_size <= 0 or max_answer_length <= 0:
         raise UserError("n_best_size and max_answer_length must be positive")

@@ -64,18 +64,10 @@ class Backbone:
 class TaskRun:
     """One invocation of a runner, configured from parsed flags.
 
-    Set-up order (the same for every runner, so a bad flag or file fails before anything
-    slow starts): check the flags, resolve the backbone, read the data, prepare the run
-    (output directory, seed, dtype, strategy), build the model with its pretrained
-    weights and tuning mode.
-
-    Subclasses define:
-        HEAD: "classifier" or "span" (the model's head).
-        UNTRAINED: what an untrained run does, for the warning when nothing is restored.
-        validate_flags(flag_values): the runner's one flag check.
-        read_data(): read every input the requested actions need.
-        num_labels, train_pooler: the head's classes and --train_pooler's value.
-        load_checked_adapter(path): load --load_adapter, rejecting one that does not fit.
+    Set-up order, so a bad flag or file fails before anything slow starts: flags, backbone,
+    data, run preparation (output directory, seed, dtype, strategy), model. Subclasses define
+    `HEAD`, `UNTRAINED` (the warning when nothing is restored), `validate_flags`, `read_data`,
+    `num_labels`, `train_pooler` and `load_checked_adapter(path)`.
     """
 
     HEAD = ""
@@ -88,13 +80,9 @@ class TaskRun:
     def __init__(self, flag_values, strategy=None, static_shapes: Optional[bool] = None):
         """Checks the flags, reads the data, prepares the run and builds the model.
 
-        Args:
-            flag_values: parsed flags.
-            strategy: an existing strategy, or None to build one from the flags.
-            static_shapes: None: as the device needs (True on TPU). True forces the
-                TPU's input path on any device (full batches, fixed widths, eval and
-                predict sets padded to a multiple of the batch, Google's
-                iterations_per_loop), which is how that path is tested on CPU.
+        `strategy`: an existing one, or None to build one from the flags. `static_shapes`: None
+        follows the device (True on TPU); True forces the TPU's input path on any device, which is
+        how that path is tested on CPU.
         """
         self.flags = flag_values
         self.validate_flags(flag_values)
@@ -209,26 +197,14 @@ def load_backbone(init_checkpoint: Optional[str], config_file: Optional[str],
 def prepare_run(flag_values, strategy=None, runner: str = ""):
     """Output directory, seed, determinism, dtype policy and distribution strategy of a run.
 
-    Temporary files of an atomic write that a killed run left behind are removed.
-    `--deterministic` turns on TensorFlow's op determinism (process-wide, it stays on):
-    together with `--seed`, two runs with the same flags on the same machine and
-    software give bit-identical weights and metrics.
+    Removes temporary files a killed atomic write left. `--deterministic` turns on op
+    determinism (process-wide), so equal flags on one machine give bit-identical results.
+    `strategy` may be a notebook's own (its TPU); `runner` ("classifier", "span") is recorded
+    with a training run's flags (`tasks.run_record`).
 
-    Args:
-        flag_values: parsed flags.
-        strategy: an existing strategy (a notebook that already connected to a TPU
-            passes its own); None builds one from the flags.
-        runner: the run's head ("classifier", "span"), recorded with a training run's
-            flags in <output_dir>/run_flags.json (`tasks.run_record`).
-
-    Returns:
-        (strategy, static_shapes, role, lock): static_shapes is True where batches must
-        have fixed shapes (TPU); role (`WorkerRole`) says where this process writes: only
-        the chief creates, locks (`tasks.run_lock`; lock is None on other workers) and
-        cleans --output_dir.
-
-    Raises:
-        FlagError: another run holds the lock on --output_dir.
+    Returns (strategy, static_shapes, role, lock): fixed shapes where the device needs them;
+    only the chief (`role`) creates, locks (`tasks.run_lock`; None elsewhere) and cleans
+    --output_dir. Raises FlagError when another run holds the lock.
     """
     strategy = strategy or get_strategy(
         flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,

@@ -52,14 +52,10 @@ def epoch_boundaries(num_examples: int, batch_size: int, epochs: float,
 class EpochSelection(keras.callbacks.Callback):
     """Evaluates at each epoch boundary and keeps the best epoch's weights.
 
-    Args:
-        optimizer: the run's optimizer (its `iterations` is the global step).
-        boundaries: `epoch_boundaries(...)`.
-        metric: the selection metric's name (without the split prefix).
-        evaluate: returns the selection split's scores (`{metric: value}`) for the
-            weights the model has now.
-        save: writes the model's trained weights as an adapter directory at a path.
-        directory: the run's output folder (the state file and `best_epoch/`).
+    `evaluate()` returns the selection split's `{metric: value}` for the current weights,
+    `save(path)` writes them as an adapter directory; `boundaries` come from
+    `epoch_boundaries`, and `directory` (the run's folder) holds the state file and
+    `best_epoch/`.
     """
 
     def __init__(self, optimizer, boundaries: List[int], metric: str,

@@ -187,16 +187,8 @@ def validate_own_data(values) -> None:
 
 
 def validate_classifier(values) -> str:
-    """run_classifier.py's checks, before anything is loaded or written.
-
-    Args:
-        values: the parsed FLAGS (or any object with the same attributes).
-
-    Returns:
-        The canonical task name.
-
-    Raises:
-        FlagError: naming the flag and what was expected.
+    """run_classifier.py's checks, before anything is loaded or written; returns the canonical
+    task name or raises FlagError naming the flag and what was expected.
     """
     validate_common(values)
     if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
@@ -232,15 +224,8 @@ def validate_classifier(values) -> str:
 
 
 def validate_ablation(values) -> str:
-    """ablate_adapters.py's checks: it only evaluates, then run_classifier.py's checks.
-
-    Sets `do_eval` (the ablation evaluates on dev whatever the flag says).
-
-    Returns:
-        The canonical task name.
-
-    Raises:
-        FlagError: --do_train or --do_predict given, or a check of `validate_classifier`.
+    """ablate_adapters.py's checks (it only evaluates: sets `do_eval`, refuses --do_train and
+    --do_predict), then `validate_classifier`'s; returns the canonical task name.
     """
     if values.do_train or values.do_predict:
         raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "
@@ -359,14 +344,8 @@ def adapter_type(flag_values) -> str:
 
 
 def validate_resadapter_flags(flag_values) -> None:
-    """Rejects flag combinations that mean nothing for the chosen adapter type.
-
-    Args:
-        flag_values: parsed flags (absl FLAGS or an object with the same attributes;
-            "explicitly given" can only be told for absl FLAGS).
-
-    Raises:
-        FlagError: naming the flags and why they do not go together.
+    """Raises FlagError for flags that mean nothing for the chosen adapter type ("explicitly
+    given" can only be told for absl FLAGS).
     """
     kind = adapter_type(flag_values)
     if kind != "resadapter":

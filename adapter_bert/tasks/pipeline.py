@@ -37,14 +37,9 @@ def resolve_jit_compile(flag: str, strategy) -> bool:
 class InputPipeline:
     """How a run batches its features.
 
-    Attributes:
-        dynamic: pad each batch to its widest example (CPU/GPU with --padding=dynamic);
-            False on TPU or with --padding=max_seq_length.
-        static_shapes: the device needs fixed shapes (TPU): full batches only.
-        cache: the feature cache.
-        vocab_file: the tokenizer's vocabulary (part of every cache key).
-        do_lower_case: part of every cache key.
-        jit_compile: XLA for the Keras train/predict steps.
+    `dynamic`: pad each batch to its widest example (CPU/GPU, --padding=dynamic);
+    `static_shapes`: full batches only (TPU); `cache`, `vocab_file` and `do_lower_case` key
+    the feature cache; `jit_compile`: XLA for the Keras steps.
     """
 
     dynamic: bool

@@ -41,15 +41,8 @@ def task_name(version_2_with_negative: bool) -> str:
 
 
 def feature_arrays(features: Sequence, with_labels: bool) -> Dict[str, np.ndarray]:
-    """Stacks SquadFeature windows into int32 arrays named as the model's inputs.
-
-    Args:
-        features: `SquadFeature` objects, all of the same sequence length.
-        with_labels: also stack the gold `start_positions` / `end_positions`.
-
-    Returns:
-        A dict of arrays with one row per window, plus `is_real_example` (all ones) so
-        TPU padding can be told apart.
+    """SquadFeature windows (one sequence length) stacked into int32 arrays named as the
+    model's inputs, with the gold positions when `with_labels`, and `is_real_example`.
     """
     arrays = {key: np.stack([getattr(f, key) for f in features]).astype(np.int32)
               for key in INPUT_KEYS}
@@ -101,19 +94,11 @@ def has_gold_answers(examples: SquadExampleList, version_2: bool) -> bool:
 def score_predictions(path: str, predictions: Dict[str, str],
                       null_odds: Optional[Dict[str, float]], version_2: bool,
                       null_score_diff_threshold: float) -> Dict[str, float]:
-    """Scores predictions against the gold answers of a SQuAD file (official rules).
+    """Scores predictions (id -> text, "" abstains) against a SQuAD file by the official rules.
 
-    Args:
-        path: the SQuAD JSON file predicted on.
-        predictions: question id -> answer text ("" = no answer).
-        null_odds: v2.0 question id -> null score minus best span score.
-        version_2: use the v2.0 rules (HasAns/NoAns, best-threshold search).
-        null_score_diff_threshold: the threshold the predictions were made with; used
-            as the abstention threshold so `exact`/`f1` score predictions.json as is.
-
-    Returns:
-        v1.1: exact_match, f1. v2.0: exact, f1, total, HasAns_*, NoAns_*, best_exact,
-        best_exact_thresh, best_f1, best_f1_thresh.
+    v2.0 uses `null_odds` and `null_score_diff_threshold` (the predictions' own threshold, so
+    `exact`/`f1` score predictions.json as written) and adds HasAns/NoAns and best-threshold
+    figures; v1.1 returns exact_match and f1.
     """
     dataset = json.loads(io_utils.read_text(path, encoding="utf-8-sig"))
     if not version_2:
@@ -298,18 +283,8 @@ def _print_scores(results: Dict[str, object], keys: List[str]) -> None:
 
 
 def main(flag_values, strategy=None) -> int:
-    """Runs the requested steps (train / predict) and writes the outputs.
-
-    Args:
-        flag_values: parsed flags (absl FLAGS).
-        strategy: an existing `tf.distribute.Strategy` to use instead of building one
-            from the flags.
-
-    Returns:
-        0 on success.
-
-    Raises:
-        FlagError, SquadDataError, ...: bad input (run_cli turns them into one line).
+    """Runs the requested steps (train / predict) and writes the outputs; returns 0. Bad input
+    raises a `UserError` (run_cli prints its one line).
     """
     if getattr(flag_values, "export_dir", None):
         from adapter_bert.serving.export import require_serving_extra

@@ -129,14 +129,9 @@ def selection(spec: str, runner: str) -> Optional[float]:
 # ---------------------------------------------------------------- checking
 def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
                  fraction: Optional[float], output_dir: str) -> str:
-    """Parses and checks every point's flags as the runner would, before anything runs.
-
-    Returns:
-        The selection metric (--select_metric, else the task's main one).
-
-    Raises:
-        FlagError: an unknown flag, a grid flag also passed on its own, a value the
-            runner refuses (naming the point).
+    """Parses every point's flags as the runner would, before anything runs; returns the
+    selection metric (--select_metric, else the task's main one). Raises FlagError for an
+    unknown flag, a grid flag also passed on its own, or a value the runner refuses.
     """
     from absl import flags as absl_flags
 

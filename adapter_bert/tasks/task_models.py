@@ -55,24 +55,10 @@ def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
                    adapter_name: Optional[str] = None):
     """An unbuilt task model: a ResAdapter one when `resadapter_config` is given.
 
-    Adapters inside BERT are the model's named adapter `adapter_name` (the task's
-    name, see `adapter_name_for`), trained through the adapter API's code.
-
-    Args:
-        bert_config: the backbone's `BertConfig`.
-        head: "classifier" or "span".
-        num_labels: classes of the classifier head (1 for regression).
-        adapter_config: `AdapterConfig` for adapters inside BERT (BertClassifier /
-            BertSpanModel only).
-        resadapter_config: `ResAdapterConfig`, or None.
-        adapter_name: the name of the adapter `adapter_config` adds.
-
-    Returns:
-        The Keras model.
-
-    Raises:
-        ValueError: unknown head, a classifier without `num_labels`, or both kinds of
-            adapter at once.
+    `head` is "classifier" (with `num_labels`, 1 for regression) or "span"; `adapter_config`
+    becomes the named adapter `adapter_name` (the task's, `adapter_name_for`). Raises
+    ValueError for an unknown head, a classifier without `num_labels`, or both kinds of
+    adapter at once.
     """
     if head not in HEADS:
         raise UserError(f"head must be one of {HEADS}, got {head!r}")
@@ -103,21 +89,10 @@ def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
                                task: str = "task") -> Tuple[object, Dict[str, str]]:
     """Builds the run's task model under `strategy`, with pretrained weights and tuning.
 
-    Args:
-        strategy: the run's `tf.distribute.Strategy`.
-        backbone: the resolved pretrained backbone (`base.Backbone`).
-        flag_values: parsed flags.
-        head: "classifier" (GLUE) or "span" (SQuAD).
-        num_labels: classes of the classifier head (1 for regression).
-        train_pooler: "true", "false" or "auto" for models that read the pooler; a
-            ResAdapter model never trains it.
-        task: the task's name, which names the adapter (`adapter_name_for`).
-
-    Returns:
-        (model, parameter figures for eval_results.txt); the parameter line is printed.
-
-    Raises:
-        FlagError: --adapter_type contradicts --load_adapter's file.
+    `backbone` is the resolved `base.Backbone`; `train_pooler` "true", "false" or "auto" (a
+    ResAdapter never trains it); `task` names the adapter. Prints the parameter line and
+    returns (model, parameter figures for eval_results.txt). Raises FlagError when
+    --adapter_type contradicts --load_adapter's file.
     """
     resadapter_config = resadapter_config_for_run(flag_values)
     adapter_config = None if resadapter_config else adapter_config_for_run(flag_values)
@@ -134,12 +109,9 @@ def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
 def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
     """The adapters the run's model gets: from --load_adapter's file, or from the flags.
 
-    Only `--tuning_mode=adapter` inserts adapters; the baselines run on plain BERT.
-    `--adapter_type` picks a registered family (houlsby, pfeiffer, parallel, lora, ...;
-    a ResAdapter is a side network, not adapters inside the backbone: None), and the
-    flags named as that family's options (`--lora_alpha`, `--lora_targets`, ...) give
-    them. `--adapter_positions` applies when given explicitly; otherwise each family
-    goes to its own place.
+    Only `--tuning_mode=adapter` inserts adapters (None for a ResAdapter, a side network):
+    `--adapter_type` picks a registered family, its options come from the flags named after
+    them (`--lora_alpha`, ...), and `--adapter_positions` applies only when given.
     """
     if flag_values.load_adapter:
         return adapter_config_of(flag_values.load_adapter)
@@ -161,12 +133,8 @@ def build_and_tune(model, backbone, tuning_mode: str, top_k: Optional[int],
                    train_pooler: str = "false", training: bool = True):
     """Builds `model`, loads the pretrained weights and applies the tuning mode.
 
-    Args:
-        train_pooler: "true", "false", or "auto" (train it when the checkpoint's pooler
-            was never trained): passed to `tuning.apply_tuning`, which decides.
-        training: the run trains. The warning that `--train_pooler=auto` trains the
-            pooler is given only then (an evaluation run restores the pooler with the
-            other trained weights).
+    `train_pooler` goes to `tuning.apply_tuning`; `training` says the run trains, the only
+    case where `--train_pooler=auto` warns that it trains the pooler.
     """
     load_backbone_weights(model, backbone.files)
     frozen_backbone = bool(getattr(model, "frozen_backbone", False))

@@ -59,20 +59,10 @@ def static_shapes_required(strategy) -> bool:
 class WorkerRole:
     """Where one worker of a run reads and writes: the chief/worker split in one place.
 
-    Every worker of a multi-worker run executes the same program (collective ops need all
-    of them), but only the chief writes into `--output_dir`: results, the adapter, the
-    feature cache, checkpoints and TensorBoard logs. Any other worker writes the same
-    files into a private temporary directory, deleted by `close()`. Checkpoints are read
-    by every worker from the chief's `output_dir`, so a restarted cluster resumes from
-    the chief's last checkpoint (`output_dir` must be storage every worker can read,
-    e.g. `gs://`, for several machines).
-
-    Attributes:
-        is_chief: this worker owns `output_dir` (always True with one worker).
-        output_dir: the run's --output_dir (read by every worker).
-        write_dir: where this worker writes: `output_dir` for the chief, else a
-            temporary directory.
-        name: "chief" or e.g. "worker 1", for log lines.
+    Every worker runs the same program, but only the chief (`is_chief`) writes into
+    `output_dir`; the others write into a temporary `write_dir`, deleted by `close()`. Every
+    worker reads checkpoints from the chief's `output_dir` (storage all can read, e.g.
+    `gs://`). `name` ("chief", "worker 1") is for log lines.
     """
 
     is_chief: bool
@@ -145,33 +135,14 @@ def get_strategy(distribution_strategy: str = "auto", use_tpu: bool = False,
                  tpu_name: Optional[str] = None, tpu_zone: Optional[str] = None,
                  gcp_project: Optional[str] = None, master: Optional[str] = None,
                  num_gpus: Optional[int] = None) -> tf.distribute.Strategy:
-    """Builds the distribution strategy the flags ask for.
+    """Builds the distribution strategy the flags ask for (Google's TPU flags included).
 
-    - `tpu` (or `use_tpu=True`): `TPUStrategy` on `tpu_name`, else `master`, else
-      `$TPU_NAME`, else the TPU attached to this VM ("local").
-    - `mirrored`: `MirroredStrategy` over the GPUs (the first `num_gpus` if given),
-      or over all logical CPU devices when there is no GPU (see `split_cpu`).
-    - `multi_worker_mirrored`: `MultiWorkerMirroredStrategy`; the cluster comes
-      from `$TF_CONFIG`.
-    - `one_device`: `OneDeviceStrategy` on `/gpu:0` if there is a GPU, else `/cpu:0`.
-    - `auto`: TPU if `use_tpu`, mirrored with more than one GPU, else one device.
-
-    Args:
-        distribution_strategy: one of `STRATEGIES`.
-        use_tpu: Google's `--use_tpu`.
-        tpu_name: Google's `--tpu_name` (Cloud TPU name or grpc:// address).
-        tpu_zone: Google's `--tpu_zone`.
-        gcp_project: Google's `--gcp_project`.
-        master: Google's `--master`; used as the TPU address when `tpu_name` is unset.
-        num_gpus: GPUs to use (default: all visible); 0 means none.
-
-    Returns:
-        A `tf.distribute.Strategy`.
-
-    Raises:
-        ValueError: for an unknown strategy, `use_tpu` with a non-TPU strategy,
-            or more GPUs than are visible.
-        RuntimeError: if a TPU is requested but cannot be found or initialised.
+    `tpu` (or `use_tpu`): `TPUStrategy` on `tpu_name`, `master`, `$TPU_NAME` or the local TPU;
+    `mirrored`: the GPUs (the first `num_gpus`) or every logical CPU device;
+    `multi_worker_mirrored`: the cluster of `$TF_CONFIG`; `one_device`: `/gpu:0` or `/cpu:0`;
+    `auto`: TPU with `use_tpu`, mirrored with several GPUs, else one device. Raises
+    ValueError for an unknown strategy, `use_tpu` with another, or too many GPUs, and
+    RuntimeError when a requested TPU cannot be initialised.
     """
     name = (distribution_strategy or "auto").lower()
     if name not in STRATEGIES:

@@ -51,13 +51,9 @@ def set_seed(seed: int) -> None:
 def _random_generators(model):
     """The tf.random.Generators of the model's dropout layers, created now, in a stable order.
 
-    Keras creates a layer's generator lazily, the first time the layer draws random
-    numbers. A dropout layer that draws only when training (the attention-probability
-    dropout, whose mask `keep_mask` makes) has none before the first training step is
-    traced, so a checkpoint made before then would not hold it and a resumed run would
-    start its stream over. Every generator is therefore created here, under the model's
-    distribution strategy, in the order the layers are traced, which is the order they
-    would have been created in anyway.
+    Keras creates a generator at a layer's first draw, so a dropout that draws only in
+    training would be missing from a checkpoint made before the first step, and a resumed run
+    would restart its stream. Created here, under the strategy, in tracing order.
     """
     generators = []
     with model.distribute_strategy.scope():
@@ -93,17 +89,10 @@ class TrainSchedule:
 class TrainingCheckpoints:
     """Step checkpoints of the trainable weights and the optimizer, in `output_dir/checkpoints`.
 
-    Only trainable weights are saved: frozen ones always come from the pretrained
-    checkpoint, so an adapter-tuning checkpoint stays small.
-
-    Checkpoints are written by `tf.train.CheckpointManager`: TensorFlow writes a
-    checkpoint's files under a temporary name (`ckpt-N_temp/`), moves them to `ckpt-N.*`
-    once whole, and only then lists `ckpt-N` in the directory's state file
-    (`checkpoints/checkpoint`), itself replaced whole (on an object store such as `gs://`
-    every object appears whole when its upload completes). A checkpoint cut off while it
-    was written is therefore never listed. A listed one can still fail to read (a
-    truncated or damaged file, a deleted index): `restore_latest` then warns, naming it,
-    and restores the newest checkpoint that reads.
+    Frozen weights always come from the pretrained checkpoint, so adapter checkpoints stay
+    small. `tf.train.CheckpointManager` lists a checkpoint only once its files are whole;
+    a listed one that does not read is named in a warning and the newest readable one is
+    restored (`restore_latest`).
     """
 
     def __init__(self, model, optimizer, output_dir: str, max_to_keep: int = 5,
@@ -150,19 +139,11 @@ class TrainingCheckpoints:
             self.status.expect_partial()
 
     def restore_latest(self, expect_partial: bool = False) -> Optional[str]:
-        """Restores the newest checkpoint that reads, if there is one; returns its path.
+        """Restores the newest checkpoint that reads, if any, and returns its path.
 
-        Newer listed checkpoints that do not read are named in one warning. A training
-        run that writes into this directory then rewrites the state file to list the
-        restored checkpoint as the latest (their files stay; training writes over them
-        when it reaches their steps again).
-
-        Args:
-            expect_partial: the caller tracks only part of what was saved (e.g. no
-                optimizer when evaluating), so unrestored values are not an error.
-
-        Raises:
-            CheckpointError: checkpoints are listed but none of them reads.
+        Unreadable newer ones are named in one warning, and a training run then lists the
+        restored one as the latest. `expect_partial`: the caller tracks only part of what was
+        saved (no optimizer when evaluating). Raises CheckpointError when none reads.
         """
         candidates, state_problem = self._candidates()
         if state_problem:
@@ -395,15 +376,9 @@ class _StopOnSignal(keras.callbacks.Callback):
 class KerasProgress(keras.callbacks.Callback):
     """Shows Keras `fit` steps (with the loss) or `predict` batches as a `Progress`.
 
-    Pass it as a callback with `verbose=0`: Keras' own bar always rewrites one line with
-    `\r`, even into a log file.
-
-    Args:
-        label: the phase ("train", "eval dev", "predict test").
-        total: the last step (fit) or the number of batches (predict).
-        start: for `fit`, the global step the call starts from (a resumed run), so the
-            display reads "train: 301/500 steps".
-        stream, terminal: as for `Progress` (default: sys.stderr, its `isatty()`).
+    Use with `verbose=0` (Keras' bar rewrites one line with `\r`, even in a log file).
+    `total` is the last step (fit) or the batch count (predict); `start` the global step a
+    resumed `fit` starts from.
     """
 
     def __init__(self, label: str, total: int, start: int = 0, stream=None,
@@ -461,29 +436,16 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
                     write_dir: Optional[str] = None) -> Dict[str, float]:
     """Trains for `num_train_steps` steps in total, resuming from the latest checkpoint.
 
-    The model must be compiled with `optimizer`. The training stream is replayed from
-    its start and the batches already trained on are skipped, so a resumed run sees
-    the same data as an uninterrupted one.
+    The model must be compiled with `optimizer`. The training stream is replayed and the
+    batches already trained on skipped, so a resumed run sees what an uninterrupted one
+    would. Checkpoints are read from `output_dir` and written with TensorBoard logs into
+    `write_dir` (default `output_dir`; a temporary folder on non-chief workers). Under
+    `preemption.handle_signals` a signal ends training after the step in flight, with a
+    checkpoint. `verbose`: 1 `KerasProgress`, 0 nothing, 2 Keras' line per epoch.
 
-    Checkpoints are restored from `output_dir`; checkpoints and TensorBoard logs are
-    written into `write_dir` (default `output_dir`; a temporary directory on the
-    non-chief workers of a multi-worker run, see `distribute.WorkerRole`).
-
-    Under `preemption.handle_signals`, SIGTERM or SIGINT ends training after the step in
-    flight, with a checkpoint at that step.
-
-    `verbose`: 1 shows progress as `KerasProgress` (a bar in a terminal, a line per
-    tenth of the steps in a log file); 0 nothing; 2 Keras' own line per epoch.
-
-    Returns:
-        The last logged metrics (e.g. {"loss": ...}) and "global_step".
-
-    Raises:
-        TrainingError: the loss or the weights became NaN (or infinite); no checkpoint
-            holds such weights, and the last good one is kept.
-        preemption.Preempted: a signal stopped training (a checkpoint was saved).
-        CheckpointError: checkpoints are listed but none of them reads.
-        io_utils.WriteError: a checkpoint could not be written.
+    Returns the last logged metrics and "global_step". Raises TrainingError when the loss or
+    weights become non-finite (the last good checkpoint is kept), `preemption.Preempted`,
+    CheckpointError (none reads) and `io_utils.WriteError`.
     """
     with preemption.deferred("training", "stopped at the end of training (checkpoint saved)"):
         return _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,

@@ -168,24 +168,12 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
                      adapter_learning_rate: Optional[float] = None) -> OptimizerChoice:
     """The learning rate, Adam variant and epsilon of a run; None means "the default".
 
-    Parameter-efficient modes (`PARAMETER_EFFICIENT_MODES`) default to
-    `ADAPTER_LEARNING_RATE` and Google's uncorrected Adam under `STEP_CEILING`; the others
-    keep Google's uncorrected Adam at `FINE_TUNING_LEARNING_RATE`. `bias_correction`
-    given picks plain bias-corrected Adam (True) or Google's exactly (False), in every
-    mode. Epsilon defaults to the variant's: Google's 1e-6 for Google's rule,
-    `CORRECTED_EPSILON` for the others. A value given explicitly always wins, so
-    `bias_correction=False` alone reproduces Google's optimizer in every mode.
-
-    Args:
-        tuning_mode: the run's tuning mode (`tuning.TUNING_MODES`).
-        learning_rate: `--learning_rate`, or None when not given.
-        bias_correction: `--adam_bias_correction`, or None when not given.
-        epsilon: `--adam_epsilon`, or None when not given.
-        adapter_learning_rate: `--adapter_learning_rate`, or None: the adapters train at
-            the learning rate like every other weight.
-
-    Returns:
-        An `OptimizerChoice`.
+    Parameter-efficient modes default to `ADAPTER_LEARNING_RATE` and Google's uncorrected Adam
+    under `STEP_CEILING`; the others to Google's optimizer at `FINE_TUNING_LEARNING_RATE`.
+    `bias_correction` given picks Keras' Adam (True) or Google's exactly (False) in every
+    mode; epsilon defaults to the variant's (1e-6 for Google's, `CORRECTED_EPSILON`
+    otherwise). `adapter_learning_rate` gives the adapters their own rate. Explicit values
+    always win.
     """
     efficient = tuning_mode in PARAMETER_EFFICIENT_MODES
     default_rate = ADAPTER_LEARNING_RATE if efficient else FINE_TUNING_LEARNING_RATE
@@ -210,24 +198,9 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Google BERT's learning rate: linear warmup, then linear decay to 0.
 
-    At step `s` (the number of updates already applied), with `W` warmup and `T`
-    total steps:
-    - `s < W`: `peak * s / W`;
-    - otherwise: `peak * (1 - min(s, T) / T)`.
-
-    The decay runs from step 0 and the warmup only overrides its first `W` steps,
-    exactly as in Google's code, so the rate never quite reaches `peak` when
-    `W > 0`: it climbs to `peak * (W - 1) / W`, then continues at
-    `peak * (1 - W / T)`.
-
-    Args:
-        peak: the learning rate the schedule ramps to (Google's `--learning_rate`).
-        total_steps: step at which the rate reaches 0 (`num_train_steps`).
-        warmup_steps: number of warmup steps (`num_warmup_steps`); 0 for none.
-        name: optional name for the ops.
-
-    Raises:
-        ValueError: if `total_steps` is not positive or `warmup_steps` is negative.
+    At step `s` of `T`, with `W` warmup steps: `peak * s / W` while `s < W`, else
+    `peak * (1 - min(s, T) / T)`, exactly as Google's code (so with warmup the rate peaks
+    just under `peak`). Raises ValueError when `total_steps <= 0` or `warmup_steps < 0`.
     """
 
     def __init__(self, peak: float, total_steps: int, warmup_steps: int = 0,
@@ -264,29 +237,13 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 class BertAdamW(keras.optimizers.AdamW):
     """Keras `AdamW` that can drop Adam's bias correction, as Google BERT's optimiser.
 
-    Weight decay is Keras' own decoupled decay (`param -= lr * wd * param`, applied
-    before the Adam step on the same gradient), which equals Google's
-    `param -= lr * (update + wd * param)`. Gradient clipping, distribution and
-    serialisation are inherited from Keras.
-
-    Args:
-        learning_rate: float or `LearningRateSchedule`.
-        weight_decay: decoupled weight decay rate.
-        bias_correction: False for Google's rule (`m / (sqrt(v) + eps)`), True for
-            Keras' bias-corrected Adam.
-        no_decay_patterns: regular expressions; variables whose name matches one
-            get no weight decay. Stored in the config, unlike Keras' own
-            `exclude_from_weight_decay`, so the choice survives serialisation.
-        rate_factors: variable name -> multiple of the learning rate that variable
-            trains at (its Adam step and its weight decay), as a PyTorch parameter
-            group with its own rate; unlisted variables train at the rate itself.
-        step_ceiling: with `bias_correction=False`, hold Google's overshoot to this
-            rate (times the schedule's shape; `ceiling_scale`); None for Google's rule.
-        **kwargs: any other `keras.optimizers.AdamW` argument (`beta_1`, `beta_2`,
-            `epsilon`, `global_clipnorm`, ...).
-
-    Raises:
-        ValueError: for `amsgrad=True` without bias correction (not implemented).
+    Keras' decoupled decay equals Google's `param -= lr * (update + wd * param)`; clipping,
+    distribution and serialisation are Keras'. `bias_correction=False` is Google's rule
+    `m / (sqrt(v) + eps)`. `no_decay_patterns` (regular expressions) are kept in the config,
+    unlike `exclude_from_weight_decay`. `rate_factors` maps variable names to multiples of the
+    rate (a PyTorch parameter group). `step_ceiling` holds the uncorrected rule's overshoot
+    to that rate (`ceiling_scale`). Other arguments go to `keras.optimizers.AdamW`;
+    `amsgrad=True` needs bias correction.
     """
 
     def __init__(self, learning_rate=0.001, weight_decay=0.01, bias_correction=False,
@@ -386,29 +343,13 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
                      bias_correction: bool = False,
                      rate_factors: Optional[Dict[str, float]] = None,
                      step_ceiling: Optional[float] = None) -> BertAdamW:
-    """Google BERT's fine-tuning optimiser as a tf-keras `AdamW`.
+    """Google BERT's fine-tuning optimiser as a tf-keras `AdamW` (`BertAdamW`).
 
-    Args:
-        learning_rate: peak learning rate (`--learning_rate`).
-        num_train_steps: total number of updates; the rate reaches 0 there.
-        num_warmup_steps: linear warmup steps (`warmup_proportion * num_train_steps`).
-        weight_decay: decoupled weight decay, skipped for LayerNorm and bias variables.
-        epsilon: Adam epsilon (Google: 1e-6).
-        beta_1: Adam first-moment decay.
-        beta_2: Adam second-moment decay.
-        clip_norm: clip gradients to this global norm; None or 0 disables clipping.
-        bias_correction: False reproduces Google's optimiser exactly; True is Keras'
-            standard bias-corrected AdamW.
-        rate_factors: variable name -> multiple of the learning rate (`BertAdamW`).
-        step_ceiling: hold Google's overshoot to this rate (`BertAdamW`); None: none.
-            The warmup is taken as given: the runners lengthen it above the ceiling
-            beforehand (`ceiling_warmup_steps`).
-
-    Returns:
-        A `BertAdamW` (a `keras.optimizers.AdamW`) driven by `WarmupLinearDecay`.
-
-    Raises:
-        ValueError: if `num_train_steps` is not positive or `num_warmup_steps` is negative.
+    The rate warms up linearly over `num_warmup_steps` and reaches 0 at `num_train_steps`
+    (`WarmupLinearDecay`); weight decay skips LayerNorms and biases; gradients are clipped to
+    `clip_norm` (None or 0: not clipped). `bias_correction=False` reproduces Google's
+    optimiser exactly; `rate_factors` and `step_ceiling` as in `BertAdamW` (the warmup is
+    taken as given: the runners lengthen it above the ceiling, `ceiling_warmup_steps`).
     """
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     return BertAdamW(learning_rate=schedule, weight_decay=weight_decay,

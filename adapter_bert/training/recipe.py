@@ -57,27 +57,12 @@ def fine_tuning_optimizer(num_examples: int, batch_size: int = 32, epochs: float
     """The optimizer `run_classifier.py` trains with, for a Keras training of your own
     (`ab.fine_tuning_optimizer`).
 
-    The same arguments as the runner's flags give the same optimizer: Google's
-    warmup-then-linear-decay schedule over `int(num_examples / batch_size * epochs)`
-    steps, gradients clipped to global norm 1, weight decay 0.01 except on LayerNorms
-    and biases, and the tuning mode's Adam variant and default rate (1e-3 with a step
-    ceiling for "adapter" and "layernorm", Google's 5e-5 otherwise). Create it inside
-    your strategy's scope, and train for exactly that many steps.
-
-    Args:
-        num_examples: training examples (`--train_file`'s rows).
-        batch_size: `--train_batch_size`.
-        epochs: `--num_train_epochs` (may be fractional).
-        tuning_mode: `--tuning_mode` ("adapter", "full", "layernorm", "top_k").
-        learning_rate: `--learning_rate`; None: the tuning mode's default.
-        warmup_proportion: `--warmup_proportion`.
-
-    Returns:
-        A `tf_keras.optimizers.AdamW` subclass whose rate reaches 0 after
-        `int(num_examples / batch_size * epochs)` steps.
-
-    Raises:
-        TrainingError: the arguments make no training step.
+    The arguments are the runner's flags (`--train_file`'s rows, `--train_batch_size`,
+    `--num_train_epochs`, `--tuning_mode`, `--learning_rate`, `--warmup_proportion`) and give
+    its optimizer: Google's schedule over `int(num_examples / batch_size * epochs)` steps,
+    clipping, weight decay and the tuning mode's Adam variant and default rate. Create it in
+    your strategy's scope and train for exactly that many steps. Raises TrainingError when
+    the arguments make no step.
     """
     choice = choose_optimizer(tuning_mode, learning_rate)
     return optimizer_for(choice, schedule_for(choice, num_examples, batch_size, epochs,
