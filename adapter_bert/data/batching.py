@@ -41,23 +41,11 @@ def padded_widths(lengths: np.ndarray, max_seq_length: int) -> np.ndarray:
 def training_batch_plan(num_examples: int, batch_size: int, num_steps: int, seed: int,
                         lengths: Optional[np.ndarray] = None,
                         pool_batches: int = POOL_BATCHES) -> np.ndarray:
-    """Example indices of every training batch, `[num_steps, batch_size]`.
+    """Example indices of every training batch, `[num_steps, batch_size]`, from the seed alone.
 
-    Epochs are consecutive seeded permutations of the examples. Without `lengths` the
-    stream is cut into batches in order (Google's shuffle-and-repeat). With `lengths`,
-    each pool of `pool_batches` batches is sorted by length before it is cut, and the
-    pool's batches are then shuffled, so batches are length-homogeneous.
-
-    Args:
-        num_examples: size of the training set.
-        batch_size: examples per batch (global, across replicas).
-        num_steps: number of batches to plan.
-        seed: the run's seed; the plan depends on nothing else.
-        lengths: per-example token counts, or None for no bucketing.
-        pool_batches: batches per bucketing pool.
-
-    Returns:
-        An int64 array of example indices.
+    Epochs are seeded permutations; without `lengths` they are cut in order (Google's
+    shuffle-and-repeat), with them each pool of `pool_batches` batches is sorted by length,
+    cut, and its batches shuffled.
     """
     if num_examples < 1 or batch_size < 1 or num_steps < 1:
         raise UserError(f"cannot plan {num_steps} batches of {batch_size} from "
@@ -108,17 +96,9 @@ def _split_element(columns, input_keys, label_keys):
 def training_dataset(features: Dict[str, np.ndarray], plan: np.ndarray,
                      input_keys: Sequence[str], label_keys: Sequence[str],
                      dynamic: bool) -> tf.data.Dataset:
-    """The batches of a training plan as `(inputs, labels)`.
-
-    Args:
-        features: equally long arrays by name; sequence inputs are `[N, max_seq_length]`.
-        plan: `[steps, batch]` example indices from `training_batch_plan`.
-        input_keys: names fed to the model as its input dict.
-        label_keys: one name (labels as a tensor) or several (labels as a dict).
-        dynamic: cut each batch to its widest example (else shapes stay static).
-
-    Returns:
-        A dataset of exactly `len(plan)` batches; `.skip(n)` resumes after n steps.
+    """The batches of a training plan as `(inputs, labels)`: exactly `len(plan)` of them (so
+    `.skip(n)` resumes after n steps), each cut to its widest example when `dynamic`. Several
+    `label_keys` give labels as a dict.
     """
     keys = list(dict.fromkeys([*input_keys, *label_keys]))
     columns = {k: tf.constant(features[k]) for k in keys}
@@ -183,21 +163,9 @@ def predict_features(model, features: Dict[str, np.ndarray], input_keys: Sequenc
                      callbacks: Sequence = ()):
     """Model outputs for every example of `features`, in the features' order.
 
-    Args:
-        model: a Keras model taking the `input_keys` dict.
-        features: arrays by name, including `input_mask`.
-        batch_size: examples per batch.
-        dynamic: run examples sorted by length, each batch cut to its widest example;
-            outputs that span the sequence are padded back with `OUTPUT_FILL`.
-        static_shapes: TPU: pad the set with fake examples (`is_real_example` 0) to full
-            batches; they are dropped from the outputs. Implies fixed widths.
-        per_token_outputs: names of dict outputs with one value per token (e.g. span
-            logits), padded back to max_seq_length.
-        verbose: Keras progress bar.
-        callbacks: Keras callbacks of the `predict` call (e.g. a progress display).
-
-    Returns:
-        An array (or a dict of arrays) with one row per example.
+    `dynamic`: sorted by length and cut to each batch's widest example, `per_token_outputs`
+    padded back with `OUTPUT_FILL`. `static_shapes` (TPU): fake examples fill the last batch
+    and are dropped from the outputs. Returns an array (or dict) with one row per example.
     """
     count = len(features["input_mask"])
     dynamic = dynamic and not static_shapes

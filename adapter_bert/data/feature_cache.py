@@ -41,15 +41,10 @@ class CacheFormatError(UserError):
 
 
 class FeatureCache:
-    """Gets features from disk, or builds and stores them.
+    """Gets features from disk, or builds and stores them, in `directory` (any filesystem;
+    None disables caching).
 
-    Args:
-        directory: cache directory (any filesystem), created on first write; None
-            disables caching.
-
-    Examples:
-        >>> cache = FeatureCache(None)  # disabled: always builds
-        >>> cache.get_or_build("train", {"k": 1}, lambda: [1, 2])
+        >>> FeatureCache(None).get_or_build("train", {"k": 1}, lambda: [1, 2])
         [1, 2]
     """
 

@@ -69,18 +69,9 @@ class _Layout:
 
 
 def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
-    """Reads a TSV file into rows, one per physical line, quoting disabled.
-
-    Args:
-      path: The file to read.
-      task: Task name used in error messages.
-
-    Returns:
-      A list of rows (lists of strings); row i is line i + 1 of the file.
-
-    Raises:
-      GlueDataFileNotFoundError: If `path` does not exist.
-      GlueDataError: If the file is empty, unreadable or not valid UTF-8.
+    """A TSV file's rows, one per physical line (row i is line i + 1), quoting disabled.
+    Raises GlueDataFileNotFoundError, or GlueDataError for an empty, unreadable or
+    non-UTF-8 file.
     """
     try:
         data = io_utils.read_bytes(path)
@@ -173,20 +164,8 @@ class DataProcessor:
         return self.get_examples(data_dir, "test")
 
     def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
-        """Reads one split of this task.
-
-        Args:
-          data_dir: Directory with the task's TSVs, e.g. `glue_data/MRPC`.
-          split: One of `self.splits` ("train", "dev", "test"; MNLI also
-            "dev_matched", "dev_mismatched", "test_matched",
-            "test_mismatched").
-
-        Returns:
-          A list of `InputExample`s, in file order.
-
-        Raises:
-          GlueDataError: If the split is unknown for this task, or the file is
-            missing or malformed (the message names the file and line).
+        """One split of this task (one of `self.splits`) from `data_dir`, in file order. Raises
+        GlueDataError for an unknown split or a missing or malformed file (naming file and line).
         """
         if split not in self.layouts:
             raise GlueDataError(
@@ -468,13 +447,9 @@ class AxProcessor(DataProcessor):
 class XnliProcessor(DataProcessor):
     """XNLI, as google-research/bert's `XnliProcessor` reads it.
 
-    Train: `multinli/multinli.train.<language>.tsv` (the machine-translated
-    MultiNLI of XNLI-MT 1.0: `premise hypo label`, one header line), where
-    the label "contradictory" means "contradiction". Dev: `xnli.dev.tsv`
-    (the XNLI 1.0 layout: language in column 0, gold_label in 1, sentence1
-    and sentence2 in 6 and 7), keeping only the rows of `language`. There is
-    no test split, as in the original. The language is Chinese ("zh") by
-    default, as in the original; pass another to the constructor.
+    Train: XNLI-MT 1.0's `multinli/multinli.train.<language>.tsv` ("contradictory" read as
+    "contradiction"); dev: `xnli.dev.tsv`, the rows of `language`; no test split. The
+    language defaults to Chinese ("zh"), as in the original.
     """
 
     task = "XNLI"
@@ -532,16 +507,8 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b", "sst_2": "sst-2"
 
 
 def canonical_task_name(task_name: str) -> str:
-    """Maps a task name to its `PROCESSORS` key (case-insensitive, aliases).
-
-    Args:
-      task_name: e.g. "MRPC", "SST2", "sts-b".
-
-    Returns:
-      The key in `PROCESSORS`, e.g. "sst-2".
-
-    Raises:
-      ValueError: If the task is unknown; the message lists the valid names.
+    """The `PROCESSORS` key of a task name ("SST2" -> "sst-2"; case-insensitive, aliases);
+    ValueError listing the valid names otherwise.
     """
     name = task_name.strip().lower()
     name = _ALIASES.get(name, name)
@@ -554,30 +521,13 @@ def canonical_task_name(task_name: str) -> str:
 
 
 def get_processor(task_name: str) -> DataProcessor:
-    """Returns a processor instance for `task_name` (case-insensitive).
-
-    Args:
-      task_name: A key of `PROCESSORS` or an alias ("sst2", "stsb").
-
-    Returns:
-      A new `DataProcessor`.
-
-    Raises:
-      ValueError: If the task is unknown; the message lists the valid names.
-    """
+    """A new `DataProcessor` for `task_name` (as `canonical_task_name` reads it)."""
     return PROCESSORS[canonical_task_name(task_name)]()
 
 
 def how_to_get_data(task_name: str, data_dir: Optional[str] = None) -> str:
-    """How to point run_classifier.py at a task's data, for an error's one line.
-
-    Where `data_dir` is a whole glue_data folder (the task's folder inside it holds the
-    task's files), names that folder; otherwise says where GLUE data comes from: a
-    glue_data folder as download_glue_data.py writes it, or tensorflow-datasets.
-
-    Args:
-      task_name: A GLUE task name or alias.
-      data_dir: The --data_dir given, if any.
+    """How to point run_classifier.py at a task's data, for an error's one line: the task's
+    folder when `data_dir` is a whole glue_data folder, else where GLUE data comes from.
     """
     task = canonical_task_name(task_name)
     folder = PROCESSORS[task].folder

@@ -38,22 +38,9 @@ def _as_text(value) -> str:
 
 def tfds_record_to_example(task_name: str, record: dict,
                            set_type: str) -> InputExample:
-    """Converts one TFDS `glue/<task>` record (a dict) to an `InputExample`.
-
-    Args:
-      task_name: GLUE task name (see `get_processor`).
-      record: A dict such as `{"sentence1": b"...", "sentence2": b"...",
-        "label": 1, "idx": 7}`; strings may be bytes or str, numbers numpy
-        scalars or Python numbers. Label -1 (TFDS test splits) means unlabeled.
-      set_type: "train", "dev" or "test"; used in the guid.
-
-    Returns:
-      An `InputExample` whose label uses the same vocabulary as the TSV
-      processor of the task (e.g. "0"/"1", "entailment"), a float for STS-B,
-      or None for label -1.
-
-    Raises:
-      GlueDataError: If a field is missing or the label id is out of range.
+    """One TFDS `glue/<task>` record (bytes or str, numpy or Python numbers) -> `InputExample`,
+    labelled in the TSV processor's vocabulary (a float for STS-B; None for TFDS's -1).
+    Raises GlueDataError for a missing field or a label id out of range.
     """
     source = _tfds_processor(task_name).tfds
     needed = [source.text] + ([source.pair] if source.pair else []) + ["label", "idx"]
@@ -85,22 +72,10 @@ def tfds_record_to_example(task_name: str, record: dict,
 
 def load_tfds_examples(task_name: str, split: str,
                        data_dir: Optional[str] = None) -> List[InputExample]:
-    """Reads a GLUE split from TensorFlow Datasets (`glue/<task>`).
-
-    Args:
-      task_name: GLUE task name (see `get_processor`).
-      split: "train", "dev" or "test"; for MNLI also "dev_matched",
-        "dev_mismatched", "test_matched", "test_mismatched".
-      data_dir: Optional TFDS data directory (passed to `tfds.load`).
-
-    Returns:
-      A list of `InputExample`s with the same label vocabulary as the TSV
-      processors; test examples have `label=None`.
-
-    Raises:
-      ImportError: If tensorflow_datasets is not installed.
-      GlueDataError: If the split is unknown or TFDS cannot load the data
-        (e.g. no network and nothing in `data_dir`).
+    """Reads a GLUE split from TensorFlow Datasets (`glue/<task>`), labelled as the TSV
+    processors label. `split`: "train", "dev", "test" (MNLI: "dev_matched", ...);
+    `data_dir` goes to `tfds.load`. Raises ImportError without tensorflow_datasets and
+    GlueDataError for an unknown split or data TFDS cannot load.
     """
     name = canonical_task_name(task_name)
     config = _tfds_processor(name).tfds.config

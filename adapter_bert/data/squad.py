@@ -81,21 +81,11 @@ class SquadExampleList(list):
 class SquadFeature:
     """One window of one example, ready for the model.
 
-    Attributes:
-      unique_id: global id of the window (used to match model outputs).
-      example_index: index of the example in the list given to the converter.
-      doc_span_index: index of this window among the example's windows.
-      input_ids, input_mask, segment_ids: int32 arrays of length
-        ``max_seq_length``: ``[CLS] query [SEP] context-window [SEP]`` + padding.
-      token_to_orig: int32 array ``[max_seq_length, 2]``: for context tokens
-        the ``(start, end)`` character offsets of the word piece in the
-        original context (``context_text[start:end]``); -1 elsewhere.
-      token_is_max_context: bool array ``[max_seq_length]``: True for the
-        context tokens whose best window is this one.
-      start_position, end_position: gold token positions in the window
-        (training), 0 (= [CLS]) when the answer is not inside the window or
-        the question is impossible.
-      is_impossible: the example is unanswerable.
+    `input_ids`, `input_mask`, `segment_ids` hold `[CLS] query [SEP] window [SEP]` plus
+    padding; `token_to_orig` `[max_seq_length, 2]` the character span of each context word
+    piece in the original context (-1 elsewhere); `token_is_max_context` marks the context
+    tokens whose best window this is; `start_position`/`end_position` the gold tokens (0,
+    [CLS], when the answer is outside the window or the question impossible).
     """
 
     unique_id: int
@@ -112,15 +102,9 @@ class SquadFeature:
 
 
 class SquadFeatureList(list):
-    """A list of :class:`SquadFeature` that also records alignment problems.
-
-    Attributes:
-      num_unalignable: training examples whose answer overlaps no token (skipped).
-      unalignable_ids: their question ids.
-      num_inexact: training examples whose token span, decoded through the
-        offsets, is not exactly the answer text (e.g. the answer ends inside a
-        word piece); they are kept with the covering span, as BERT does.
-      inexact_ids: their question ids.
+    """A list of `SquadFeature` that also records alignment problems: training answers that
+    overlap no token (`num_unalignable`, skipped) and those whose token span is not exactly
+    the answer text (`num_inexact`, kept with the covering span, as BERT does), with their ids.
     """
 
     def __init__(self, items=()):
@@ -165,25 +149,13 @@ def _get(obj: Any, key: str, kind, path: str, where: str, qid: Optional[str] = N
 
 
 def read_squad_examples(path: str, is_training: bool, version_2_with_negative: bool = False) -> SquadExampleList:
-    """Reads a SQuAD JSON file into examples.
+    """Reads a SQuAD JSON file (v1.1 or v2.0 layout) into a `SquadExampleList`.
 
-    Args:
-      path: the SQuAD JSON file (v1.1 or v2.0 layout).
-      is_training: training mode: every answerable question must have an
-        answer (the first is used), and questions whose ``answer_start`` does
-        not point at the answer text are skipped. In evaluation mode
-        "answers" may be absent (test files) and nothing is skipped.
-      version_2_with_negative: read ``is_impossible`` (required on every
-        question) as in SQuAD 2.0.
-
-    Returns:
-      A :class:`SquadExampleList` (a list of :class:`SquadExample`) with the
-      mismatch count in ``num_answer_mismatches`` / ``mismatched_ids``.
-
-    Raises:
-      SquadDataError: missing file, non-UTF-8 bytes, malformed JSON (with
-        line and column), a missing/mistyped key (with its JSON path and
-        question id), or a question id used twice.
+    In training every answerable question needs an answer (the first is used) and those whose
+    `answer_start` misses the text are skipped and counted (`num_answer_mismatches`); in
+    evaluation "answers" may be absent. `version_2_with_negative` requires `is_impossible`.
+    Raises SquadDataError naming the file and, for JSON problems, line and column or the JSON
+    path and question id (a duplicate id too).
     """
     data = _get(_load_json(path), "data", list, path, "top level")
     examples = SquadExampleList(path=path)
@@ -385,30 +357,12 @@ def convert_examples_to_features(
 ) -> SquadFeatureList:
     """Converts examples into fixed-length, possibly overlapping windows.
 
-    Args:
-      examples: the examples (from :func:`read_squad_examples`).
-      tokenizer: ``tokenization.load_tokenizer(vocab_file, do_lower_case)`` (or a
-        transformers ``BertTokenizerFast``); character offsets come from
-        ``return_offsets_mapping``.
-      max_seq_length: total window length, including [CLS] and two [SEP].
-      doc_stride: how far consecutive windows advance, in tokens.
-      max_query_length: questions longer than this (in tokens) are truncated.
-      is_training: set start/end positions; skip examples whose answer
-        overlaps no context token.
-      output_fn: if given, each feature is passed to it instead of being kept
-        in the returned list (streaming, for large training sets).
-      first_unique_id: ``unique_id`` of the first window.
-
-    Returns:
-      A :class:`SquadFeatureList` of :class:`SquadFeature` (empty when
-      ``output_fn`` is given) with the alignment counts.
-
-    Raises:
-      ValueError: on an argument combination that cannot work:
-        ``max_seq_length <= max_query_length + 3`` (Google's only check),
-        non-positive sizes, or a slow tokenizer. A ``doc_stride`` as large as
-        the window or larger is accepted, as Google accepts it: windows then
-        follow each other without overlap, and no token is skipped.
+    `tokenizer` must give offsets (`tokenization.load_tokenizer`'s or a `BertTokenizerFast`).
+    Windows are `max_seq_length` long, advance by `doc_stride` tokens (a stride of a whole
+    window or more is accepted, as Google's: no overlap, nothing skipped) and questions are cut
+    to `max_query_length`. In training, positions are set and unalignable answers skipped.
+    `output_fn` streams each feature instead of keeping it. Raises ValueError for
+    `max_seq_length <= max_query_length + 3`, non-positive sizes or a slow tokenizer.
     """
     _check_sizes(tokenizer, max_seq_length, doc_stride, max_query_length)
     ids = _SpecialIds(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0)

@@ -65,14 +65,10 @@ def task_name_of(path: str) -> str:
 class TextTask:
     """One task on the user's files, described as the GLUE processors describe theirs.
 
-    Args:
-        name: the task's name in outputs (adapter directory, export).
-        files: split ("train", "dev", "test") -> path (any TensorFlow filesystem).
-        columns: where the texts and labels are (`Columns`).
-        file_format: "csv", "tsv" or "jsonl" for every file; None: by extension.
-        labels: the label names in logit order; None: the sorted names of the training
-            file (numbers in numeric order).
-        task_type: "classification" or "regression" (float targets).
+    `files` maps "train", "dev", "test" to paths (any TensorFlow filesystem); `columns` says
+    where texts and labels are; `file_format` "csv", "tsv" or "jsonl" (None: by extension);
+    `labels` in logit order (None: the training file's, sorted; numbers numerically);
+    `task_type` "classification" or "regression".
     """
 
     metrics = "classification"

@@ -16,15 +16,9 @@ from adapter_bert.data.text_task import Columns, TextTask
 
 
 class TfdsTextTask(TextTask):
-    """A `TextTask` whose splits are splits of a TFDS builder.
-
-    Args:
-        name: the task's name in outputs.
-        tfds_name: the builder, `name[:version]` (or `name/config[:version]`).
-        splits: our split ("train", "dev", "test") -> the TFDS split (None: the default,
-            validation else test for dev, test for test).
-        columns, labels, task_type: as `TextTask`'s (columns name features).
-        data_dir: TFDS's data directory (None: its default).
+    """A `TextTask` whose splits are a TFDS builder's (`tfds_name`: `name[/config][:version]`).
+    `splits` maps ours to TFDS's (None: validation else test for dev, test for test);
+    `columns` name features; `data_dir` is TFDS's.
     """
 
     def __init__(self, name: str, tfds_name: str, splits: Dict[str, Optional[str]],

@@ -36,19 +36,10 @@ TextInput = Union[str, Sequence[str]]
 class WordPieceTokenizer:
     """BERT's WordPiece tokenisation of a `vocab.txt`, with exact character offsets.
 
-    A `tokenizers.Tokenizer` does the work: the BERT normaliser (control characters
-    removed, white space unified, CJK characters split off; with `do_lower_case`, lower
-    case and accents stripped), the BERT pre-tokenizer (white space and punctuation),
-    greedy longest-match-first word pieces (words over `MAX_INPUT_CHARS_PER_WORD`
-    characters become [UNK]), and `[CLS] a [SEP] (b [SEP])` around the pieces. The
-    special tokens are matched whole in the raw text and never lower-cased. Its output
-    equals transformers' `BertTokenizerFast` on the same vocabulary, whose calling
-    convention it keeps for the parts this package uses, without needing transformers.
-
-    Attributes:
-        backend_tokenizer: the `tokenizers.Tokenizer` underneath.
-        do_lower_case: whether text is lower-cased and its accents stripped.
-        is_fast: always True: offsets are exact, as SQuAD's features need.
+    A `tokenizers.Tokenizer` with BERT's normaliser (lower case and accents stripped with
+    `do_lower_case`), pre-tokenizer and greedy longest-match word pieces (long words [UNK]);
+    special tokens match whole and are never lower-cased. Its output equals transformers'
+    `BertTokenizerFast`, whose calling convention it keeps for what this package uses.
     """
 
     is_fast = True
@@ -123,22 +114,13 @@ class WordPieceTokenizer:
                  return_token_type_ids: bool = True, return_attention_mask: bool = True,
                  truncation: bool = False, max_length: Optional[int] = None,
                  verbose: bool = True) -> Dict[str, list]:
-        """Encodes a text (or a pair) or a list of texts (or of pairs), in one batch.
+        """Encodes a text (or pair) or a list of them in one batch, as `BertTokenizerFast`.
 
-        Returns a dict of `input_ids`, `token_type_ids`, `attention_mask` and, with
-        `return_offsets_mapping`, `offset_mapping` (`(start, end)` character offsets into
-        the text; `(0, 0)` for [CLS] and [SEP]): a list per text, or one list of such
-        lists for a list of texts. `verbose` is accepted and ignored.
-
-        With `truncation=True`, each row is cut to `max_length` tokens, special tokens
-        included, as Google's BERT cuts it (what run_classifier.py feeds the model): a
-        single text keeps its first `max_length - 2` pieces; a pair drops pieces from the
-        end of the longer text, of the second on a tie, until `max_length - 3` remain.
-        A second text of no pieces is no second segment, as in Google's code.
-
-        Raises:
-            ValueError: `truncation` without `max_length`, or a `max_length` with no room
-                for text; texts and pairs of different counts.
+        Returns `input_ids`, `token_type_ids`, `attention_mask` and, with
+        `return_offsets_mapping`, `offset_mapping` ((0, 0) for special tokens). `truncation=True`
+        cuts to `max_length` as Google's BERT does (a pair loses tokens from the end of the longer
+        text, the second on a tie); a second text of no pieces is no second segment. Raises
+        ValueError for `truncation` without room for text, or texts and pairs of other counts.
         """
         single = isinstance(text, str)
         texts = [text] if single else list(text)
