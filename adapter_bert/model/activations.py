@@ -106,16 +106,8 @@ ACTIVATION_NAMES = tuple(sorted(set(_FUNCTIONS) | set(_ALIASES)))
 
 
 def canonical_activation(name: str) -> str:
-    """Maps an activation name or alias to its canonical name.
-
-    Args:
-        name: e.g. "gelu" (tanh approximation), "gelu_erf", "relu", "tanh", "swish".
-
-    Returns:
-        The canonical name, a key of the function table.
-
-    Raises:
-        ValueError: the name is unknown.
+    """The canonical name of an activation or alias ("gelu" is the tanh approximation,
+    "gelu_erf", "relu", ...); ValueError for an unknown one.
     """
     key = str(name).lower()
     key = _ALIASES.get(key, key)

@@ -114,22 +114,10 @@ class _Bottleneck(AdapterLayer):
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class HoulsbyAdapter(_Bottleneck):
-    """Bottleneck adapter: `x + up(act(down(x)))`.
+    """Bottleneck adapter: `x + up(act(down(x)))`, projections from a truncated normal of
+    stddev `init_scale` with zero biases, so a new adapter is almost the identity.
 
-    Down-projects the hidden state to `size` units, applies the non-linearity,
-    projects back up and adds the input (the identity skip). Both projections start
-    from a truncated normal with stddev `init_scale` and zero biases, so a new
-    adapter is almost the identity and a pretrained network is undisturbed at the
-    start of training.
-
-    Args:
-        size: bottleneck width m.
-        activation: non-linearity name; "gelu" is the tanh approximation.
-        init_scale: stddev of the initial projection weights.
-
-    Examples:
-        >>> layer = HoulsbyAdapter(size=4)
-        >>> layer(tf.zeros([2, 3, 8])).shape
+        >>> HoulsbyAdapter(size=4)(tf.zeros([2, 3, 8])).shape
         TensorShape([2, 3, 8])
     """
 
@@ -141,22 +129,11 @@ class HoulsbyAdapter(_Bottleneck):
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class PfeifferAdapter(_Bottleneck):
-    """Pfeiffer adapter: reads the post-LayerNorm state, adds to the sub-layer output.
+    """Pfeiffer adapter (AdapterHub's `PfeifferConfig`): the block computes
+    `LN(h + B(LN(h + r)) + r)`, its own LayerNorm used twice; initialised as Houlsby's.
 
-    Placement of AdapterHub's `PfeifferConfig` (original_ln_before, original_ln_after,
-    residual_before_ln): with `h` the sub-layer output and `r` its input, the block
-    computes `LN(h + B(LN(h + r)) + r)` with the block's own LayerNorm used twice.
-    Projections start as in `HoulsbyAdapter` (near identity).
-
-    Args:
-        size: bottleneck width m.
-        activation: non-linearity name (AdapterHub's default is "relu").
-        init_scale: stddev of the initial projection weights.
-
-    Examples:
         >>> adapter = PfeifferAdapter(size=4)
-        >>> norm = keras.layers.LayerNormalization()
-        >>> adapter(tf.zeros([2, 3, 8]), tf.ones([2, 3, 8]), norm).shape
+        >>> adapter(tf.zeros([2, 3, 8]), tf.ones([2, 3, 8]), keras.layers.LayerNormalization()).shape
         TensorShape([2, 3, 8])
     """
 
@@ -175,23 +152,13 @@ class PfeifferAdapter(_Bottleneck):
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class ParallelAdapter(_Bottleneck):
-    """Parallel adapter: a scaled bottleneck beside the sub-layer (He et al., 2022).
+    """Parallel adapter (He et al., 2022): the block computes `LN(h + s * B(r) + r)`.
 
-    Reads the sub-layer's input `r` and adds `scaling * B(r)` to its output `h`, so the
-    block computes `LN(h + s * B(r) + r)`. As in the reference code, the down projection
-    starts from PyTorch's default uniform initialisation and the up projection at zero:
-    a new parallel adapter leaves the network exactly unchanged.
+    As the reference code: the down projection starts uniform (PyTorch's default), the up
+    projection at zero, so a new one changes nothing; `init_scale` is unused.
 
-    Args:
-        size: bottleneck width m.
-        activation: non-linearity name.
-        init_scale: kept for a uniform interface; the initialisation above does not use it.
-        scaling: the fixed scale s (He et al. use 4).
-
-    Examples:
-        >>> adapter = ParallelAdapter(size=4)
         >>> x = tf.ones([2, 3, 8])
-        >>> bool(tf.reduce_all(adapter(x, 2 * x) == x))
+        >>> bool(tf.reduce_all(ParallelAdapter(size=4)(x, 2 * x) == x))
         True
     """
 
@@ -235,24 +202,11 @@ class _KernelBackup:
 class ProjectionAdapter(AdapterLayer):
     """Base of the "projections" families: updates added to frozen dense projections.
 
-    One layer serves the projections of one block, which all read the same input:
-    self-attention's `query`, `key`, `value`, or the `dense` of the attention output
-    block, of the intermediate block or of the feed-forward output block. Called on that
-    input it returns `{target: update}`, `target` being the projection's layer name in
-    the block; the block adds each update to that projection's output.
-
-    Subclasses define `update(inputs, target, training)` (the update, [B, T, out]),
-    `delta(target)` (the kernel change [in, out] with `inputs @ delta == update` at
-    inference, for merging) and `from_adapter_config(config, projections)`.
-
-    `merge` folds the deltas into the frozen kernels and `unmerge` restores them; while
-    merged, `call` returns no update, so the block computes the same function with one
-    matmul per projection.
-
-    Args:
-        targets: the projections' layer names in the block.
-        output_widths: {target: output width}; None: each as wide as the input.
-        merged: the kernels already hold the deltas (a model saved while merged).
+    One layer serves the projections of one block that read the same input (`query`/`key`/
+    `value`, or a block's `dense`) and returns `{target: update}`. Subclasses define
+    `update(inputs, target, training)`, `delta(target)` (the kernel change, for merging) and
+    `from_adapter_config`. `merge`/`unmerge` fold the deltas into the kernels and back; while
+    merged `call` returns no update. `merged=True`: the kernels already hold them.
     """
 
     def __init__(self, targets: Sequence[str] = ("query", "value"),
@@ -345,23 +299,11 @@ class ProjectionAdapter(AdapterLayer):
 class LoraAdapter(ProjectionAdapter):
     """LoRA on the projections of one block (Hu et al., 2022).
 
-    For each target t it owns `t_lora_A [in, r]` (PyTorch's default uniform
-    initialisation, as the reference) and `t_lora_B [r, out]` (zeros), and returns
-    `{t: scale * (dropout(x) @ A) @ B}`, which the block adds to its frozen projection
-    `x @ W + b`. With B at zero the model starts exactly as the backbone. As in PEFT,
-    the dropout acts on the update's input only, independently per target.
+    Per target `t_lora_A [in, r]` (uniform, as the reference) and `t_lora_B [r, out]` (zeros):
+    `{t: scale * (dropout(x) @ A) @ B}`, added to the frozen `x @ W + b`; the dropout acts on
+    the update's input only, per target, as PEFT's.
 
-    Args:
-        rank: r.
-        scale: `alpha / r`.
-        targets: the projections' layer names in the block.
-        dropout: dropout rate on the update's input (0: none).
-        output_widths: {target: output width}; None: square projections.
-        merged: see `ProjectionAdapter`.
-
-    Examples:
-        >>> lora = LoraAdapter(rank=2)
-        >>> sorted(lora(tf.ones([1, 3, 8])))
+        >>> sorted(LoraAdapter(rank=2)(tf.ones([1, 3, 8])))
         ['query', 'value']
     """
 

@@ -57,19 +57,10 @@ def attention_context(query, key, value, adder, scale: float,
                       keep: Optional[tf.Tensor] = None, keep_scale=1.0) -> tf.Tensor:
     """`dropout(softmax(query key^T * scale + adder)) value`, recomputing the softmax for its gradient.
 
-    Args:
-        query, key, value: [B, N, T, D] tensors, heads first, in the compute dtype.
-        adder: float32 tensor broadcastable to [B, N, T, T] (0 where attended, a large
-            negative number on padding); it gets no gradient.
-        scale: the scores' factor, 1 / sqrt(D).
-        keep: None (no dropout) or a boolean [B, N, T, T] mask of the probabilities kept.
-        keep_scale: factor of the kept probabilities, 1 / keep probability (a Python
-            float or a scalar tensor).
+    `query`, `key`, `value` are [B, N, T, D]; `adder` a float32 mask offset broadcastable to
+    [B, N, T, T] (no gradient); `keep` None or the boolean mask of kept probabilities, scaled
+    by `keep_scale`. Returns [B, N, T, D] in `value`'s dtype.
 
-    Returns:
-        The context, [B, N, T, D] in the dtype of `value`.
-
-    Examples:
         >>> q = tf.random.normal([1, 2, 3, 4])
         >>> attention_context(q, q, q, tf.zeros([1, 1, 1, 3]), 0.5).shape
         TensorShape([1, 2, 3, 4])

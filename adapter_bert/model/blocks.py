@@ -36,15 +36,10 @@ class ConfiguredLayer(keras.layers.Layer):
 class TaskBranch(keras.layers.Layer):
     """What one named adapter owns inside one backbone block (TF1 scope `<block>/<task>`).
 
-    Each part is optional: `layer_norm` (the task's copy of the block's LayerNorm),
-    `adapter` (its adapter in this slot), `dense` (its pooler projection) and `fusion`
-    with `fused` (an `AdapterFusion` over the adapters of the named tasks). The
-    embeddings' branch also records the task's `adapter_config` and `train_pooler`.
-    `adapter_enabled` (a plain attribute, set by ablations) bypasses `adapter` and keeps
-    its weights.
-
-    Args:
-        name: the adapter's name; it becomes the TF1 scope segment.
+    Optional parts: `layer_norm` (its copy of the block's LayerNorm), `adapter`, `dense` (its
+    pooler projection) and `fusion` with `fused`. The embeddings' branch also records
+    `adapter_config` and `train_pooler`. `adapter_enabled` (ablations) bypasses the adapter,
+    weights kept.
     """
 
     def __init__(self, name, **kwargs):
@@ -63,17 +58,9 @@ class TaskBranch(keras.layers.Layer):
 
 
 class BlockModification(NamedTuple):
-    """What one call of a block runs: the block's own layers or a task's.
-
-    Fields a block does not have are None (self-attention has no LayerNorm, only the
-    pooler has a replaceable `dense`).
-
-    Attributes:
-        layer_norm: the LayerNorm to apply (the block's own or the task's copy).
-        adapter: the adapter to apply, or None.
-        dense: the block's `dense` or the task's own (only the pooler's is replaced).
-        fusion: an `AdapterFusion` to run instead of `adapter`, or None.
-        fused: the adapters the fusion attends over, in the task's order.
+    """What one call of a block runs: the block's own layers or a task's `layer_norm`,
+    `adapter`, `dense` (the pooler's only), `fusion` and the `fused` adapters; None where
+    the block has no such part.
     """
 
     layer_norm: Optional[keras.layers.Layer] = None
@@ -86,13 +73,10 @@ class BlockModification(NamedTuple):
 class ModifiableBlock(ConfiguredLayer):
     """Base of the backbone layers adapters modify: the one extension point of a block.
 
-    Storage, set up by `_init_modifications`: `task_branches`, one `TaskBranch` per
-    named adapter (written by `add_task_branch` and `remove_task_branch`). A block's
-    `call` reads them through `modification` alone.
-
-    `BRANCH_PER_TASK`: every named adapter has a branch here (embeddings and output
-    blocks, which hold a LayerNorm); elsewhere a task without a branch runs the block
-    unmodified.
+    `task_branches` holds one `TaskBranch` per named adapter (`add_task_branch`,
+    `remove_task_branch`); `call` reads them through `modification` alone. With
+    `BRANCH_PER_TASK` (blocks holding a LayerNorm) every named adapter has a branch;
+    elsewhere a task without one runs the block unmodified.
     """
 
     BRANCH_PER_TASK = False

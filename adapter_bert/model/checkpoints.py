@@ -295,27 +295,13 @@ def read_weights(files: BackboneFiles) -> Dict[str, np.ndarray]:
 
 def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoint",
                  require_backbone: bool = True) -> LoadReport:
-    """Assigns `weights` (TF1 name -> array) to a built model's variables.
+    """Assigns `weights` (TF1 name -> array) to a built model's variables; returns a `LoadReport`.
 
-    Adapters and heads absent from the source keep their fresh initialisation and are
-    reported as new (`LoadReport.new_weights`), in one log line. So does the pooler, with a warning that names its weights:
-    many BERT exports have none (sentence-transformers, `add_pooling_layer=False`), and
-    its fresh zero bias makes `tuning.pooler_is_untrained` true, so the runners'
-    `--train_pooler=auto` trains it. Any other missing backbone weight raises unless
-    `require_backbone=False`.
-
-    Args:
-        model: a built `BertModel` or task model.
-        weights: arrays by TF1 name.
-        source: a description of where they came from, for messages.
-        require_backbone: raise if a non-adapter, non-head backbone weight is missing.
-
-    Returns:
-        The `LoadReport`.
-
-    Raises:
-        CheckpointError: a shape differs (names variable, both shapes and the source),
-            or a required backbone weight is missing.
+    Adapters and heads the source lacks keep their fresh values and are reported as new in one
+    log line; so is a missing pooler, with a warning (many exports have none; its zero bias
+    then makes `--train_pooler=auto` train it). Any other missing backbone weight raises
+    CheckpointError unless `require_backbone=False`, as does a shape mismatch (naming the
+    variable, both shapes and `source`).
     """
     variables = tf1_variables(model)
     shared = _shared_names(model, variables)

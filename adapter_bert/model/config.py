@@ -115,20 +115,9 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str) -> "BertConfig":
-        """Reads a Google `bert_config.json` or a Hugging Face `config.json`.
-
-        The format is detected from the keys: a Hugging Face file carries `model_type`
-        or `layer_norm_eps`; Google's carries exactly the eleven classic fields.
-
-        Args:
-            path: path to the JSON file.
-
-        Returns:
-            The `BertConfig`.
-
-        Raises:
-            ConfigError: the file is missing, is not JSON, lacks a field, has an unknown
-                field, or describes something other than a BERT encoder.
+        """Reads a Google `bert_config.json` or a Hugging Face `config.json` (told apart by
+        `model_type`/`layer_norm_eps`). Raises ConfigError for a missing or non-JSON file, a
+        missing or unknown field, or a model that is not a BERT encoder.
         """
         values = _read_json_object(path)
         if "model_type" in values or "layer_norm_eps" in values or "architectures" in values:
@@ -184,23 +173,12 @@ def _registry() -> Dict[str, AdapterFamily]:
 
 
 def register_adapter_family(family: AdapterFamily, replace: bool = False) -> AdapterFamily:
-    """Adds an adapter family: `AdapterConfig(adapter_type=family.name)` then builds it.
+    """Adds an adapter family, so that `AdapterConfig(adapter_type=family.name)` builds it.
 
-    Register before building configs or loading adapter files of the family (in every
-    process that reads them; Keras loading needs the layer class registered too, see
-    `keras.utils.register_keras_serializable`).
-
-    Args:
-        family: the `AdapterFamily` declaration.
-        replace: replace a family registered earlier under the same name (not a built-in
-            one), e.g. when a notebook cell runs again.
-
-    Returns:
-        `family`.
-
-    Raises:
-        ValueError: the name is taken (or reserved), or an option name is another
-            family's.
+    Register it in every process that builds its configs or reads its files (Keras loading
+    also needs the layer class registered). `replace=True` replaces a user family of the same
+    name (a notebook cell run again). Returns `family`; raises ValueError for a taken or
+    reserved name or an option name another family has.
     """
     if not isinstance(family, AdapterFamily):
         raise UserError(f"register_adapter_family takes an AdapterFamily, got {family!r}")
@@ -259,53 +237,23 @@ def adapter_family(name: str) -> AdapterFamily:
 class AdapterConfig:
     """Adapters of one family: which family, where they go, how they start.
 
-    The common fields below apply to every family; a family's own options (declared in
-    its registration, see `register_adapter_family`) are keyword arguments too and read
-    as attributes (`config.lora_alpha`); `options` holds them all. Options of another
-    family are refused.
+    Built-in families (`adapter_type`): "houlsby" (a bottleneck with its own skip after both
+    output projections), "pfeiffer" (one per layer at the feed-forward output,
+    `LN(h + B(LN(h + r)) + r)`), "parallel" (`LN(h + s * B(r) + r)`, option
+    `parallel_scaling`, default 4) and "lora" (`scale * dropout(x) A B` on frozen
+    projections; options `lora_alpha` (None: the rank), `lora_targets` (default query and
+    value), `lora_dropout`). A family's own options are keyword arguments and attributes;
+    `options` holds them all; another family's are refused.
 
-    Built-in families (`adapter_type`):
-    - "houlsby" (Houlsby et al., 2019): a bottleneck with its own skip after the
-      attention and feed-forward output projections, before `LayerNorm(x + residual)`.
-    - "pfeiffer" (Pfeiffer et al., 2021; AdapterHub's `PfeifferConfig`/`SeqBnConfig`):
-      one bottleneck per layer at the feed-forward output, reading the post-LayerNorm
-      state: `LN(h + up(act(down(LN(h + r)))) + r)`, the same LayerNorm twice.
-    - "parallel" (He et al., 2022): a bottleneck beside the sub-layer, reading its input
-      and added scaled by the option `parallel_scaling` (default 4):
-      `LN(h + s * up(act(down(r))) + r)`; the up projection starts at zero, so the model
-      starts exactly as the backbone.
-    - "lora" (Hu et al., 2022): low-rank updates `scale * dropout(x) A B` of frozen dense
-      projections, rank `size`, `scale = lora_alpha / size`; B starts at zero. Options:
-      `lora_alpha` (None: the rank, scale 1), `lora_targets` (names of
-      `families.PROJECTIONS`; default query and value), `lora_dropout` (on the update's
-      input, default 0). `positions` stays "attention" whatever the targets.
+    Fields: `size` (bottleneck width or LoRA rank); `activation` ("gelu" is the tanh
+    approximation of adapter-bert); `init_scale` (stddev of the Houlsby/Pfeiffer truncated
+    normal, `ADAPTER_INIT_SCALE`; Google's is `GOOGLE_ADAPTER_INIT_SCALE`; parallel and LoRA
+    start exactly at the backbone); `positions` ("both", "attention", "ffn"; None: the
+    family's place); `leave_out` (layers without adapters). Raises ConfigError for an unknown
+    family or field, a value out of range or a position the family does not support.
 
-    Attributes:
-        size: bottleneck width m (the paper's adapter size), or the LoRA rank r.
-        activation: non-linearity between the projections; "gelu" is the tanh
-            approximation used by the original adapter-bert code (unused by LoRA).
-        init_scale: stddev of the truncated-normal initialiser of the Houlsby and
-            Pfeiffer projections (biases start at zero), so they start close to the
-            identity: `ADAPTER_INIT_SCALE` (1e-2) by default, Google's code uses 1e-3
-            (`GOOGLE_ADAPTER_INIT_SCALE`). Parallel adapters and LoRA follow their reference code instead
-            (down projection / A uniform in +-1/sqrt(d), up projection / B zero) and start
-            exactly at it.
-        positions: "both" (after the attention output and the feed-forward output, as the
-            paper), "attention" or "ffn" only. None picks the family's place: "both"
-            for houlsby, "ffn" for pfeiffer and parallel, "attention" for lora.
-        leave_out: indices of transformer layers that get no adapters.
-        adapter_type: a registered family (`adapter_families()`).
-        options: the family's options, each given or at its default.
-
-    Raises:
-        ConfigError: an unknown family or field, a value out of range, or a position
-            the family does not support.
-
-    Examples:
         >>> AdapterConfig(size=8, leave_out=[0]).layer_positions(1)
         ('attention', 'ffn')
-        >>> AdapterConfig(size=8, adapter_type="pfeiffer").layer_positions(0)
-        ('ffn',)
         >>> AdapterConfig(size=8, adapter_type="lora", lora_alpha=16).lora_targets
         ('query', 'value')
     """

@@ -166,13 +166,10 @@ class BertSelfAttention(ModifiableBlock):
 class BertResidualOutput(ModifiableBlock):
     """Output block of a sub-layer: Dense -> Dropout -> [Adapter] -> LayerNorm(x + residual).
 
-    Used twice per transformer layer: after self-attention (scope `attention/output`)
-    and after the feed-forward network (scope `output`, whose input is
-    `intermediate_size` wide: `input_width`). A named adapter runs its own LayerNorm copy
-    and adapter (or fusion) here. An adapter is called as
-    `adapter(hidden, residual, layer_norm)` (see model/adapter_layers.py), so Houlsby,
-    Pfeiffer and parallel adapters take the same place; a `ProjectionAdapter` (LoRA on
-    `dense`) adds its update to the projection instead.
+    After self-attention (`attention/output`) and after the feed-forward network (`output`,
+    `input_width` = `intermediate_size`). A named adapter runs its LayerNorm copy and adapter
+    (or fusion) here, called as `adapter(hidden, residual, layer_norm)`; LoRA on `dense` adds
+    its update to the projection instead.
     """
 
     BRANCH_PER_TASK = True
@@ -373,27 +370,14 @@ def attention_adder_from_mask(input_mask) -> tf.Tensor:
 class BertNetwork(FeatureInputs, keras.Model):
     """The BERT backbone (scope `bert`): embeddings, encoder and pooler.
 
-    Call it on a dict with Google's feature names, `input_ids`, `input_mask` and
-    `segment_ids` (int [batch, seq]); the two last default to all-ones (every position
-    attended: pass the mask whenever the batch is padded) and all-zeros. Hugging Face's
-    `attention_mask` and `token_type_ids` are accepted for the two last; any other key
-    fails (see `adapter_bert.model.inputs`).
-    It returns a dict with `sequence_output` [B, T, H] and `pooled_output` [B, H]
-    (plus `all_layer_outputs` when called with `return_all_layers=True`).
+    Called on `input_ids`, `input_mask` and `segment_ids` (see model/inputs.py), it returns
+    `sequence_output` [B, T, H] and `pooled_output` [B, H] (and `all_layer_outputs` with
+    `return_all_layers=True`); `adapter_name="mrpc"` runs with that named adapter's adapters,
+    LayerNorms and pooler (adapters/named.py).
 
-    Called with `adapter_name="mrpc"` it runs with the named adapter "mrpc" (its
-    adapters, LayerNorms and, if it has one, pooler) instead of its own; see
-    `adapters.named.add_named_adapter`.
-
-    Args:
-        config: the `BertConfig`.
-
-    Examples:
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)
-        >>> bert = BertNetwork(cfg)
-        >>> out = bert({"input_ids": tf.ones([2, 5], tf.int32)})
-        >>> out["pooled_output"].shape
+        >>> BertNetwork(cfg)({"input_ids": tf.ones([2, 5], tf.int32)})["pooled_output"].shape
         TensorShape([2, 16])
     """
 

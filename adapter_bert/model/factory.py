@@ -33,19 +33,10 @@ _ADAPTER_CONFIG_FILE = "adapter_config.json"
 def task_model(bert_config: BertConfig, head: Optional[str] = None,
                num_labels: Optional[int] = None, adapter_config=None,
                classes: Optional[Mapping] = None):
-    """An unbuilt model: `BertNetwork` (head None), `BertClassifierNetwork` or `BertSpanNetwork`.
-
-    Args:
-        bert_config: the backbone's `BertConfig`.
-        head: None (bare encoder), "classifier" or "span".
-        num_labels: classes of the classifier head (1 for regression).
-        adapter_config: the adapter to build the model with, or None; only classes with
-            the adapter API (`adapter_bert.adapters.models.MODELS`) hold adapters.
-        classes: the class for each head, as `NETWORKS` (the default) maps them.
-
-    Raises:
-        ValueError: unknown head, a classifier without `num_labels`, or an adapter for
-            classes without the adapter API.
+    """An unbuilt model: `BertNetwork` (head None), `BertClassifierNetwork` or `BertSpanNetwork`,
+    or the classes `classes` maps heads to. Only classes with the adapter API
+    (`adapters.models.MODELS`) take an `adapter_config`. Raises ValueError for an unknown
+    head, a classifier without `num_labels`, or an adapter the classes cannot hold.
     """
     classes = NETWORKS if classes is None else classes
     if head is not None and head not in HEADS:
@@ -68,31 +59,13 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
                      classes: Optional[Mapping] = None, dtype: Optional[str] = None):
     """Builds a model from a pretrained checkpoint and loads its weights.
 
-    Args:
-        path: checkpoint (see `resolve_backbone`), or the name of a Google release such
-            as "uncased_L-12_H-768_A-12" (downloaded once and cached, see
-            `google_checkpoints`); None loads the embedded MiniLM.
-        adapter_config: `AdapterConfig` of the adapter to build the model with (a named
-            adapter of classes with the adapter API), or None.
-        head: None (bare `BertNetwork`), "classifier" or "span".
-        num_labels: classes of the classifier head (1 for regression).
-        config_file: overrides the config found next to the checkpoint.
-        classes: the class for each head (see `task_model`).
-        dtype: None (default) builds under Keras' global dtype policy, as any Keras
-            layer does; "auto" picks the policy the hardware runs natively, like the
-            runners' `--dtype=auto` (mixed_bfloat16 on TPUs, GPUs of compute capability
-            8.0+, CPUs with AMX and AMD CPUs with AVX512_BF16, else float32; see
-            adapter_bert/precision.py), logs it, and sets it as Keras' global policy (so
-            layers added later match); "float32", "mixed_bfloat16" or "mixed_float16"
-            set that policy.
-
-    Returns:
-        The built model; its `load_report` attribute holds the `LoadReport` and
-        `backbone_files` the resolved `BackboneFiles`.
-
-    Raises:
-        CheckpointError, ConfigError: files missing or inconsistent, or `path` is an
-            adapter directory (the message says what loads one).
+    `path`: a checkpoint (`resolve_backbone`), a Google release name (downloaded once), or None
+    for the embedded MiniLM. `head`: None, "classifier" (`num_labels`, 1 for regression) or
+    "span"; `classes` as in `task_model`. `dtype`: None builds under Keras' global policy;
+    "auto" picks the hardware's native policy (precision.py), logs it and sets it globally;
+    a policy name sets that policy. The model's `load_report` and `backbone_files` say what
+    was read. Raises CheckpointError or ConfigError for missing or inconsistent files, or an
+    adapter directory given as `path`.
     """
     if path is not None and io_utils.isfile(os.path.join(io_utils.expand(str(path)),
                                                          _ADAPTER_CONFIG_FILE)):

@@ -54,26 +54,14 @@ class AdapterOption(NamedTuple):
 class AdapterFamily:
     """The declaration of one adapter family.
 
-    Attributes:
-        name: the `adapter_type` (lowercase letters, digits and `_`).
-        layer: the layer class, a subclass of `model.adapter_layers.AdapterLayer` whose
-            classmethod `from_adapter_config(config)` ("output" families) or
-            `from_adapter_config(config, projections)` ("projections" families; see
-            `model.adapter_layers.ProjectionAdapter`) builds the layer of one slot.
-        param_count: `param_count(config, in_width, out_width)`: weights of one slot's
-            layer ("output") or of one projection's update ("projections").
-        slot: "output" or "projections" (see the module docstring).
-        positions: the `AdapterConfig.positions` values the family accepts.
-        default_positions: `positions` when the config gives none.
-        options: the family's own config fields, name -> `AdapterOption` or a plain
-            default. Names are shared by all families (an adapter file stores them beside
-            the common fields): prefix them with the family's name (`lora_alpha`).
-        projections: "projections" families: `projections(config)`, the names of
-            `PROJECTIONS` the config updates.
-        description: one line for `--adapter_type`'s help.
-
-    Raises:
-        ValueError: an inconsistent declaration.
+    `name` is the `adapter_type`; `layer` a `model.adapter_layers.AdapterLayer` subclass whose
+    `from_adapter_config(config[, projections])` builds one slot's layer; `param_count(config,
+    in_width, out_width)` counts one slot's (or projection's) weights; `slot` is "output" or
+    "projections"; `positions`/`default_positions` the accepted and default
+    `AdapterConfig.positions`; `options` the family's own fields (name -> `AdapterOption` or a
+    default; prefix them with the family's name, as files share one namespace);
+    `projections(config)` the targets of a "projections" family; `description` one line of
+    `--adapter_type`'s help. Raises ValueError for an inconsistent declaration.
     """
 
     name: str

@@ -147,21 +147,11 @@ class Dropout(keras.layers.Dropout):
             training, lambda: self._drop(inputs), lambda: tf.identity(inputs))
 
     def keep_mask(self, shape, training=None):
-        """The elements this layer keeps of an input of `shape`, and their scale.
+        """The elements this layer keeps of an input of `shape`, and their scale, for callers that
+        apply the dropout themselves (attention_kernel.py).
 
-        For callers that apply the dropout themselves (attention_kernel.py applies it
-        to the attention probabilities inside one differentiated function). The mask
-        is drawn from this layer's random numbers as `call` draws them: 16 random bits
-        per element on CPU hosts outside XLA, Keras' uniform floats elsewhere.
-
-        Args:
-            shape: the input's shape (a list or 1-D int tensor).
-            training: as for `call`; None reads Keras' learning phase.
-
-        Returns:
-            `(keep, scale)`: a boolean tensor of `shape` and the factor of the kept
-            elements, 1 / keep probability; `(None, 1.0)` when the layer would return
-            its input unchanged (inference, rate 0).
+        Drawn as `call` draws; returns `(keep, 1 / keep probability)`, or `(None, 1.0)` when the
+        layer would return its input unchanged (inference, rate 0).
         """
         if isinstance(self.rate, numbers.Real) and self.rate == 0:
             return None, 1.0

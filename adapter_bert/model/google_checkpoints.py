@@ -166,15 +166,9 @@ def cached_path(name: str, cache_dir: Optional[str] = None) -> Optional[str]:
 
 
 def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
-    """`path` itself, or the cache folder of the Google checkpoint it names.
-
-    An existing path is returned unchanged; so is anything that does not read as a
-    checkpoint name (the caller's own error then applies). A known name is fetched
-    (once) and its folder returned.
-
-    Raises:
-        GoogleCheckpointError: an unknown name that is not a path either (the message
-            lists close matches), or a failed download or check.
+    """`path` itself (an existing path, or anything that does not read as a checkpoint name), or
+    the cache folder of the Google checkpoint it names, fetched once. Raises
+    GoogleCheckpointError for an unknown name (listing close matches) or a failed fetch.
     """
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
@@ -195,22 +189,13 @@ def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
 
 def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = None,
           stream: Optional[TextIO] = None) -> str:
-    """The cache folder of checkpoint `name`, downloading and checking it if absent.
+    """The cache folder of checkpoint `name`, downloaded and checked if absent.
 
-    Args:
-        name: a key of `CATALOGUE`.
-        cache_dir: overrides `$ADAPTER_BERT_CACHE` (local path or any `tf.io.gfile` URL).
-        base_url: overrides `$ADAPTER_BERT_GOOGLE_BERT_URL`.
-        stream: where progress goes (default: stderr at call time). A terminal gets a
-            bar redrawn in place; anything else a line every 10%.
-
-    Returns:
-        The folder, with `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*` and a
-        `tokenizer_config.json` recording Google's casing of the model.
-
-    Raises:
-        GoogleCheckpointError: unknown name, or the download or a check failed; one line
-            naming the checkpoint, the URL and what failed. Nothing is left in the cache.
+    `cache_dir` and `base_url` override `$ADAPTER_BERT_CACHE` and
+    `$ADAPTER_BERT_GOOGLE_BERT_URL`; progress goes to `stream` (default stderr). The folder
+    holds `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*` and a `tokenizer_config.json`
+    with Google's casing. Raises GoogleCheckpointError in one line naming the checkpoint, the
+    URL and what failed, leaving nothing in the cache.
     """
     entry = lookup(name)
     if entry is None:

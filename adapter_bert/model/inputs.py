@@ -36,21 +36,10 @@ def expected_keys(extra: Iterable[str] = ()) -> str:
 
 def model_features(inputs, model_name: str = "the model",
                    extra: Iterable[str] = ()) -> Dict[str, object]:
-    """Checks a model's input dict and returns it under Google's names.
-
-    Args:
-        inputs: the dict a model is called on.
-        model_name: the model's class name, for the messages.
-        extra: other keys the model takes (MultiAdapterModel's `adapter_names`); they
-            are returned unchanged.
-
-    Returns:
-        A new dict: `input_ids`, and `input_mask` / `segment_ids` when given (under
-        either name), plus the `extra` keys present.
-
-    Raises:
-        ValueError: not a dict, no `input_ids`, an unknown key, a feature given under
-            both of its names, non-integer ids, or a Keras 3 tensor.
+    """Checks a model's input dict and returns a new one under Google's names (`input_ids`,
+    `input_mask`, `segment_ids`), plus the `extra` keys the model takes. Raises ValueError
+    for a non-dict, no `input_ids`, an unknown key, a feature under both names, non-integer
+    ids or a Keras 3 tensor; `model_name` names the model in the message.
     """
     extra = tuple(extra)
     if not isinstance(inputs, Mapping):
