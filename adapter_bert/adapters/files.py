@@ -68,22 +68,10 @@ def _refuse_merged(model) -> None:
 
 
 def backbone_fingerprint(model) -> str:
-    """A short, stable hash of the frozen backbone weights of `model`.
-
-    Covers every embedding table and dense kernel/bias of the encoder (by TF1 name, in
-    sorted order): the name, the shape and up to 4,096 evenly spaced values as
-    little-endian float32 bytes. It costs one read of each weight, is identical for
-    bit-identical weights on any machine, and differs for another checkpoint of the
-    same shape.
-
-    Args:
-        model: a built `BertModel` or task model.
-
-    Returns:
-        "sha256:" followed by 16 hex digits.
-
-    Raises:
-        AdapterFileError: an adapter is merged into the kernels (see adapters/merging.py).
+    """A short, stable hash ("sha256:" and 16 hex digits) of `model`'s frozen backbone: every
+    embedding table and dense kernel/bias by sorted TF1 name, with shape and up to 4,096
+    evenly spaced float32 values. Equal for bit-identical weights on any machine; refused
+    (AdapterFileError) while an adapter is merged.
     """
     _refuse_merged(model)
     digest = hashlib.sha256()
@@ -98,15 +86,9 @@ def backbone_fingerprint(model) -> str:
 
 
 def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], description: dict) -> str:
-    """Writes `adapter_model.safetensors` and `adapter_config.json` atomically.
-
-    Args:
-        directory: created if needed.
-        weights: arrays by (single-adapter) TF1 name.
-        description: the JSON fields; `format_version` and `weights` are filled in.
-
-    Returns:
-        The path of the weights file.
+    """Writes `adapter_model.safetensors` and `adapter_config.json` atomically into `directory`
+    (created if needed), adding `format_version` and the weight names to `description`;
+    returns the weights file's path.
     """
     from safetensors.numpy import save
     description = dict(description, format_version=FORMAT_VERSION, weights=sorted(weights))
@@ -127,17 +109,9 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
 def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head: Optional[str],
              tuning_mode: str, adapter_config, fusion: Optional[Sequence[str]] = None,
              resadapter=None) -> dict:
-    """The JSON fields of an adapter directory (`write_adapter_files` adds the format
-    version, the weight names and their digest): the one description every writer uses.
-
-    Args:
-        bert: the backbone the weights were trained on (its config and fingerprint).
-        task, labels, head: the task name, label names in logit order, the head's class
-            name (None: no head).
-        tuning_mode: what the file holds ("adapter", "full", ...).
-        adapter_config: the adapters' `AdapterConfig`, or None.
-        fusion: the adapters a fusion layer combines, or None.
-        resadapter: a ResAdapter side network's config, or None.
+    """The JSON fields of an adapter directory, the one description every writer uses: the
+    backbone's config and fingerprint, `task`, `labels` in logit order, the `head` class
+    name, `tuning_mode`, and the `adapter_config`, `fusion` or `resadapter` it holds.
     """
     return {
         "task": task,
@@ -154,22 +128,12 @@ def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head
 
 def save_adapter(model, directory: str, task: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None, tuning_mode: str = "adapter") -> str:
-    """Writes the model's trained weights and a JSON description to `directory`.
+    """Writes a model's trained weights and their description to `directory`; returns the
+    weights file's path.
 
-    A model with an active named adapter (the runners' models in tuning mode
-    "adapter") writes that adapter (`save_adapter` of the adapter API). Otherwise the
-    trained weights are written: the trainable ones plus the state training updates (the
-    moving statistics of a ResAdapter's BatchNorms), so inference reproduces the run.
-
-    Args:
-        model: a built task model (or `BertModel`) with its tuning mode applied.
-        directory: created if needed; existing adapter files are replaced atomically.
-        task: task name recorded in the config (e.g. "mrpc").
-        labels: label list of the head, in logit order.
-        tuning_mode: recorded so a reader knows what the file holds.
-
-    Returns:
-        The path of the weights file.
+    A model with an active named adapter writes that adapter (the adapter API's
+    `save_adapter`); other models their trainable weights plus the state training updates
+    (a ResAdapter's BatchNorm statistics). `tuning_mode` is recorded for readers.
     """
     name = getattr(model, "active_adapter", None)
     if name is not None and tuning_mode == "adapter":
@@ -276,15 +240,8 @@ def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
 
 
 def check_fingerprint(description: dict, model, source: str) -> Optional[str]:
-    """Warns when the file was trained on other backbone weights than the model's.
-
-    Args:
-        description: the file's `adapter_config.json` fields.
-        model: the built model the file is loaded into.
-        source: the file's directory, for the message.
-
-    Returns:
-        The model's fingerprint (None when the file records none).
+    """Warns when the file (`description`, from `source`) was trained on other backbone weights
+    than `model`'s; returns the model's fingerprint (None when the file records none).
     """
     stored = description.get("backbone_fingerprint")
     if stored is None:
@@ -326,24 +283,13 @@ def check_backbone(description: dict, config: BertConfig, source: str) -> None:
 
 
 def load_adapter(model, directory: str) -> dict:
-    """Loads an adapter directory's weights into a built model of the same shape.
+    """Loads an adapter directory's weights into a built model of the same shape (build it with
+    `adapter_config_of(directory)`); returns the file's description.
 
-    A model with an active named adapter takes an adapter-mode file into that adapter
-    (by the file's names, `assign_adapter_weights`); other files are assigned by TF1 name.
-
-    Args:
-        model: built task model whose backbone matches the file's, with the same
-            adapter layout (build it with `adapter_config_of(directory)`).
-        directory: written by `save_adapter`.
-
-    Returns:
-        The file's description (task, labels, ...).
-
-    Raises:
-        AdapterFileError: file missing or malformed, another backbone shape, a
-            weight the model lacks or has with another shape, or an adapter merged into
-            the model's kernels. Another backbone of the same shape (a fingerprint
-            mismatch) only logs a warning.
+    A model with an active named adapter takes an adapter-mode file into it; other files are
+    assigned by TF1 name. Raises AdapterFileError for a missing or malformed file, another
+    backbone shape, a weight the model lacks or has with another shape, or a merged adapter;
+    another backbone of the same shape only warns.
     """
     description = read_adapter_config(directory)
     _refuse_merged(model)

@@ -23,20 +23,14 @@ from adapter_bert.errors import UserError
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class AdapterFusion(AdapterLayer):
-    """Attention over adapter outputs, for one adapter slot.
+    """Attention over adapter outputs, for one adapter slot (AdapterHub's AdapterFusion).
 
-    Weights (TF1 names under the slot's `<task>/adapter_fusion` scope): `query_kernel
-    [d, d]`, `query_bias [d]`, `key_kernel`, `key_bias`, `value_kernel` (identity at
-    start), `value_bias`.
+    Weights under `<task>/adapter_fusion`: `query_kernel [d, d]`, `key_kernel`,
+    `value_kernel` (identity at start) and their biases; scores are divided by
+    `temperature`.
 
-    Args:
-        initializer_range: stddev of the truncated-normal initial query/key kernels.
-        temperature: softmax temperature (scores are divided by it).
-
-    Examples:
-        >>> fusion = AdapterFusion()
         >>> h = tf.ones([2, 3, 8])
-        >>> fusion(h, [h, 2 * h]).shape
+        >>> AdapterFusion()(h, [h, 2 * h]).shape
         TensorShape([2, 3, 8])
     """
 

@@ -50,16 +50,9 @@ _FROZEN = "_adapter_bert_frozen_weights"
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class DropoutThenAdapter(keras.layers.Layer):
-    """The output block's dropout followed by a Houlsby adapter.
-
-    Replaces the `dropout` sub-layer of a transformers `TFBertSelfOutput` / `TFBertOutput`,
-    whose call is `LayerNorm(dropout(dense(h)) + input)`: the adapter then sits after the
-    dropout and before the residual LayerNorm, as in Houlsby et al. With `enabled` False
-    the adapter is bypassed (for ablations); the trained weights stay in place.
-
-    Args:
-        dropout: the block's original `Dropout` layer.
-        adapter: the `HoulsbyAdapter`.
+    """A transformers output block's `dropout`, then a Houlsby adapter: in
+    `LayerNorm(dropout(dense(h)) + input)` the adapter sits where Houlsby et al. put it.
+    `enabled=False` bypasses it, weights kept.
     """
 
     def __init__(self, dropout, adapter, enabled=True, name="dropout_then_adapter", **kwargs):
@@ -144,27 +137,14 @@ def _config_from(adapter_config, overrides) -> AdapterConfig:
 def add_adapters(model, adapter_config: Optional[AdapterConfig] = None, freeze: bool = True,
                  train_pooler: bool = False, train_head: bool = True,
                  **adapter_fields) -> List[HoulsbyAdapter]:
-    """Inserts Houlsby adapters into a transformers TF BERT model, in place.
+    """Inserts Houlsby adapters into a transformers TF BERT model (or its main layer), in place.
 
-    Builds the model first if needed. Existing adapters (from an earlier call) are
-    replaced. The adapter weights are named after the block they sit in, e.g.
-    `tf_bert_model/bert/encoder/layer_._3/attention/output/adapters/weights1:0`.
-
-    Args:
-        model: `TFBertModel`, a `TFBertFor...` task model or a `TFBertMainLayer`.
-        adapter_config: size, activation, init scale, positions ("both", "attention",
-            "ffn") and `leave_out` layers; or pass these as keyword fields
-            (`add_adapters(model, size=64, init_scale=1e-3)`).
-        freeze: apply `freeze_for_adapter_tuning` afterwards.
-        train_pooler: with `freeze`, train the pooler too.
-        train_head: with `freeze`, train the layers outside the BERT main layer.
-
-    Returns:
-        The adapters inserted, in order (layer 0 attention, layer 0 ffn, ...).
-
-    Raises:
-        TypeError: not a transformers TF BERT model.
-        ValueError / ConfigError: a bad adapter config or `leave_out` layer.
+    Builds the model if needed and replaces earlier adapters; weights are named after their
+    block (`.../layer_._3/attention/output/adapters/weights1:0`). The adapters come from
+    `adapter_config` or keyword fields (`size=64, init_scale=1e-3`). `freeze` applies
+    `freeze_for_adapter_tuning` (with `train_pooler`, `train_head`). Returns the adapters in
+    order (layer 0 attention, layer 0 ffn, ...). Raises TypeError for another model,
+    ValueError or ConfigError for a bad config.
     """
     config = _config_from(adapter_config, adapter_fields)
     bert = main_layer(model)
@@ -329,21 +309,9 @@ def parameter_line_of(model) -> str:
 
 # ------------------------------------------------------------ weight transfer
 def copy_adapter_weights(source, model) -> int:
-    """Copies the adapter weights of an `adapter_bert` model into a transformers model.
-
-    Lets an adapter trained with this package (`BertModel`, `BertClassifier`, ...) run in
-    a transformers TF BERT equipped by `add_adapters` with the same layout.
-
-    Args:
-        source: an `adapter_bert` model with Houlsby adapters.
-        model: a transformers TF BERT model after `add_adapters`.
-
-    Returns:
-        The number of adapters copied.
-
-    Raises:
-        ValueError: the two models do not have adapters in the same places, or of
-            different shapes.
+    """Copies the Houlsby adapters of an `adapter_bert` model into a transformers model equipped
+    by `add_adapters` with the same layout; returns how many. ValueError when places or
+    shapes differ.
     """
     bert = backbone_of(source)
     # The source's active adapter (a runner's model: the one it trained).

@@ -25,17 +25,9 @@ def _adapter_in_use(model, adapter_name: Optional[str]) -> str:
 
 
 def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
-    """Folds the projection (LoRA) updates of one adapter into the frozen kernels.
-
-    Args:
-        model: a built `BertModel`, task model or `MultiAdapterModel`.
-        adapter_name: a named adapter; None: the one plain calls run, the model's active
-            adapter.
-
-    Raises:
-        ValueError: the adapter has no projection updates (an output-block family such
-            as Houlsby cannot be folded into a kernel), the model is not built, or an
-            adapter is merged already.
+    """Folds the LoRA updates of one adapter (None: the active one) into the frozen kernels.
+    ValueError for an adapter without projection updates, an unbuilt model, or an adapter
+    merged already.
     """
     adapter_name = _adapter_in_use(model, adapter_name)
     bert = backbone_of(model)
@@ -57,14 +49,8 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
 
 
 def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
-    """Restores the kernels `merge_adapter` changed; the adapter runs unmerged again.
-
-    Args:
-        model: the model `merge_adapter` was given.
-        adapter_name: the merged adapter; None: whichever is merged.
-
-    Raises:
-        ValueError: that adapter (None: any) is not merged.
+    """Restores the kernels `merge_adapter` changed (`adapter_name` None: whichever is merged);
+    ValueError if it is not merged.
     """
     bert = backbone_of(model)
     if adapter_name is None:

@@ -30,24 +30,12 @@ from adapter_bert.errors import UserError
 class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
     """A frozen BERT backbone serving several named adapters, each with its own head.
 
-    Call it on Google-named features (`input_ids`, `input_mask`, `segment_ids`): it runs
-    the active adapter, or, with `adapter_names` (one name per row, as a call argument
-    or an `adapter_names` feature), each row with its own adapter. Classifier heads
-    return float32 logits `[B, num_labels]`; in a mixed batch rows are padded with
-    `-inf` to the widest classifier head of the model. Span heads return
-    `{"start_logits", "end_logits"}` `[B, T]`. With no active adapter (or inside
-    `disable_adapters()`) it returns the backbone's outputs (`sequence_output`,
-    `pooled_output`).
-
-    `add_adapter(name, config, head="classifier" | "span", num_labels=2, labels=None,
-    train_pooler="auto")` and the rest of the adapter API: see api.py.
-
-    Args:
-        bert: the backbone to share; built here if it is not (load its pretrained
-            weights before adding adapters: task LayerNorms start as copies).
-
-    Raises:
-        ValueError: the backbone holds named adapters already.
+    Called on Google-named features it runs the active adapter or, with `adapter_names` (one
+    per row, an argument or a feature), each row's own. Classifier heads return float32
+    logits `[B, num_labels]` (mixed batches padded with `-inf` to the widest head), span heads
+    `{"start_logits", "end_logits"}`; with no active adapter, the backbone's outputs. `bert`
+    is built here if it is not (load its weights before adding adapters). ValueError if it
+    holds named adapters already.
     """
 
     EXTRA_INPUTS = ("adapter_names",)
@@ -86,19 +74,9 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None, adapter_names=None):
-        """Runs the active adapter, or each row's adapter when names are given.
-
-        Args:
-            inputs: dict of int features (`input_ids`, optional `input_mask`,
-                `segment_ids`, optional `adapter_names` [B] strings; Hugging Face's
-                `attention_mask` / `token_type_ids` are accepted, other keys fail).
-            training: dropout on or off.
-            adapter_names: [B] adapter name per row (overrides the feature).
-
-        Raises:
-            ValueError: a mixed batch over heads of different kinds, or (eagerly) a row
-                naming an adapter the model does not have.
-            InvalidArgumentError: that row in a traced call (`predict`).
+        """Runs the active adapter, or each row's (`adapter_names` [B], overriding the feature).
+        Raises ValueError for a mixed batch over heads of different kinds or (eagerly) an
+        unknown adapter; InvalidArgumentError for the latter in a traced call.
         """
         features = model_features(inputs, type(self).__name__, self.EXTRA_INPUTS)
         names_feature = features.pop("adapter_names", None)

@@ -147,26 +147,15 @@ def named_adapter_info(bert: BertNetwork, name: str) -> TaskBranch:
 
 def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[AdapterConfig] = None,
                       train_pooler: bool = False, fuse: Optional[Sequence[str]] = None) -> None:
-    """Adds the named adapter `name` to a built backbone (adapters or a fusion).
+    """Adds the named adapter `name` (adapters from `adapter_config`, or a fusion of the
+    adapters named in `fuse`) to a backbone, under a strategy's scope if there is one.
 
-    The task's LayerNorms (and pooler, with `train_pooler`) start as copies of the
-    backbone's current ones. On a backbone not built yet, its layers are built by the
-    first call, where the backbone's are (so the initial values are those of a network
-    built with these adapters), and the copies take the pretrained checkpoint's values
-    when it is loaded (`checkpoints.load_weights`). Under a `tf.distribute` strategy,
-    call this inside its scope.
-
-    Args:
-        bert: a built `BertNetwork`.
-        name: the adapter's name (see `validate_name`).
-        adapter_config: the adapters of a plain task; None with `fuse`.
-        train_pooler: give the task its own pooler projection.
-        fuse: names of existing bottleneck adapters to fuse (an AdapterFusion task).
-
-    Raises:
-        ValueError: bad or taken name, both or neither of `adapter_config` and `fuse`,
-            or adapters that cannot be fused.
-        ConfigError: the config does not fit the backbone.
+    Its LayerNorms (and pooler, with `train_pooler`) start as copies of the backbone's. On an
+    unbuilt backbone its layers are built by the first call, where the backbone's are (so
+    initial values are those of a network built with it), and the copies take the
+    checkpoint's values when it loads. Raises ValueError for a bad or taken name, both or
+    neither of `adapter_config` and `fuse`, or adapters that cannot be fused, and
+    ConfigError for a config that does not fit.
     """
     validate_name(name)
     if fuse is not None and not bert.built:
@@ -254,14 +243,9 @@ def delete_named_adapter(bert: BertNetwork, name: str) -> None:
 
 
 def named_adapter_variables(bert: BertNetwork, name: str) -> Dict[str, tf.Variable]:
-    """The backbone variables of the named adapter `name`, by shared TF1 name.
-
-    `bert/encoder/layer_0/output/<name>/adapters/weights1` is returned as
-    `bert/encoder/layer_0/output/adapters/weights1` (`blocks.branch_variables`): the
-    names of adapter files and of Google's adapter-bert checkpoints.
-
-    Raises:
-        KeyError: no such adapter.
+    """The backbone variables of the named adapter `name` by shared TF1 name: the names of
+    adapter files and Google's adapter-bert checkpoints (`.../output/<name>/adapters/weights1`
+    as `.../output/adapters/weights1`, `blocks.branch_variables`). KeyError if absent.
     """
     named_adapter_info(bert, name)
     return branch_variables(bert, name)

@@ -40,22 +40,11 @@ SCOPE = "resadapter"
 class ResAdapterConfig:
     """Shape and wiring of a ResAdapter side network.
 
-    Attributes:
-        size: bottleneck width of every cell (`--adapter_size`).
-        variant: "pipeline", "resnet" or "resnext".
-        cell: "feedforward" (non-linearity in the bottleneck) or "attention"
-            (self-attention in the bottleneck).
-        activation: the feedforward cell's non-linearity ("gelu" = tanh approximation).
-        dropout_rate: dropout after the cell's middle stage.
-        num_heads: attention heads of the attention cell; must divide `size`.
-        stage_size: cells per residual stage (resnet).
-        max_groups: most layer groups (resnext).
-        batch_norm_momentum: Keras momentum of the BatchNorm moving statistics.
-        pooling: what the classification head reads: the side output's first ([CLS])
-            vector, or its mean over real tokens (padding masked out). Span heads read
-            every token either way.
+    `size` is every cell's bottleneck (`--adapter_size`); `variant` "pipeline", "resnet" or
+    "resnext" (`stage_size` cells per resnet stage, at most `max_groups` resnext groups);
+    `cell` "feedforward" or "attention" (`num_heads` must divide `size`); `pooling` what a
+    classifier head reads: the first ([CLS]) vector or the mean over real tokens.
 
-    Examples:
         >>> ResAdapterConfig(size=8, variant="resnext").variant
         'resnext'
     """
@@ -107,21 +96,9 @@ class ResAdapterConfig:
 
 
 def resnext_groups(num_layers: int, max_groups: int = 4) -> List[List[int]]:
-    """Splits layers 0..num_layers-1 into groups of consecutive layers for ResNeXt.
-
-    As many groups as possible up to `max_groups`, with the fewest layers per group that
-    allows (ceil(num_layers / max_groups)), sizes differing by at most one, larger first:
-    12 layers -> 4 groups of 3; 6 (MiniLM) -> 3 groups of 2; 4 -> 4 of 1; 2 -> 2 of 1.
-
-    Args:
-        num_layers: transformer layers of the backbone.
-        max_groups: upper bound on the number of groups.
-
-    Returns:
-        The groups, each a list of layer indices, in layer order.
-
-    Raises:
-        ValueError: a non-positive argument.
+    """Layers 0..num_layers-1 in at most `max_groups` groups of consecutive layers, as few
+    layers per group as that allows, sizes differing by at most one, larger first: 12 -> 4
+    groups of 3; 6 -> 3 of 2; 4 -> 4 of 1. ValueError for a non-positive argument.
     """
     if num_layers <= 0 or max_groups <= 0:
         raise UserError(f"need positive num_layers and max_groups, got {num_layers}, {max_groups}")
@@ -139,21 +116,9 @@ def resnext_groups(num_layers: int, max_groups: int = 4) -> List[List[int]]:
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class ResAdapterCell(keras.layers.Layer):
     """One cell: Down -> masked BatchNorm -> non-linearity or self-attention -> Dropout -> Up
-    -> LayerNorm.
+    -> LayerNorm (the backbone's epsilon), from and to the backbone's `width`.
 
-    Args:
-        width: hidden size of the backbone (input and output width).
-        size: bottleneck width.
-        cell: "feedforward" or "attention".
-        activation: non-linearity of the feedforward cell.
-        dropout_rate: dropout after the middle stage.
-        num_heads: heads of the attention cell.
-        batch_norm_momentum: momentum of the BatchNorm moving statistics.
-        layer_norm_eps: epsilon of the output LayerNorm (the backbone's).
-
-    Examples:
-        >>> cell = ResAdapterCell(width=16, size=4)
-        >>> cell(tf.ones([2, 3, 16]), tf.ones([2, 3])).shape
+        >>> ResAdapterCell(width=16, size=4)(tf.ones([2, 3, 16]), tf.ones([2, 3])).shape
         TensorShape([2, 3, 16])
     """
 
@@ -216,11 +181,6 @@ class ResAdapterCell(keras.layers.Layer):
 class ResAdapterNetwork(keras.layers.Layer):
     """The cells of one ResAdapter, wired as its variant says (scope `resadapter`).
 
-    Args:
-        bert_config: the backbone's `BertConfig` (width, depth, LayerNorm epsilon).
-        resadapter_config: the `ResAdapterConfig`.
-
-    Examples:
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)
         >>> net = ResAdapterNetwork(cfg, ResAdapterConfig(size=4, variant="resnet"))
@@ -326,23 +286,14 @@ class _ResAdapterTaskModel(FeatureInputs, keras.Model):
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class ResAdapterClassifier(_ResAdapterTaskModel):
-    """ResAdapter + `ClassifierHead` on the side output's [CLS] vector or token mean.
+    """ResAdapter + `ClassifierHead` on the side output's [CLS] vector or token mean
+    (`resadapter_config.pooling`); called as `BertClassifier`, float32 logits
+    [B, num_labels]. `config` may be an existing `BertNetwork` to share.
 
-    `resadapter_config.pooling` picks the head's input: "cls" (the first token) or
-    "mean" (the mean over real tokens, padding masked out).
-
-    Same inputs and outputs as `BertClassifier`: float32 logits [B, num_labels].
-
-    Args:
-        config: a `BertConfig`, or an existing `BertNetwork` to share.
-        num_labels: number of classes; 1 for regression (STS-B).
-        resadapter_config: the `ResAdapterConfig`.
-
-    Examples:
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)
-        >>> model = ResAdapterClassifier(cfg, 3, ResAdapterConfig(size=4))
-        >>> model({"input_ids": tf.ones([2, 5], tf.int32)}).shape
+        >>> ResAdapterClassifier(cfg, 3, ResAdapterConfig(size=4))(
+        ...     {"input_ids": tf.ones([2, 5], tf.int32)}).shape
         TensorShape([2, 3])
     """
 

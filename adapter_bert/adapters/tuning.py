@@ -94,25 +94,14 @@ def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int,
 
 
 def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="auto") -> None:
-    """Sets which weights of `model` train, for one of `TUNING_MODES`.
+    """Sets which weights of `model` train, for one of `TUNING_MODES`; before or after building,
+    and again to switch. The runners call it too, so a run and a notebook train the same.
 
-    Can be called before or after the model is built, and again to switch modes. The
-    runners call it too, with `--train_pooler`'s value: a run and a notebook train the
-    same weights.
-
-    Args:
-        model: a `BertModel` or a task model of this package.
-        mode: "adapter", "full", "layernorm" or "top_k".
-        top_k: number of top transformer layers to train (mode "top_k" only).
-        train_pooler: also train the pooler in "adapter" and "layernorm" modes: "auto"
-            (default) when the backbone's pooler was never trained (see
-            `resolve_train_pooler`; one log line says so), True, or False (the
-            original's choice). The flag's strings "auto", "true", "false" work too.
-
-    Raises:
-        ValueError: unknown mode, bad `top_k` or `train_pooler`, "adapter" on a model
-            without adapters, or a model holding named adapters (those train one at a
-            time, with `train_adapter`).
+    `top_k`: the layers mode "top_k" trains. `train_pooler`: "auto" (train the pooler in
+    "adapter" and "layernorm" when it was never trained, `resolve_train_pooler`), True or
+    False (the original's), or the flag's strings. Raises ValueError for an unknown mode, a
+    bad `top_k` or `train_pooler`, "adapter" without adapters, or a model with named adapters
+    in a mode other than "adapter".
     """
     if mode not in TUNING_MODES:
         raise UserError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
@@ -173,16 +162,9 @@ def _named_adapters(model) -> list:
 
 
 def train_only(model, layers) -> None:
-    """Makes exactly the weights of `layers` (and of the layers inside them) trainable.
-
-    The one freezing function: `apply_tuning` (a tuning mode's layers) and
-    `train_adapter` of the adapter API (one adapter's layers) choose the layers, this sets
-    them. Every other weight of `model` is frozen. Only layers that own weights are
-    frozen; containers stay trainable so that they do not hide their children's weights.
-
-    Args:
-        model: a model of this package.
-        layers: the layers whose weights train (an empty list freezes everything).
+    """The one freezing function: makes exactly the weights of `layers` (and the layers inside
+    them) trainable and freezes every other weight of `model`. Only layers owning weights
+    are frozen: a frozen container would hide its children's weights.
     """
     own = {id(sub) for layer in layers
            for sub in layer._flatten_layers(include_self=True)}  # noqa: SLF001
@@ -194,20 +176,13 @@ def train_only(model, layers) -> None:
 
 
 def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool = True) -> bool:
-    """What `apply_tuning`'s `train_pooler` means for this model and mode: True or False.
+    """What `train_pooler` means for this model and mode: True or False.
 
-    "auto" is True in modes "adapter" and "layernorm" when the pooler was never trained:
-    the checkpoint lacked it (`model.load_report.pooler_missing`, set by
-    `load_pretrained` and the runners) or its bias is all zero (`pooler_is_untrained`);
-    then one warning says the pooler trains and how to freeze it (at debug level with
-    `announce=False`: a run that only evaluates restores the trained pooler). False for an
-    unbuilt model (no weights to judge yet: apply the tuning after loading them) and for
-    models whose backbone stays frozen (ResAdapter). True and False are returned as
-    they are; the other modes train the pooler anyway ("full", "top_k") or never
-    ("layernorm", "adapter" with False).
-
-    Raises:
-        ValueError: a value other than "auto", True, False ("true" / "false").
+    "auto" is True in modes "adapter" and "layernorm" when the pooler was never trained (the
+    checkpoint lacked it, `load_report.pooler_missing`, or its bias is all zero); a warning
+    then says how to freeze it (debug level with `announce=False`). False for an unbuilt model
+    and for frozen backbones (ResAdapter). ValueError for values other than "auto", True,
+    False ("true"/"false").
     """
     if isinstance(train_pooler, str):
         if train_pooler.lower() not in _FLAG_VALUES:
@@ -235,17 +210,9 @@ def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool =
 
 
 def trained_weights(model) -> list:
-    """What training changes: the trainable weights plus the state of the layers they train.
-
-    BatchNormalization's moving mean and variance get no gradient, so they are not
-    trainable, but training updates them and inference reads them: checkpoints and
-    adapter files must hold them with the trainable weights.
-
-    Args:
-        model: a built model of this package with its tuning mode applied.
-
-    Returns:
-        The variables, trainable ones first (in `model.trainable_weights` order).
+    """What training changes: the trainable weights first, then the state of the layers they
+    train (a BatchNorm's moving statistics, which inference reads), for checkpoints and
+    adapter files.
     """
     weights = list(model.trainable_weights)
     trainable_ids = {id(v) for v in weights}
