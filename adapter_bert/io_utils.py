@@ -385,17 +385,8 @@ def atomic_write_text(path: str, text: str) -> None:
 
 
 def remove_stale_temporaries(directory: str) -> List[str]:
-    """Deletes the temporary files that writes killed mid-way left under `directory`.
-
-    A process killed (e.g. `kill -9`) inside `atomic_write_with` never renames its
-    temporary file, so the target keeps its previous content and the temporary stays
-    behind. A run calls this on its output directory before writing anything.
-
-    Args:
-        directory: searched recursively (on any filesystem); need not exist.
-
-    Returns:
-        The paths removed.
+    """Deletes (and returns) the temporary files that writes killed inside `atomic_write_with`
+    left anywhere under `directory` (which need not exist); runs call it before writing.
     """
     if not exists(directory):
         return []

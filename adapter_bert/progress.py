@@ -49,19 +49,9 @@ def format_seconds(seconds: float) -> str:
 
 
 class Progress:
-    """One phase's progress (training steps, evaluation batches, downloaded bytes).
-
-    Args:
-        label: what is progressing, e.g. "train", "eval dev", "download".
-        total: the count at completion, or None when unknown.
-        unit: what is counted ("steps", "batches"; "bytes" shows KiB/MiB).
-        stream: where to write (default: sys.stderr at the time of each write).
-        terminal: force the terminal (True) or plain-line (False) display; default: the
-            stream's `isatty()`.
-        start: the count already done when the phase begins (a resumed run's steps).
-
-    The time left is estimated from the rate since the first update (the first step
-    also pays for tracing), so the first line shows none.
+    """One phase's progress (steps, batches, bytes) towards `total` (None: unknown), counted from
+    `start` (a resumed run's steps); `terminal` forces the display (default: `isatty()`). The
+    time left is estimated from the rate after the first update (which pays for tracing).
     """
 
     def __init__(self, label: str, total: Optional[int] = None, unit: str = "steps",

@@ -81,25 +81,12 @@ def _prepare(predictions, labels, weights, regression):
 
 def compute_metrics(kind: str, predictions, labels, weights: Optional[np.ndarray] = None,
                     num_labels: Optional[int] = None) -> "collections.OrderedDict[str, float]":
-    """Computes the metrics of one kind (the table in this module's docstring).
+    """The metrics of one kind (the module's table), as an `OrderedDict` of floats.
 
-    Args:
-      kind: a key of `METRIC_NAMES` (a task's `metrics`).
-      predictions: Class ids [N] (or logits/probabilities [N, C], argmaxed); for the
-        regression kinds, float scores [N] (or [N, 1]).
-      labels: Gold class ids [N]; gold float scores for the regression kinds.
-      weights: Optional 0/1 mask [N]; examples with 0 (padding examples,
-        `is_real_example == 0`) are left out.
-      num_labels: the task's number of classes ("classification": precision, recall and
-        f1 of label id 1 are added when it is 2; default: from the logits' width, else
-        the largest id seen).
-
-    Returns:
-      An `OrderedDict` of metric name -> Python float, in `METRIC_NAMES` order.
-
-    Raises:
-      ValueError: On an unknown kind, mismatched shapes, non-0/1 weights, or no
-        examples left to score.
+    `predictions` are class ids or logits (argmaxed), or float scores for regression kinds;
+    `weights` (0/1) leaves out padding examples; `num_labels` decides the two-label extras of
+    "classification" (default: the logits' width, else the largest id). ValueError for an
+    unknown kind, mismatched shapes, weights other than 0/1 or nothing to score.
     """
     _names(kind)
     if num_labels is None and np.ndim(predictions) == 2 and kind not in REGRESSION_KINDS:

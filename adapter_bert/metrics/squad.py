@@ -55,17 +55,9 @@ def exact_match_score(prediction: str, ground_truth: str) -> float:
 
 
 def f1_score(prediction: str, ground_truth: str, empty_matches_empty: bool = True) -> float:
-    """Token-level F1 between a prediction and one gold answer.
-
-    Args:
-      prediction: predicted answer text.
-      ground_truth: one gold answer text.
-      empty_matches_empty: the v2.0 rule (default): when either normalised
-        string has no tokens, the score is 1.0 if both are empty and 0.0
-        otherwise. With False, the v1.1 behaviour: any empty side scores 0.0.
-
-    Returns:
-      F1 in [0, 1].
+    """Token-level F1 in [0, 1] between a prediction and one gold answer. With
+    `empty_matches_empty` (v2.0) two empty token lists score 1 and one empty side 0; without
+    it (v1.1) any empty side scores 0.
     """
     pred_toks = get_tokens(prediction)
     gold_toks = get_tokens(ground_truth)
@@ -134,19 +126,10 @@ def _check_prediction(qid: str, prediction: Any) -> str:
 
 
 def evaluate_v1(dataset: Any, predictions: Mapping[str, str]) -> Dict[str, float]:
-    """Scores predictions with the SQuAD v1.1 rules.
-
-    Args:
-      dataset: the parsed SQuAD v1.1 JSON (dict with "data") or its "data" list.
-      predictions: question id -> predicted answer text. Questions missing
-        here score 0 (they are logged with absl at WARNING level).
-
-    Returns:
-      ``{"exact_match": float, "f1": float}``, both in percent.
-
-    Raises:
-      ValueError: if the dataset is malformed, has no questions, has an
-        answerable question without answers, or a prediction is not a string.
+    """Scores predictions (id -> text; missing ones score 0 and are logged) with the SQuAD v1.1
+    rules against the parsed JSON (or its "data" list): `{"exact_match", "f1"}` in percent.
+    ValueError for a malformed or empty dataset, an answerable question without answers or a
+    non-string prediction.
     """
     total = 0
     exact = 0.0
@@ -177,30 +160,13 @@ def find_best_threshold(
     na_probs: Mapping[str, float],
     qid_to_has_ans: Mapping[str, bool],
 ) -> Tuple[float, float]:
-    """Searches the no-answer threshold that maximises a v2.0 score.
+    """The no-answer threshold that maximises a v2.0 score: `(best percent, threshold)`.
 
-    Starts from "abstain on every question" (threshold 0.0, every
-    unanswerable question right), then, going through the questions by
-    increasing no-answer probability (stable order), answers one more at a
-    time: an answerable question gains its raw score, an unanswerable one
-    loses 1 if its prediction is a non-empty string. The threshold is the
-    no-answer probability of the last question answered at the best score
-    (first best kept on ties). Questions with no prediction (not in
-    ``scores``) are skipped and count 0.
-
-    Args:
-      predictions: question id -> predicted text.
-      scores: question id -> raw (unthresholded) exact or F1 score in [0, 1],
-        for the questions that have a prediction.
-      na_probs: question id -> no-answer probability.
-      qid_to_has_ans: every question id -> whether it is answerable.
-
-    Returns:
-      ``(best_score_in_percent, best_threshold)``; the percentage is over all
-      the questions in ``qid_to_has_ans``.
-
-    Raises:
-      ValueError: if ``qid_to_has_ans`` is empty.
+    From "abstain everywhere", questions are answered one at a time by increasing no-answer
+    probability (stable order): an answerable one gains its raw score, an unanswerable one
+    loses 1 if its prediction is not empty; the threshold is the probability of the last one
+    answered at the best score (first best on ties). Questions without a prediction count 0.
+    ValueError if `qid_to_has_ans` is empty.
     """
     if not qid_to_has_ans:
         raise UserError("no questions to score")
@@ -269,30 +235,13 @@ def evaluate_v2(
     na_probs: Optional[Mapping[str, float]] = None,
     na_prob_thresh: float = 1.0,
 ) -> Dict[str, float]:
-    """Scores predictions with the SQuAD v2.0 rules.
+    """Scores predictions ("" abstains; missing ones score 0, logged) with the SQuAD v2.0 rules.
 
-    Args:
-      dataset: the parsed SQuAD v2.0 JSON (dict with "data") or its "data" list.
-      predictions: question id -> predicted text ("" = no answer). Missing
-        questions score 0 everywhere and are logged.
-      na_probs: optional question id -> no-answer probability (or any score
-        where larger means "more likely unanswerable", such as the null odds
-        written by ``write_predictions``). When given, it must cover every
-        predicted question, predictions whose value exceeds
-        ``na_prob_thresh`` count as abstentions, and the best-threshold
-        search is reported.
-      na_prob_thresh: the abstention threshold (strictly greater abstains).
-
-    Returns:
-      An ordered dict with ``exact``, ``f1`` (percent), ``total``, then
-      ``HasAns_exact``, ``HasAns_f1``, ``HasAns_total`` (if any answerable
-      question), ``NoAns_exact``, ``NoAns_f1``, ``NoAns_total`` (if any
-      unanswerable one), and with ``na_probs`` also ``best_exact``,
-      ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh``.
-
-    Raises:
-      ValueError: if the dataset is malformed or empty, a prediction is not a
-        string, or ``na_probs`` misses a predicted question.
+    `na_probs` (e.g. `write_predictions`' null odds) must cover every prediction; those above
+    `na_prob_thresh` abstain, and the best-threshold figures are added. Returns `exact`, `f1`,
+    `total`, the `HasAns_*` and `NoAns_*` figures where such questions exist, and `best_*`.
+    ValueError for a malformed or empty dataset, a non-string prediction or `na_probs`
+    missing a prediction.
     """
     qid_to_has_ans, exact_raw, f1_raw = _raw_scores_v2(dataset, predictions)
     if na_probs is not None:

@@ -50,20 +50,10 @@ def trim_to_longest(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
 
 def in_length_groups(call: Callable[..., tf.Tensor], features: Dict[str, tf.Tensor],
                      *row_values: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
-    """`call(features, *row_values)` run on groups of rows of similar length.
-
-    The rows are sorted by their `input_mask` length and cut into groups of
-    `ROWS_PER_GROUP`; each group is trimmed to its longest row (`trim_to_longest`) and
-    passed to `call` with the same rows of `row_values`. Row-wise, the result is what
-    `call` returns on the whole batch.
-
-    Args:
-        call: maps features (and per-row values) of R rows to a `dtype` tensor [R, ...].
-        features: Google-named int32 features [B, T].
-        *row_values: tensors [B, ...] split along with the rows (e.g. task names).
-
-    Returns:
-        The outputs of `call` for all B rows, in the order of `features`.
+    """`call(features, *row_values)` run on groups of `ROWS_PER_GROUP` rows sorted by
+    `input_mask` length, each trimmed to its longest row (`trim_to_longest`), with the same
+    rows of `row_values`; the outputs (`dtype`) come back in the order of `features`, row
+    by row what `call` returns on the whole batch.
     """
     lengths = tf.reduce_sum(features["input_mask"], 1)
     order = tf.argsort(lengths, stable=True)
@@ -153,15 +143,9 @@ def _written_by_us(info_file: str) -> bool:
 
 
 def check_export_dir(export_dir: str) -> None:
-    """Refuses an `export_dir` that an export may not replace.
-
-    An export replaces only what an export wrote: a missing or empty folder, or a folder
-    holding an earlier export of this package (its `export_info.json` names the writer)
-    and nothing else. A run's --output_dir, a parent of other files or another program's
-    model is never removed.
-
-    Raises:
-        ExportError: naming the folder, the flag and what is in the way.
+    """Refuses (ExportError naming folder, flag and what is in the way) an `export_dir` an
+    export may not replace: only a missing or empty folder, or one holding an earlier export
+    of this package (its `export_info.json`) and nothing else, may be replaced.
     """
     path = os.path.abspath(export_dir)
     if not os.path.lexists(path):
@@ -186,16 +170,10 @@ def check_export_dir(export_dir: str) -> None:
 
 def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, Callable],
                       info: dict) -> str:
-    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole.
-
-    The SavedModel is written beside `export_dir` and moved into place when complete,
-    so an interrupted export leaves any earlier export as it was. An existing
-    `export_dir` is replaced only if it is empty or an earlier export (`check_export_dir`).
-
-    Raises:
-        ExportError: `export_dir` holds something other than an earlier export.
-        WriteError: it could not be written (no space, no permission, ...): names
-            `export_dir` and the reason; what was staged is removed.
+    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole: written
+    beside it and moved into place when complete, so an interrupted export leaves the earlier
+    one as it was. Raises ExportError (`check_export_dir`) and WriteError (naming
+    `export_dir` and the reason; what was staged is removed).
     """
     export_dir = os.path.abspath(export_dir)
     parent = os.path.dirname(export_dir)
@@ -230,21 +208,11 @@ def export_classifier(model, export_dir: str, vocab_file: str, do_lower_case: bo
                       pair: bool, task: Optional[str] = None) -> str:
     """Writes a string-in SavedModel of a trained sentence (pair) classifier.
 
-    Args:
-        model: a built task model that maps Google-named int32 features to float32
-            logits [B, num_labels] (`BertClassifier`, `ResAdapterClassifier`).
-        export_dir: the SavedModel directory (replaced whole if it exists).
-        vocab_file, do_lower_case, max_seq_length: the run's tokenisation.
-        labels: label strings in logit order; empty or None for regression (STS-B).
-        pair: the signature takes `text_b` too (sentence-pair tasks).
-        task: recorded in `export_info.json`.
-
-    Returns:
-        The absolute path of the SavedModel.
-
-    Raises:
-        ExportError: labels that do not match the model's outputs.
-        VocabularyError: an unusable vocabulary.
+    `model` maps Google-named int32 features to float32 logits (`BertClassifier`,
+    `ResAdapterClassifier`); `vocab_file`, `do_lower_case`, `max_seq_length` are the run's
+    tokenisation; `labels` in logit order (None or empty: regression); `pair` adds `text_b`;
+    `task` is recorded. Returns the SavedModel's absolute path; raises ExportError for labels
+    that do not match the outputs and VocabularyError for an unusable vocabulary.
     """
     labels = list(labels or [])
     num_outputs = int(model(_dummy_features(), training=False).shape[-1])

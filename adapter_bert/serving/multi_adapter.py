@@ -90,23 +90,13 @@ def export_multi_adapter(adapter_dirs: Sequence[str], export_dir: str,
                          vocab_file: Optional[str] = None, do_lower_case: bool = True,
                          max_seq_length: int = 128,
                          names: Optional[Sequence[str]] = None) -> str:
-    """Exports one backbone with several task adapters as one string-in SavedModel.
+    """Exports one backbone with several classifier adapters as one string-in SavedModel.
 
-    Args:
-        adapter_dirs: adapter directories of classifier tasks trained on this backbone
-            (adapter tuning mode).
-        export_dir: the SavedModel directory (replaced whole if it exists).
-        init_checkpoint, bert_config_file: the backbone (None: the embedded MiniLM).
-        vocab_file: default: the vocab.txt beside the backbone.
-        do_lower_case, max_seq_length: tokenisation of every task.
-        names: task names, one per directory; default: the task each file records.
-
-    Returns:
-        The absolute path of the SavedModel.
-
-    Raises:
-        ExportError: no adapters, two tasks of one name, a span (SQuAD) head, or no
-            vocabulary. AdapterFileError: an adapter that does not fit the backbone.
+    `adapter_dirs` were trained on the backbone (`init_checkpoint`, `bert_config_file`;
+    None: the embedded MiniLM) in adapter mode; `names` default to the tasks the files
+    record. Returns the SavedModel's absolute path; raises ExportError for no adapters, two
+    of one name, a span head or no vocabulary, and AdapterFileError for an adapter that does
+    not fit.
     """
     from adapter_bert.model.checkpoints import resolve_backbone
     from adapter_bert.adapters.multitask import MultiAdapterModel

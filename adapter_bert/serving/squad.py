@@ -42,20 +42,9 @@ def export_span_model(model, export_dir: str, vocab_file: str, do_lower_case: bo
                       version_2_with_negative: bool = False, n_best_size: int = 20,
                       max_answer_length: int = 30,
                       null_score_diff_threshold: float = 0.0) -> str:
-    """Writes a SavedModel of a trained SQuAD span model and its run's settings.
-
-    Args:
-        model: a built model mapping the three features to `{"start_logits",
-            "end_logits"}` (`BertSpanModel`, `ResAdapterSpanModel`).
-        export_dir: the SavedModel directory (replaced whole if it exists).
-        vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length: the
-            run's tokenisation and windowing.
-        version_2_with_negative, n_best_size, max_answer_length,
-            null_score_diff_threshold: the run's answer selection, the defaults of
-            `SquadAnswerer`.
-
-    Returns:
-        The absolute path of the SavedModel.
+    """Writes a SavedModel of a trained SQuAD span model (`BertSpanModel`,
+    `ResAdapterSpanModel`) with its run's tokenisation, windowing and answer selection (the
+    defaults of `SquadAnswerer`); returns its absolute path.
     """
     module = _SpanModule(model, vocab_file)
     specs = [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
@@ -89,15 +78,9 @@ def export_squad_run(run, export_dir: str) -> str:
 
 
 class SquadAnswerer:
-    """Answers questions about contexts with an exported span model, as run_squad.py.
-
-    Args:
-        export_dir: written by `run_squad.py --export_dir` (or `export_span_model`).
-        batch_size: windows per call of the SavedModel.
-
-    The run's settings (windowing, `n_best_size`, `max_answer_length`, SQuAD 2.0 and its
-    null threshold) come from the export; keyword arguments of `predict` override the
-    answer-selection ones.
+    """Answers questions about contexts with an exported span model, as run_squad.py does;
+    the run's settings come from the export (`predict`'s keywords override the answer
+    selection).
     """
 
     def __init__(self, export_dir: str, batch_size: int = 64):
@@ -123,16 +106,9 @@ class SquadAnswerer:
 
     def predict(self, examples: Sequence, **selection) -> Tuple[Dict[str, str],
                                                                  Optional[Dict[str, float]]]:
-        """Answers `SquadExample`s (e.g. from `data.squad.read_squad_examples`).
-
-        Args:
-            examples: the questions with their contexts.
-            **selection: overrides of `n_best_size`, `max_answer_length`,
-                `version_2_with_negative`, `null_score_diff_threshold`.
-
-        Returns:
-            (question id -> answer text, question id -> null odds or None), as
-            run_squad.py's predictions.json and null_odds.json.
+        """Answers `SquadExample`s; `selection` overrides `n_best_size`, `max_answer_length`,
+        `version_2_with_negative` or `null_score_diff_threshold`. Returns (id -> answer, id ->
+        null odds or None), as predictions.json and null_odds.json.
         """
         from adapter_bert.data.squad import convert_examples_to_features
         from adapter_bert.data.squad_postprocess import RawResult, write_predictions

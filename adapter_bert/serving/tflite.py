@@ -74,30 +74,12 @@ def export_tflite(model, tflite_file: str, max_seq_length: Optional[int],
                   batch_size: Optional[int] = 1, regression: bool = False) -> str:
     """Writes a sentence (pair) classifier's network as a TFLite model of builtin ops.
 
-    The model's one signature, `serving_default`, takes `input_ids`, `input_mask` and
-    `segment_ids`, int32 [batch_size, max_seq_length], as the SavedModel's `tokenize`
-    signature or run_classifier.py's Python pipeline make them, and returns
-    `probabilities` float32 [batch_size, num_labels] (labels in the run's order), or
-    `score` [batch_size] for a regression head.
-
-    Args:
-        model: a built task model mapping Google-named int32 features to float32
-            logits [B, num_labels] (`BertClassifier`, `ResAdapterClassifier`).
-        tflite_file: where to write the model. An existing file there is replaced only
-            if it is a TFLite model (its flatbuffer identifier says so); anything else
-            there is refused, never overwritten.
-        max_seq_length: the row width; None leaves it dynamic (set it with the
-            interpreter's `resize_tensor_input`).
-        batch_size: rows per call; None leaves it dynamic. Static shapes let the
-            interpreter plan its memory once.
-        regression: the head has one output, returned as `score`.
-
-    Returns:
-        The path written.
-
-    Raises:
-        ExportError: `tflite_file` is a folder or a file that is not a TFLite model.
-        tf.lite converter errors (`ConverterError`) naming any op without a builtin kernel.
+    Its `serving_default` takes the three int32 features [batch_size, max_seq_length] (as the
+    SavedModel's `tokenize` makes them) and returns `probabilities` [batch_size, num_labels],
+    or `score` with `regression`. `max_seq_length` or `batch_size` None stays dynamic.
+    An existing `tflite_file` is replaced only if it is a TFLite model. Returns the path;
+    raises ExportError for a folder or another file there, and the converter's
+    `ConverterError` naming any op without a builtin kernel.
     """
     check_tflite_target(tflite_file)
     atomic_write_bytes(tflite_file, tflite_classifier(model, max_seq_length, batch_size,
@@ -115,19 +97,8 @@ def tflite_interpreter(model_path: Optional[str] = None, model_content: Optional
 
 
 def tflite_predict(interpreter, features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Runs a model of `export_tflite` on any number of rows of features.
-
-    Rows go through in batches of the model's batch size (the last one padded with
-    copies of its first row, whose outputs are dropped); a dynamic batch takes all rows
-    at once.
-
-    Args:
-        interpreter: from `tflite_interpreter`.
-        features: int32 arrays [N, width] named as in `FEATURES`; width must be the
-            model's `max_seq_length` when that is static.
-
-    Returns:
-        The signature's outputs for the N rows.
+    """Runs an `export_tflite` model on any number of rows of `FEATURES`, in batches of its
+    batch size (the last padded with copies of its first row, dropped from the outputs).
     """
     runner = interpreter.get_signature_runner()
     batch = int(runner.get_input_details()["input_ids"]["shape_signature"][0])
@@ -157,17 +128,9 @@ def tensorflow_text_kernels() -> List[str]:
 
 def refused_ops(saved_model_dir: str, signature: str,
                 with_tensorflow_text: bool = False) -> List[str]:
-    """The ops of a SavedModel signature that TFLite's converter has no builtin kernel for.
-
-    Converts the signature with `TFLITE_BUILTINS` only and reads the ops the converter
-    lists as needing TensorFlow ("TF Select ops") or a custom kernel ("Custom ops").
-
-    Args:
-        with_tensorflow_text: leave out the ops that an interpreter with
-            tensorflow-text's TFLite kernels registered can run (`tensorflow_text_kernels`).
-
-    Returns:
-        The refused op types, sorted; empty when the signature converts.
+    """The op types (sorted) of a SavedModel signature that TFLite has no builtin kernel for,
+    as its converter lists them; `with_tensorflow_text` leaves out those tensorflow-text's
+    TFLite kernels run. Empty when the signature converts.
     """
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir,
                                                          signature_keys=[signature])

@@ -27,14 +27,9 @@ class VocabularyError(UserError):
 
 
 def read_vocab(vocab_file: str) -> Dict[str, int]:
-    """Reads a BERT `vocab.txt` as google-research/bert's `load_vocab` does.
-
-    One token a line, stripped of surrounding whitespace; the id is the line number
-    (from 0); a token on several lines keeps its last id.
-
-    Raises:
-        VocabularyError: file missing, not UTF-8 (naming the line), or without
-            `[CLS]`, `[SEP]` or `[UNK]`.
+    """Reads a BERT `vocab.txt` as Google's `load_vocab` does (one stripped token per line, id =
+    line number from 0, the last id of a repeated token). VocabularyError for a missing or
+    non-UTF-8 file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
     """
     try:
         with open(vocab_file, "rb") as f:
@@ -61,16 +56,8 @@ def _table(values, dtype=tf.int32) -> tf.Variable:
 
 
 class BertInputEncoder(tf.Module):
-    """Raw strings -> BERT features, exactly as Google's Python pipeline (see module doc).
-
-    Args:
-        vocab_file: the run's `vocab.txt`.
-        do_lower_case: lower-case and strip accents (uncased models).
-        max_seq_length: length of every output row, special tokens included (>= 3).
-
-    Raises:
-        VocabularyError: an unusable vocabulary.
-        ValueError: `max_seq_length` below 3.
+    """Raw strings -> BERT features, exactly as Google's Python pipeline, for the run's
+    `vocab_file`, casing and `max_seq_length` (>= 3). Raises VocabularyError or ValueError.
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool, max_seq_length: int,
