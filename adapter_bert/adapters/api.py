@@ -64,13 +64,9 @@ def adapter_config_from(config) -> AdapterConfig:
 class AdapterModelMixin:
     """The adapter API (see the module docstring); mixed into the package's models.
 
-    A subclass calls `_init_adapters(adapter_config, adapter_name)` at the end of
-    `__init__` (the adapter the model is built with, if any), runs
-    `_adapter_in_use()` in `call` and may override `_backbone_model` (default: `.bert`),
-    `_default_num_labels` and `HEAD_KINDS`.
-
-    Attributes:
-        heads: adapter name -> its head layer (models with heads).
+    A subclass calls `_init_adapters(adapter_config, adapter_name)` at the end of `__init__`,
+    runs `_adapter_in_use()` in `call` and may override `_backbone_model` (default `.bert`),
+    `_default_num_labels` and `HEAD_KINDS`. `heads` maps adapter names to head layers.
     """
 
     # Head kinds this model's adapters can have; the first is the default. () = no head.
@@ -161,27 +157,21 @@ class AdapterModelMixin:
                     train_pooler="auto") -> None:
         """Adds a fresh named adapter: adapters, LayerNorm copies and (task models) a head.
 
-        Its LayerNorms (and pooler) start as copies of the backbone's current ones, so
-        load the pretrained weights first (`ab.load_pretrained` has). The first adapter
-        becomes the active one; everything but the active adapter's own weights is
-        frozen. Under a `tf.distribute` strategy, call it inside the strategy's scope.
+        Its LayerNorms (and pooler) start as copies of the backbone's, so load the pretrained
+        weights first (`ab.load_pretrained` has). The first adapter becomes the active one and
+        everything but its own weights is frozen. Under a strategy, call it in its scope.
 
         Args:
-            name: letters, digits, `_`, `.`, `-`; it is the TF1 scope of its weights.
-            config: an `AdapterConfig` (any family), its dict, a family name, or None
-                (Houlsby adapters of size 64).
-            head: the head kind, for a `MultiAdapterModel` ("classifier", the default, or
-                "span"); other models have one kind (`BertModel`: none).
-            num_labels: classifier outputs (1 for regression); default: the model's
-                (`BertClassifier`) or 2.
+            name: letters, digits, `_`, `.`, `-`; the TF1 scope of its weights.
+            config: an `AdapterConfig`, its dict, a family name, or None (Houlsby, size 64).
+            head: a `MultiAdapterModel`'s head kind ("classifier", default, or "span").
+            num_labels: classifier outputs (1 for regression); default the model's, or 2.
             labels: label names in logit order, recorded in saved files.
-            train_pooler: the adapter gets its own trainable copy of the pooler: True,
-                False, or "auto" (the default): when a classifier head reads the pooled
-                output and the backbone's pooler was never trained, as `apply_tuning`.
+            train_pooler: its own trainable pooler copy: True, False or "auto" (when a
+                classifier reads the pooled output and the backbone's pooler never trained).
 
-        Raises:
-            ValueError: bad or taken name, a head kind the model has no place for.
-            ConfigError: the config does not fit the backbone.
+        Raises ValueError for a bad or taken name or a head the model cannot hold, ConfigError
+        for a config that does not fit the backbone.
         """
         kind = self._head_kind(head)
         num_labels = self._num_labels(kind, num_labels)
@@ -196,19 +186,10 @@ class AdapterModelMixin:
                            num_labels: Optional[int] = None,
                            labels: Optional[Sequence[str]] = None,
                            train_pooler: bool = False) -> None:
-        """Adds a task that fuses trained adapters with AdapterFusion (see fusion.py).
-
-        In every slot where the fused adapters sit, an `AdapterFusion` attends over
-        their outputs. `train_adapter(name)` trains the fusion layers and the task's own
-        LayerNorms and head; the fused adapters stay frozen.
-
-        Args:
-            name: the fusion task's name.
-            adapters: names of this model's bottleneck adapters (same slots for all).
-            head, num_labels, labels, train_pooler: as in `add_adapter`.
-
-        Raises:
-            ValueError: unknown adapters, LoRA adapters, different slot layouts.
+        """Adds a task that fuses this model's trained bottleneck `adapters` (same slots) with
+        AdapterFusion; `train_adapter(name)` then trains the fusion layers and the task's
+        LayerNorms and head, the fused adapters frozen. Other arguments as `add_adapter`'s.
+        ValueError for unknown or LoRA adapters, or different slot layouts.
         """
         kind = self._head_kind(head)
         num_labels = self._num_labels(kind, num_labels)
@@ -239,13 +220,9 @@ class AdapterModelMixin:
 
     # -------------------------------------------------- switch and train
     def set_active_adapters(self, name: Optional[str]) -> None:
-        """Chooses the adapter plain calls run: a name, or None for none of them.
-
-        A list of one name is taken too (AdapterHub's form); one adapter runs at a time
-        (several at once: `add_adapter_fusion`). Trainable weights do not change.
-
-        Raises:
-            KeyError: no such adapter. ValueError: a list of several names.
+        """Chooses the adapter plain calls run: a name (or a list of one, AdapterHub's form), or
+        None for none; trainable weights do not change. KeyError for an unknown adapter,
+        ValueError for several names (several at once: `add_adapter_fusion`).
         """
         if isinstance(name, (list, tuple)):
             if len(name) != 1:
@@ -258,24 +235,10 @@ class AdapterModelMixin:
         reset_compiled_functions(self)
 
     def train_adapter(self, name: str, verbose: bool = True) -> str:
-        """Activates `name` and makes exactly its own weights trainable.
-
-        Its adapters (or fusion layers), LayerNorm copies, pooler copy (if any) and head
-        train; the backbone, the model's own head and every other adapter are frozen.
-        Compile after calling it.
-
-        Args:
-            name: the adapter to train.
-            verbose: print the parameter line (`trainable params: ... || all params:
-                ... || trainable%: ...`), as the runners do.
-
-        Returns:
-            The parameter report (`tuning.parameter_report`: the line, then the counts
-            per component).
-
-        Raises:
-            KeyError: no such adapter. ValueError: an adapter is merged into the kernels
-                (its update would get no gradient): `unmerge_adapter` first.
+        """Activates `name` and makes exactly its own weights trainable (its adapters or fusion,
+        LayerNorm and pooler copies, head); compile afterwards. Prints the parameter line unless
+        `verbose=False` and returns the parameter report (`tuning.parameter_report`). KeyError
+        for an unknown adapter, ValueError while an adapter is merged.
         """
         self._require(name)
         self._refuse_while_merged(f"training adapter {name!r}")
@@ -306,21 +269,10 @@ class AdapterModelMixin:
 
     # ------------------------------------------------------------- merging
     def merge_adapter(self, name: Optional[str] = None) -> None:
-        """Folds a LoRA (projection) adapter into the frozen kernels, for inference.
-
-        The merged model computes the same outputs (to float32 rounding) at the cost of
-        the plain backbone (merging.py). A named adapter becomes the active one, since
-        the kernels every adapter shares now hold its update: until `unmerge_adapter`,
-        running another adapter (or none), training it, writing or reading adapter files
-        and saving the model with Keras are refused.
-
-        Args:
-            name: a named adapter; default: the active one.
-
-        Raises:
-            KeyError: no such adapter. ValueError: nothing to merge (no active adapter,
-                or an output-block family such as Houlsby), or an adapter is merged
-                already.
+        """Folds a LoRA adapter (default: the active one) into the frozen kernels, for inference:
+        the same outputs at the plain backbone's cost. It becomes the active adapter; until
+        `unmerge_adapter`, running another, training, adapter files and Keras saving are refused.
+        KeyError for an unknown adapter; ValueError for nothing to merge or one merged already.
         """
         name = self._merge_target(name)
         merging.merge_adapter(self, name)
@@ -329,14 +281,8 @@ class AdapterModelMixin:
             reset_compiled_functions(self)
 
     def unmerge_adapter(self, name: Optional[str] = None) -> None:
-        """Restores the kernels `merge_adapter` changed, exactly; the adapter runs
-        unmerged again (and can train, be saved, be switched off).
-
-        Args:
-            name: the merged adapter; default: whichever is merged.
-
-        Raises:
-            KeyError: no such adapter. ValueError: it (or, by default, any) is not merged.
+        """Restores the kernels `merge_adapter` changed, exactly (`name` default: whichever is
+        merged). KeyError for an unknown adapter, ValueError if it is not merged.
         """
         if name is not None:
             self._require(name)
@@ -377,24 +323,12 @@ class AdapterModelMixin:
     def save_adapter(self, directory: str, name: Optional[str] = None,
                      task: Optional[str] = None,
                      labels: Optional[Sequence[str]] = None) -> str:
-        """Writes adapter `name` (default: the active one) as an adapter directory.
+        """Writes adapter `name` (default: the active one) as an adapter directory, the files a
+        runner's adapter-mode run writes (without the backbone); returns the weights file's path.
 
-        The files are those a run_classifier.py / run_squad.py run writes, so
-        `--load_adapter` and `load_adapter` read them; the backbone is not in them.
-
-        Args:
-            directory: created if needed; existing adapter files are replaced atomically.
-            name: the adapter; default: the active one.
-            task: the task name recorded (default: `name`).
-            labels: label names in logit order (default: those given when it was added).
-
-        Returns:
-            The path of the weights file.
-
-        Raises:
-            KeyError: no such adapter. ValueError: nothing to save. AdapterFileError: an
-                adapter is merged into the kernels (the file would record the merged
-                kernels' fingerprint): `unmerge_adapter` first.
+        `task` defaults to `name`, `labels` to those given when it was added; existing files are
+        replaced atomically. KeyError for an unknown adapter, ValueError for nothing to save,
+        AdapterFileError while an adapter is merged.
         """
         self._refuse_while_merged(f"saving to {directory}", AdapterFileError)
         name = self._active if name is None else name
@@ -415,28 +349,14 @@ class AdapterModelMixin:
 
     def load_adapter(self, directory: str, name: Optional[str] = None,
                      with_head: bool = True) -> str:
-        """Adds the adapter stored in `directory`, with its head and labels.
+        """Adds the adapter stored in `directory` (`save_adapter`'s, or a runner's
+        `<output_dir>/adapter` in adapter mode) with its head and labels; returns its name.
 
-        Reads what `save_adapter` writes and what a run_classifier.py / run_squad.py run
-        in tuning mode "adapter" writes into `<output_dir>/adapter`. Like `add_adapter`,
-        the first adapter becomes the active one.
-
-        Args:
-            directory: the adapter directory.
-            name: the name to give it; default: the task recorded in the file, else
-                the directory's name.
-            with_head: load the file's head. False loads the backbone part alone (a
-                task model then gives the adapter a fresh head).
-
-        Returns:
-            The adapter's name.
-
-        Raises:
-            AdapterFileError: malformed file, another backbone shape, not an adapter-mode
-                file, a head this model has no place for, or weights that do not match
-                the adapter it describes, or an adapter merged into the kernels. A
-                backbone of the same shape with other weights only logs a warning
-                (`files.check_fingerprint`).
+        `name` defaults to the task the file records, else the directory's name; `with_head=False`
+        loads the backbone part alone. The first adapter becomes the active one. Raises
+        AdapterFileError for a malformed or non-adapter-mode file, another backbone shape, a head
+        the model cannot hold, mismatched weights or a merged adapter; a backbone of the same
+        shape with other weights only warns.
         """
         bert = self._backbone_model()
         # Checked first: the fingerprint check at the end would fail on merged kernels,

@@ -20,17 +20,12 @@ from adapter_bert.errors import UserError
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
 class BertModel(AdapterModelMixin, encoder.BertNetwork):
-    """The BERT backbone (`adapter_bert.model.encoder.BertNetwork`) with the adapter API.
+    """The BERT backbone (`model.encoder.BertNetwork`) with the adapter API.
 
-    Called with no `adapter_name`, it runs its active named adapter (None: its own
-    layers). Its adapters have no head: `load_adapter(dir, with_head=False)` loads the
-    backbone part of a task's file, `ab.load_adapter(dir, backbone=model)` the task model.
-
-    Args:
-        config: the `BertConfig`.
-        adapter_config: the adapter to build the model with (a named adapter, active),
-            or None.
-        adapter_name: its name (default "adapter").
+    Called without `adapter_name` it runs its active adapter (None: its own layers). Its
+    adapters have no head: `load_adapter(dir, with_head=False)` loads a task file's backbone
+    part, `ab.load_adapter(dir, backbone=model)` the task model. `adapter_config` builds it
+    with that adapter, named `adapter_name` (default "adapter") and active.
     """
 
     def __init__(self, config, adapter_config=None, name="bert", adapter_name=None, **kwargs):
@@ -104,27 +99,14 @@ MODELS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
 def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
                     num_labels: int = 2, config_file: Optional[str] = None,
                     dtype: Optional[str] = None):
-    """A pretrained model with the adapter API (`ab.load_pretrained`).
-
-    `factory.build_pretrained` with this module's classes: a `BertModel` (head None),
+    """A pretrained model with the adapter API (`ab.load_pretrained`): a `BertModel` (head None),
     `BertClassifier` or `BertSpanModel`, built, with the checkpoint's weights.
 
-    Args:
-        path: checkpoint, Hugging Face folder or name of a Google release (see
-            `factory.build_pretrained`); None: the embedded MiniLM. An adapter directory
-            is refused with a line naming `load_adapter`.
-        adapter_config: an adapter to build the model with (the named adapter
-            "adapter", active, using the model's head, as the runners' models), or None
-            (add named adapters with `add_adapter`).
-        head: None, "classifier" or "span".
-        num_labels: classes of the classifier head (1 for regression).
-        config_file: overrides the config found next to the checkpoint.
-        dtype: None (Keras' global policy), "auto" (the policy this hardware runs
-            natively, set as the global one and logged) or a policy name (see
-            `factory.build_pretrained`).
-
-    Raises:
-        CheckpointError, ConfigError: files missing or inconsistent.
+    `path`: a checkpoint, Hugging Face folder or Google release name; None: the embedded
+    MiniLM. `adapter_config`: built with that adapter (named "adapter", active, using the
+    model's head, as the runners' models). `dtype`: None (Keras' global policy), "auto" (the
+    hardware's native policy, set globally) or a policy name. Raises CheckpointError or
+    ConfigError for missing or inconsistent files.
     """
     return factory.build_pretrained(path, adapter_config, head, num_labels, config_file,
                                    classes=MODELS, dtype=dtype)
@@ -133,25 +115,12 @@ def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optio
 def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
     """The task model an adapter directory describes, in one call (`ab.load_adapter`).
 
-    Loads the backbone, builds the model the file's head asks for (`BertClassifier`
-    with the file's number of labels, `BertSpanModel`, or the `BertModel` itself) and
-    adds the adapter, head and labels as its active named adapter.
-
-    Args:
-        directory: an adapter directory (`save_adapter`, or a run's
-            `<output_dir>/adapter` in tuning mode "adapter").
-        backbone: None (the embedded MiniLM), a checkpoint path or Google release name
-            (`load_pretrained`), or a loaded `BertModel` (or a model holding one as
-            `.bert`) to share.
-        name: the adapter's name; default: the task recorded in the file, else the
-            directory's name.
-
-    Returns:
-        The model; `model.labels[model.active_adapter]` holds the file's labels.
-
-    Raises:
-        AdapterFileError: as `load_adapter` of the models; another backbone shape says
-            to pass `backbone=`. TypeError: a model passed as `directory`.
+    Loads `backbone` (None: the embedded MiniLM; a checkpoint or Google release name; or a
+    loaded `BertModel`, or a model holding one as `.bert`, to share), builds the model the
+    file's head asks for and adds the adapter with its head and labels as the active one
+    (`name` default: the file's task). `model.labels[model.active_adapter]` holds the labels.
+    Raises AdapterFileError as `model.load_adapter` (another backbone shape says to pass
+    `backbone=`), TypeError for a model passed as `directory`.
     """
     if isinstance(directory, keras.layers.Layer):
         raise TypeError("load_adapter(directory, backbone=None) builds a new model; to add an "
@@ -194,14 +163,9 @@ def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
 
 def save_adapter(model, directory: str, name: Optional[str] = None, task: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None) -> str:
-    """Writes a model's adapter as an adapter directory (`ab.save_adapter`).
-
-    `model.save_adapter`: a model with the adapter API writes its named adapter `name`
-    (default: the active one), a ResAdapter model its side network and head; model/'s
-    networks, which have no such method, their trained weights (`files.save_adapter`).
-
-    Returns:
-        The path of the weights file.
+    """Writes a model's adapter as an adapter directory (`ab.save_adapter`) through the
+    model's `save_adapter`; model/'s networks, without one, write their trained weights
+    (`files.save_adapter`). Returns the weights file's path.
     """
     if isinstance(model, AdapterModelMixin):
         return model.save_adapter(directory, name, task, labels)

@@ -33,17 +33,8 @@ def default_metric(metrics_kind: str) -> str:
 
 
 def adapter_blocks_by_layer(model) -> List[list]:
-    """Per transformer layer, the active adapter's `TaskBranch`es that hold an adapter.
-
-    Args:
-        model: a `BertModel` or a task model with a `.bert` backbone.
-
-    Returns:
-        A list with one entry per transformer layer (possibly empty where the layer has no
-        adapter, e.g. `leave_out`); each entry lists them in call order: in the output
-        blocks for bottleneck families, and for LoRA in the blocks of its target
-        projections (self-attention, the output blocks, the intermediate block). Each has
-        the `adapter_enabled` switch.
+    """Per transformer layer, the active adapter's `TaskBranch`es that hold an adapter (each
+    with its `adapter_enabled` switch), in call order; empty for a layer without adapters.
     """
     layers = backbone_of(model).encoder.transformer_layers
     name = getattr(model, "active_adapter", None)
@@ -57,22 +48,12 @@ def adapter_blocks_by_layer(model) -> List[list]:
 
 @contextlib.contextmanager
 def adapters_disabled(model, layers: Iterable[int]) -> Iterator[None]:
-    """Switches off the adapters of the given transformer layers for the `with` body.
+    """Switches off the adapters of the given (0-based) transformer layers for the `with` body,
+    restoring every switch on exit and resetting Keras' cached predict/test functions.
+    ValueError for a layer outside the model.
 
-    Every adapter switch is restored on exit (to the value it had, even after an error),
-    and Keras' cached predict/test functions are reset on entry and exit so
-    `model.predict` / `model.evaluate` see the change.
-
-    Args:
-        model: a `BertModel` or a task model with a `.bert` backbone.
-        layers: transformer layer indices (0-based).
-
-    Raises:
-        ValueError: a layer index outside the model.
-
-    Examples:
         with adapters_disabled(classifier, range(2, 4)):
-            logits = classifier.predict(dataset)  # adapters of layers 2 and 3 bypassed
+            logits = classifier.predict(dataset)
     """
     blocks_by_layer = adapter_blocks_by_layer(model)
     layers = sorted(set(int(i) for i in layers))
@@ -168,20 +149,11 @@ def run_ablation(model, evaluate: Callable[[], Dict[str, float]],
                  spans: Optional[Sequence[Tuple[int, int]]] = None,
                  progress: Optional[Callable[[Tuple[int, int], Dict[str, float]], None]] = None
                  ) -> AblationResult:
-    """Evaluates the model unablated, then with the adapters of each span switched off.
+    """Evaluates the model unablated, then with each span's adapters switched off.
 
-    Args:
-        model: a trained model with adapters (`BertModel` or a task model).
-        evaluate: called with no arguments under each ablation; returns metrics
-            (e.g. `ClassifierRun.evaluate`'s dict). It must run the model afresh each time.
-        spans: the (first, last) spans to evaluate; default: all of `layer_spans(L)`.
-        progress: called after each span with (span, metrics), e.g. to log.
-
-    Returns:
-        The `AblationResult`.
-
-    Raises:
-        ValueError: the model has no adapters, or a span is empty or outside the model.
+    `evaluate()` returns metrics and must run the model afresh; `spans` default to every
+    `layer_spans(L)`; `progress(span, metrics)` is called after each. Returns the
+    `AblationResult`; ValueError for a model without adapters or a span outside it.
     """
     blocks_by_layer = adapter_blocks_by_layer(model)
     num_layers = len(blocks_by_layer)
@@ -234,14 +206,9 @@ def _atomic_csv(path: str):
 
 def plot_heatmap(result: AblationResult, path: str, metric: str,
                  title: Optional[str] = None, percent: bool = True) -> None:
-    """Draws the span matrix as a heatmap PNG, in the layout of the paper's Fig. 6.
-
-    Colour: change of `metric` against the unablated model (red = worse); each cell is
-    annotated with the metric itself. Rows: first ablated layer; columns: last ablated
-    layer; the diagonal (single layers) is outlined.
-
-    Args:
-        percent: show values x100 (accuracy / F1 as percentages).
+    """Draws the span matrix as a heatmap PNG in the layout of the paper's Fig. 6: colour the
+    change of `metric` from the unablated model (red = worse), cells annotated with the
+    metric (x100 with `percent`), the diagonal outlined.
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -284,16 +251,9 @@ def plot_heatmap(result: AblationResult, path: str, metric: str,
 
 def write_outputs(result: AblationResult, output_dir: str, metric: str,
                   title: Optional[str] = None, percent: bool = True) -> Dict[str, str]:
-    """Writes the ablation files to `output_dir`.
-
-    Files: `ablation_matrix.csv` (the L x L matrix of `metric`), `ablation_results.csv`
-    (every metric of every evaluation), `ablation.json` and `ablation_heatmap.png`.
-
-    Returns:
-        {kind: path} of the files written.
-
-    Raises:
-        KeyError: `metric` is not among the evaluated metrics.
+    """Writes `ablation_matrix.csv`, `ablation_results.csv`, `ablation.json` and
+    `ablation_heatmap.png` to `output_dir`; returns {kind: path}. KeyError if `metric` was
+    not evaluated.
     """
     if metric not in result.baseline:
         raise KeyError(f"metric {metric!r} was not evaluated; available: "

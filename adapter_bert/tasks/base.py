@@ -335,13 +335,10 @@ def optimizer_choice(flag_values):
 
 
 def run_optimizer(flag_values, schedule, model=None):
-    """The run's AdamW (create it under the strategy scope); logs the rate and Adam variant
-    in one short line (the flags that change them at debug level).
-
-    Unset `--learning_rate` / `--adam_bias_correction` / `--adam_epsilon` (None) take the
-    tuning mode's defaults (`training.optimizer.choose_optimizer`). With
-    `--adapter_learning_rate`, the `model`'s adapter weights train at that rate instead
-    (`training.recipe.optimizer_for`).
+    """The run's AdamW (create it under the strategy scope), logged in one line. Unset
+    `--learning_rate`, `--adam_bias_correction` and `--adam_epsilon` take the tuning mode's
+    defaults (`choose_optimizer`); `--adapter_learning_rate` gives `model`'s adapters their
+    own rate.
     """
     choice = optimizer_choice(flag_values)
     logging.info(choice.summary())

@@ -48,16 +48,11 @@ MAX_SEQ_LENGTH = 128
 class TextClassifier(keras.Model):
     """A BERT text classifier (adapters by default) taking raw strings and label names.
 
-    Build it with `from_pretrained` or `from_adapter`. Called directly, it takes the
-    features dict (`input_ids`, `input_mask`, `segment_ids`) as the runners' models do;
-    `fit`, `evaluate` and `predict` take texts, and `tf.data` datasets of features too.
-
-    Attributes:
-        classifier: the runner's task model (an `ab.BertClassifier`, or a ResAdapter one).
-        labels: label names in logit order (empty for regression).
-        task: the name recorded in saved adapter directories.
-        max_seq_length: tokens per row, special tokens included.
-        pair: the training texts were sentence pairs (None before `fit`).
+    Build it with `from_pretrained` or `from_adapter`; `fit`, `evaluate` and `predict` take
+    texts (and `tf.data` datasets of features); called directly it takes the features dict.
+    `classifier` is the runner's task model, `labels` the names in logit order (empty for
+    regression), `task` the name adapter directories record, `pair` whether it was trained
+    on sentence pairs.
     """
 
     def __init__(self, classifier, backbone: base.Backbone, labels: Sequence[str],
@@ -84,35 +79,24 @@ class TextClassifier(keras.Model):
                         do_lower_case: Optional[bool] = None,
                         seed: int = SEED, dtype: Optional[str] = "auto",
                         train_pooler: str = "auto", strategy=None) -> "TextClassifier":
-        """A classifier on a pretrained backbone, as `run_classifier.py` builds it.
-
-        Prints the parameter line (`trainable params: ... || all params: ...`).
+        """A classifier on a pretrained backbone, as `run_classifier.py` builds it; prints the
+        parameter line.
 
         Args:
-            labels: the label names, in the order of the logits (a sorted list of the
-                training labels is what the runner takes); None with `regression`.
-            backbone: None (the embedded MiniLM), a checkpoint path or a Google release
-                name (`--init_checkpoint`).
-            regression: one float output trained with mean squared error.
-            adapter: the adapters (`tuning_mode="adapter"`): a family name ("houlsby",
-                "pfeiffer", "parallel", "lora"), an `AdapterConfig` or its dict.
-            tuning_mode: "adapter" (default), "full" or "layernorm" (`--tuning_mode`;
-                "top_k" needs the runner's `--top_k_layers`).
-            task: the name saved adapter directories record.
-            max_seq_length: tokens per text (pair), special tokens included; None: 128
-                (the runner's default), or the backbone's limit if that is lower.
-            do_lower_case: None: as the checkpoint says (uncased when it says nothing).
-            seed: initialisation, batch order and dropout (`--seed`).
-            dtype: "auto" (the runner's default), a Keras policy name, or None to keep
-                the global policy.
-            train_pooler: "auto", "true" or "false" (`--train_pooler`).
-            strategy: a `tf.distribute.Strategy` to build and train under; None: the
-                runner's `--distribution_strategy=auto` (several GPUs: mirrored, else
-                one device).
+            labels: label names in logit order (the runner sorts the training labels); None
+                with `regression` (one float output, mean squared error).
+            backbone: None (the embedded MiniLM), a checkpoint or a Google release name.
+            adapter: a family name, an `AdapterConfig` or its dict (`tuning_mode="adapter"`).
+            tuning_mode: "adapter", "full" or "layernorm".
+            task: the name adapter directories record.
+            max_seq_length: None: 128, or the backbone's limit if lower.
+            do_lower_case: None: as the checkpoint says.
+            seed, dtype, train_pooler: `--seed`, `--dtype` ("auto"; None keeps the global
+                policy), `--train_pooler`.
+            strategy: a `tf.distribute.Strategy`; None: the runner's default.
 
-        Raises:
-            ValueError: labels missing, repeated or given with `regression`.
-            CheckpointError, ConfigError, TokenizerError: unusable backbone files.
+        Raises ValueError for missing or repeated labels, or labels with `regression`;
+        CheckpointError, ConfigError or TokenizerError for unusable backbone files.
         """
         labels = _checked_labels(labels, regression)
         if tuning_mode == "top_k":
@@ -143,17 +127,9 @@ class TextClassifier(keras.Model):
     @classmethod
     def from_adapter(cls, directory: str, backbone: Optional[str] = None,
                      **kwargs) -> "TextClassifier":
-        """The classifier an adapter directory holds (`save_adapter`, or a
-        `run_classifier.py` run's `<output_dir>/adapter`), ready to predict or train on.
-
-        Args:
-            directory: the adapter directory.
-            backbone: the checkpoint it was trained on (None: the embedded MiniLM).
-            **kwargs: `from_pretrained`'s settings (`max_seq_length`, `dtype`, ...).
-
-        Raises:
-            AdapterFileError: not an adapter-mode classifier directory, or another
-                backbone.
+        """The classifier an adapter directory holds (`save_adapter`'s or a run's
+        `<output_dir>/adapter`), trained on `backbone` (None: the embedded MiniLM); `kwargs` are
+        `from_pretrained`'s settings. AdapterFileError for another kind of directory or backbone.
         """
         description = read_adapter_config(directory)
         labels = description.get("labels") or None
@@ -169,17 +145,9 @@ class TextClassifier(keras.Model):
 
     # ---------------------------------------------------------------- data
     def features(self, x, y=None) -> Dict[str, np.ndarray]:
-        """The runner's features of texts `x` (and targets `y`): `input_ids`,
-        `input_mask`, `segment_ids` and `label_ids`.
-
-        Args:
-            x: a sequence of strings, or a pair `(texts, second_texts)` of equally long
-                sequences for sentence pairs.
-            y: label names (or ids) for each text; floats for regression; None: no
-                labels (ids 0).
-
-        Raises:
-            ValueError: naming the first text or label that is not what was expected.
+        """The runner's features (`input_ids`, `input_mask`, `segment_ids`, `label_ids`) of texts
+        `x` (or a pair of equally long lists) and labels `y` (names or ids; floats for
+        regression; None: ids 0). ValueError naming the first text or label not as expected.
         """
         texts, second = _texts(x)
         targets = _targets(y, len(texts), self.labels)
@@ -195,32 +163,16 @@ class TextClassifier(keras.Model):
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: float = 3.0, verbose=1,
             callbacks=None, learning_rate: Optional[float] = None,
             warmup_proportion: float = 0.1, checkpoint_dir: Optional[str] = None, **kwargs):
-        """Trains on texts and labels with the runner's recipe; returns the last logs.
+        """Trains on texts and labels with the runner's recipe; returns the last logs and
+        "global_step".
 
-        Unless the model was compiled with an optimizer of one's own, each call trains
-        as one `run_classifier.py` run: `int(len(x) / batch_size * epochs)` steps of
-        Google's AdamW with warmup and linear decay (`training.recipe`), over the seeded,
-        length-bucketed batches the runner makes. A `tf.data.Dataset` of (features,
-        label ids) goes to Keras' own `fit` with the other arguments.
-
-        Args:
-            x, y: texts (or a pair of text lists) and their labels (`features`).
-            batch_size: `--train_batch_size`.
-            epochs: `--num_train_epochs` (may be fractional).
-            verbose: 1 progress, 0 nothing.
-            callbacks: Keras callbacks.
-            learning_rate: None: the tuning mode's default (`--learning_rate`).
-            warmup_proportion: `--warmup_proportion`.
-            checkpoint_dir: a folder for step checkpoints (`--output_dir`'s): a stopped
-                fit with the same data and arguments resumes there. None: a temporary
-                folder, removed at the end.
-
-        Returns:
-            The last logged values ("loss") and "global_step".
-
-        Raises:
-            ValueError: texts or labels not as expected; TrainingError: the loss became
-                NaN; FlagError: another run holds `checkpoint_dir`.
+        Unless compiled with an optimizer of one's own, each call trains as one
+        `run_classifier.py` run: `int(len(x) / batch_size * epochs)` steps of Google's AdamW
+        schedule over the runner's seeded, length-bucketed batches (`learning_rate` None: the
+        tuning mode's default). A `tf.data.Dataset` goes to Keras' `fit`. `checkpoint_dir` keeps
+        step checkpoints so a stopped fit resumes (None: a temporary folder). Raises ValueError
+        for texts or labels not as expected, TrainingError for a NaN loss, FlagError when another
+        run holds `checkpoint_dir`.
         """
         if isinstance(x, tf.data.Dataset):
             return super().fit(x, y, batch_size=None, epochs=int(epochs), verbose=verbose,
