@@ -48,7 +48,9 @@ FLAGS = flags.FLAGS
 
 
 def main(argv=None) -> int:
-    """Exports the adapters the flags name; input errors become one `<program>: error:` line."""
+    """Exports the adapters the flags name; input errors become one `<program>: error:`
+    line.
+    """
     del argv  # everything comes from flags
     from adapter_bert.tasks import base
 

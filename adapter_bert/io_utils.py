@@ -385,8 +385,9 @@ def atomic_write_text(path: str, text: str) -> None:
 
 
 def remove_stale_temporaries(directory: str) -> List[str]:
-    """Deletes (and returns) the temporary files that writes killed inside `atomic_write_with`
-    left anywhere under `directory` (which need not exist); runs call it before writing.
+    """Deletes (and returns) the temporary files that writes killed inside
+    `atomic_write_with` left anywhere under `directory` (which need not exist); runs call it
+    before writing.
     """
     if not exists(directory):
         return []

@@ -122,8 +122,8 @@ def set_dtype_policy(dtype: str) -> None:
 
 
 def apply_dtype(requested: Optional[str], strategy=None, source: str = "--dtype") -> Optional[str]:
-    """Sets Keras' global dtype policy to `requested` (resolving "auto") and logs the choice;
-    None leaves the policy as it is. Returns the policy set (or None).
+    """Sets Keras' global dtype policy to `requested` (resolving "auto") and logs the
+    choice; None leaves the policy as it is. Returns the policy set (or None).
 
     Raises:
         ValueError: `requested` is not "auto", None or one of `POLICIES`.

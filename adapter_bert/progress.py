@@ -49,9 +49,10 @@ def format_seconds(seconds: float) -> str:
 
 
 class Progress:
-    """One phase's progress (steps, batches, bytes) towards `total` (None: unknown), counted from
-    `start` (a resumed run's steps); `terminal` forces the display (default: `isatty()`). The
-    time left is estimated from the rate after the first update (which pays for tracing).
+    """One phase's progress (steps, batches, bytes) towards `total` (None: unknown), counted
+    from `start` (a resumed run's steps); `terminal` forces the display (default:
+    `isatty()`). The time left is estimated from the rate after the first update (which pays
+    for tracing).
     """
 
     def __init__(self, label: str, total: Optional[int] = None, unit: str = "steps",

@@ -64,9 +64,10 @@ def adapter_config_from(config) -> AdapterConfig:
 class AdapterModelMixin:
     """The adapter API (see the module docstring); mixed into the package's models.
 
-    A subclass calls `_init_adapters(adapter_config, adapter_name)` at the end of `__init__`,
-    runs `_adapter_in_use()` in `call` and may override `_backbone_model` (default `.bert`),
-    `_default_num_labels` and `HEAD_KINDS`. `heads` maps adapter names to head layers.
+    A subclass calls `_init_adapters(adapter_config, adapter_name)` at the end of
+    `__init__`, runs `_adapter_in_use()` in `call` and may override `_backbone_model`
+    (default `.bert`), `_default_num_labels` and `HEAD_KINDS`. `heads` maps adapter names to
+    head layers.
     """
 
     # Head kinds this model's adapters can have; the first is the default. () = no head.
@@ -157,9 +158,10 @@ class AdapterModelMixin:
                     train_pooler="auto") -> None:
         """Adds a fresh named adapter: adapters, LayerNorm copies and (task models) a head.
 
-        Its LayerNorms (and pooler) start as copies of the backbone's, so load the pretrained
-        weights first (`ab.load_pretrained` has). The first adapter becomes the active one and
-        everything but its own weights is frozen. Under a strategy, call it in its scope.
+        Its LayerNorms (and pooler) start as copies of the backbone's, so load the
+        pretrained weights first (`ab.load_pretrained` has). The first adapter becomes the
+        active one and everything but its own weights is frozen. Under a strategy, call it
+        in its scope.
 
         Args:
             name: letters, digits, `_`, `.`, `-`; the TF1 scope of its weights.
@@ -170,8 +172,8 @@ class AdapterModelMixin:
             train_pooler: its own trainable pooler copy: True, False or "auto" (when a
                 classifier reads the pooled output and the backbone's pooler never trained).
 
-        Raises ValueError for a bad or taken name or a head the model cannot hold, ConfigError
-        for a config that does not fit the backbone.
+        Raises ValueError for a bad or taken name or a head the model cannot hold,
+        ConfigError for a config that does not fit the backbone.
         """
         kind = self._head_kind(head)
         num_labels = self._num_labels(kind, num_labels)
@@ -186,10 +188,10 @@ class AdapterModelMixin:
                            num_labels: Optional[int] = None,
                            labels: Optional[Sequence[str]] = None,
                            train_pooler: bool = False) -> None:
-        """Adds a task that fuses this model's trained bottleneck `adapters` (same slots) with
-        AdapterFusion; `train_adapter(name)` then trains the fusion layers and the task's
-        LayerNorms and head, the fused adapters frozen. Other arguments as `add_adapter`'s.
-        ValueError for unknown or LoRA adapters, or different slot layouts.
+        """Adds a task that fuses this model's trained bottleneck `adapters` (same slots)
+        with AdapterFusion; `train_adapter(name)` then trains the fusion layers and the
+        task's LayerNorms and head, the fused adapters frozen. Other arguments as
+        `add_adapter`'s. ValueError for unknown or LoRA adapters, or different slot layouts.
         """
         kind = self._head_kind(head)
         num_labels = self._num_labels(kind, num_labels)
@@ -220,9 +222,9 @@ class AdapterModelMixin:
 
     # -------------------------------------------------- switch and train
     def set_active_adapters(self, name: Optional[str]) -> None:
-        """Chooses the adapter plain calls run: a name (or a list of one, AdapterHub's form), or
-        None for none; trainable weights do not change. KeyError for an unknown adapter,
-        ValueError for several names (several at once: `add_adapter_fusion`).
+        """Chooses the adapter plain calls run: a name (or a list of one, AdapterHub's
+        form), or None for none; trainable weights do not change. KeyError for an unknown
+        adapter, ValueError for several names (several at once: `add_adapter_fusion`).
         """
         if isinstance(name, (list, tuple)):
             if len(name) != 1:
@@ -235,10 +237,11 @@ class AdapterModelMixin:
         reset_compiled_functions(self)
 
     def train_adapter(self, name: str, verbose: bool = True) -> str:
-        """Activates `name` and makes exactly its own weights trainable (its adapters or fusion,
-        LayerNorm and pooler copies, head); compile afterwards. Prints the parameter line unless
-        `verbose=False` and returns the parameter report (`tuning.parameter_report`). KeyError
-        for an unknown adapter, ValueError while an adapter is merged.
+        """Activates `name` and makes exactly its own weights trainable (its adapters or
+        fusion, LayerNorm and pooler copies, head); compile afterwards. Prints the parameter
+        line unless `verbose=False` and returns the parameter report
+        (`tuning.parameter_report`). KeyError for an unknown adapter, ValueError while an
+        adapter is merged.
         """
         self._require(name)
         self._refuse_while_merged(f"training adapter {name!r}")
@@ -281,8 +284,8 @@ class AdapterModelMixin:
             reset_compiled_functions(self)
 
     def unmerge_adapter(self, name: Optional[str] = None) -> None:
-        """Restores the kernels `merge_adapter` changed, exactly (`name` default: whichever is
-        merged). KeyError for an unknown adapter, ValueError if it is not merged.
+        """Restores the kernels `merge_adapter` changed, exactly (`name` default: whichever
+        is merged). KeyError for an unknown adapter, ValueError if it is not merged.
         """
         if name is not None:
             self._require(name)
@@ -323,12 +326,13 @@ class AdapterModelMixin:
     def save_adapter(self, directory: str, name: Optional[str] = None,
                      task: Optional[str] = None,
                      labels: Optional[Sequence[str]] = None) -> str:
-        """Writes adapter `name` (default: the active one) as an adapter directory, the files a
-        runner's adapter-mode run writes (without the backbone); returns the weights file's path.
+        """Writes adapter `name` (default: the active one) as an adapter directory, the
+        files a runner's adapter-mode run writes (without the backbone); returns the weights
+        file's path.
 
-        `task` defaults to `name`, `labels` to those given when it was added; existing files are
-        replaced atomically. KeyError for an unknown adapter, ValueError for nothing to save,
-        AdapterFileError while an adapter is merged.
+        `task` defaults to `name`, `labels` to those given when it was added; existing files
+        are replaced atomically. KeyError for an unknown adapter, ValueError for nothing to
+        save, AdapterFileError while an adapter is merged.
         """
         self._refuse_while_merged(f"saving to {directory}", AdapterFileError)
         name = self._active if name is None else name
@@ -352,11 +356,11 @@ class AdapterModelMixin:
         """Adds the adapter stored in `directory` (`save_adapter`'s, or a runner's
         `<output_dir>/adapter` in adapter mode) with its head and labels; returns its name.
 
-        `name` defaults to the task the file records, else the directory's name; `with_head=False`
-        loads the backbone part alone. The first adapter becomes the active one. Raises
-        AdapterFileError for a malformed or non-adapter-mode file, another backbone shape, a head
-        the model cannot hold, mismatched weights or a merged adapter; a backbone of the same
-        shape with other weights only warns.
+        `name` defaults to the task the file records, else the directory's name;
+        `with_head=False` loads the backbone part alone. The first adapter becomes the
+        active one. Raises AdapterFileError for a malformed or non-adapter-mode file,
+        another backbone shape, a head the model cannot hold, mismatched weights or a merged
+        adapter; a backbone of the same shape with other weights only warns.
         """
         bert = self._backbone_model()
         # Checked first: the fingerprint check at the end would fail on merged kernels,

@@ -68,10 +68,10 @@ def _refuse_merged(model) -> None:
 
 
 def backbone_fingerprint(model) -> str:
-    """A short, stable hash ("sha256:" and 16 hex digits) of `model`'s frozen backbone: every
-    embedding table and dense kernel/bias by sorted TF1 name, with shape and up to 4,096
-    evenly spaced float32 values. Equal for bit-identical weights on any machine; refused
-    (AdapterFileError) while an adapter is merged.
+    """A short, stable hash ("sha256:" and 16 hex digits) of `model`'s frozen backbone:
+    every embedding table and dense kernel/bias by sorted TF1 name, with shape and up to
+    4,096 evenly spaced float32 values. Equal for bit-identical weights on any machine;
+    refused (AdapterFileError) while an adapter is merged.
     """
     _refuse_merged(model)
     digest = hashlib.sha256()
@@ -86,9 +86,9 @@ def backbone_fingerprint(model) -> str:
 
 
 def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], description: dict) -> str:
-    """Writes `adapter_model.safetensors` and `adapter_config.json` atomically into `directory`
-    (created if needed), adding `format_version` and the weight names to `description`;
-    returns the weights file's path.
+    """Writes `adapter_model.safetensors` and `adapter_config.json` atomically into
+    `directory` (created if needed), adding `format_version` and the weight names to
+    `description`; returns the weights file's path.
     """
     from safetensors.numpy import save
     description = dict(description, format_version=FORMAT_VERSION, weights=sorted(weights))
@@ -240,8 +240,9 @@ def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
 
 
 def check_fingerprint(description: dict, model, source: str) -> Optional[str]:
-    """Warns when the file (`description`, from `source`) was trained on other backbone weights
-    than `model`'s; returns the model's fingerprint (None when the file records none).
+    """Warns when the file (`description`, from `source`) was trained on other backbone
+    weights than `model`'s; returns the model's fingerprint (None when the file records
+    none).
     """
     stored = description.get("backbone_fingerprint")
     if stored is None:
@@ -283,8 +284,8 @@ def check_backbone(description: dict, config: BertConfig, source: str) -> None:
 
 
 def load_adapter(model, directory: str) -> dict:
-    """Loads an adapter directory's weights into a built model of the same shape (build it with
-    `adapter_config_of(directory)`); returns the file's description.
+    """Loads an adapter directory's weights into a built model of the same shape (build it
+    with `adapter_config_of(directory)`); returns the file's description.
 
     A model with an active named adapter takes an adapter-mode file into it; other files are
     assigned by TF1 name. Raises AdapterFileError for a missing or malformed file, another

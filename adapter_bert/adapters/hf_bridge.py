@@ -137,7 +137,8 @@ def _config_from(adapter_config, overrides) -> AdapterConfig:
 def add_adapters(model, adapter_config: Optional[AdapterConfig] = None, freeze: bool = True,
                  train_pooler: bool = False, train_head: bool = True,
                  **adapter_fields) -> List[HoulsbyAdapter]:
-    """Inserts Houlsby adapters into a transformers TF BERT model (or its main layer), in place.
+    """Inserts Houlsby adapters into a transformers TF BERT model (or its main layer), in
+    place.
 
     Builds the model if needed and replaces earlier adapters; weights are named after their
     block (`.../layer_._3/attention/output/adapters/weights1:0`). The adapters come from
@@ -309,9 +310,9 @@ def parameter_line_of(model) -> str:
 
 # ------------------------------------------------------------ weight transfer
 def copy_adapter_weights(source, model) -> int:
-    """Copies the Houlsby adapters of an `adapter_bert` model into a transformers model equipped
-    by `add_adapters` with the same layout; returns how many. ValueError when places or
-    shapes differ.
+    """Copies the Houlsby adapters of an `adapter_bert` model into a transformers model
+    equipped by `add_adapters` with the same layout; returns how many. ValueError when
+    places or shapes differ.
     """
     bert = backbone_of(source)
     # The source's active adapter (a runner's model: the one it trained).

@@ -49,8 +49,8 @@ def merge_adapter(model, adapter_name: Optional[str] = None) -> None:
 
 
 def unmerge_adapter(model, adapter_name: Optional[str] = None) -> None:
-    """Restores the kernels `merge_adapter` changed (`adapter_name` None: whichever is merged);
-    ValueError if it is not merged.
+    """Restores the kernels `merge_adapter` changed (`adapter_name` None: whichever is
+    merged); ValueError if it is not merged.
     """
     bert = backbone_of(model)
     if adapter_name is None:

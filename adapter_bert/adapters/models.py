@@ -99,8 +99,8 @@ MODELS = {None: BertModel, "classifier": BertClassifier, "span": BertSpanModel}
 def load_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,
                     num_labels: int = 2, config_file: Optional[str] = None,
                     dtype: Optional[str] = None):
-    """A pretrained model with the adapter API (`ab.load_pretrained`): a `BertModel` (head None),
-    `BertClassifier` or `BertSpanModel`, built, with the checkpoint's weights.
+    """A pretrained model with the adapter API (`ab.load_pretrained`): a `BertModel` (head
+    None), `BertClassifier` or `BertSpanModel`, built, with the checkpoint's weights.
 
     `path`: a checkpoint, Hugging Face folder or Google release name; None: the embedded
     MiniLM. `adapter_config`: built with that adapter (named "adapter", active, using the
@@ -118,9 +118,9 @@ def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
     Loads `backbone` (None: the embedded MiniLM; a checkpoint or Google release name; or a
     loaded `BertModel`, or a model holding one as `.bert`, to share), builds the model the
     file's head asks for and adds the adapter with its head and labels as the active one
-    (`name` default: the file's task). `model.labels[model.active_adapter]` holds the labels.
-    Raises AdapterFileError as `model.load_adapter` (another backbone shape says to pass
-    `backbone=`), TypeError for a model passed as `directory`.
+    (`name` default: the file's task). `model.labels[model.active_adapter]` holds the
+    labels. Raises AdapterFileError as `model.load_adapter` (another backbone shape says to
+    pass `backbone=`), TypeError for a model passed as `directory`.
     """
     if isinstance(directory, keras.layers.Layer):
         raise TypeError("load_adapter(directory, backbone=None) builds a new model; to add an "

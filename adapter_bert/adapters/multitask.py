@@ -32,10 +32,10 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
 
     Called on Google-named features it runs the active adapter or, with `adapter_names` (one
     per row, an argument or a feature), each row's own. Classifier heads return float32
-    logits `[B, num_labels]` (mixed batches padded with `-inf` to the widest head), span heads
-    `{"start_logits", "end_logits"}`; with no active adapter, the backbone's outputs. `bert`
-    is built here if it is not (load its weights before adding adapters). ValueError if it
-    holds named adapters already.
+    logits `[B, num_labels]` (mixed batches padded with `-inf` to the widest head), span
+    heads `{"start_logits", "end_logits"}`; with no active adapter, the backbone's outputs.
+    `bert` is built here if it is not (load its weights before adding adapters). ValueError
+    if it holds named adapters already.
     """
 
     EXTRA_INPUTS = ("adapter_names",)
@@ -74,9 +74,9 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None, adapter_names=None):
-        """Runs the active adapter, or each row's (`adapter_names` [B], overriding the feature).
-        Raises ValueError for a mixed batch over heads of different kinds or (eagerly) an
-        unknown adapter; InvalidArgumentError for the latter in a traced call.
+        """Runs the active adapter, or each row's (`adapter_names` [B], overriding the
+        feature). Raises ValueError for a mixed batch over heads of different kinds or
+        (eagerly) an unknown adapter; InvalidArgumentError for the latter in a traced call.
         """
         features = model_features(inputs, type(self).__name__, self.EXTRA_INPUTS)
         names_feature = features.pop("adapter_names", None)

@@ -150,8 +150,8 @@ def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[Ada
     """Adds the named adapter `name` (adapters from `adapter_config`, or a fusion of the
     adapters named in `fuse`) to a backbone, under a strategy's scope if there is one.
 
-    Its LayerNorms (and pooler, with `train_pooler`) start as copies of the backbone's. On an
-    unbuilt backbone its layers are built by the first call, where the backbone's are (so
+    Its LayerNorms (and pooler, with `train_pooler`) start as copies of the backbone's. On
+    an unbuilt backbone its layers are built by the first call, where the backbone's are (so
     initial values are those of a network built with it), and the copies take the
     checkpoint's values when it loads. Raises ValueError for a bad or taken name, both or
     neither of `adapter_config` and `fuse`, or adapters that cannot be fused, and
@@ -244,8 +244,9 @@ def delete_named_adapter(bert: BertNetwork, name: str) -> None:
 
 def named_adapter_variables(bert: BertNetwork, name: str) -> Dict[str, tf.Variable]:
     """The backbone variables of the named adapter `name` by shared TF1 name: the names of
-    adapter files and Google's adapter-bert checkpoints (`.../output/<name>/adapters/weights1`
-    as `.../output/adapters/weights1`, `blocks.branch_variables`). KeyError if absent.
+    adapter files and Google's adapter-bert checkpoints
+    (`.../output/<name>/adapters/weights1` as `.../output/adapters/weights1`,
+    `blocks.branch_variables`). KeyError if absent.
     """
     named_adapter_info(bert, name)
     return branch_variables(bert, name)

@@ -115,8 +115,8 @@ def resnext_groups(num_layers: int, max_groups: int = 4) -> List[List[int]]:
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class ResAdapterCell(keras.layers.Layer):
-    """One cell: Down -> masked BatchNorm -> non-linearity or self-attention -> Dropout -> Up
-    -> LayerNorm (the backbone's epsilon), from and to the backbone's `width`.
+    """One cell: Down -> masked BatchNorm -> non-linearity or self-attention -> Dropout ->
+    Up -> LayerNorm (the backbone's epsilon), from and to the backbone's `width`.
 
         >>> ResAdapterCell(width=16, size=4)(tf.ones([2, 3, 16]), tf.ones([2, 3])).shape
         TensorShape([2, 3, 16])

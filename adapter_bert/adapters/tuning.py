@@ -94,14 +94,15 @@ def _trains(mode: str, scope: str, component: str, top_k: int, num_layers: int,
 
 
 def apply_tuning(model, mode: str, top_k: Optional[int] = None, train_pooler="auto") -> None:
-    """Sets which weights of `model` train, for one of `TUNING_MODES`; before or after building,
-    and again to switch. The runners call it too, so a run and a notebook train the same.
+    """Sets which weights of `model` train, for one of `TUNING_MODES`; before or after
+    building, and again to switch. The runners call it too, so a run and a notebook train
+    the same.
 
     `top_k`: the layers mode "top_k" trains. `train_pooler`: "auto" (train the pooler in
     "adapter" and "layernorm" when it was never trained, `resolve_train_pooler`), True or
     False (the original's), or the flag's strings. Raises ValueError for an unknown mode, a
-    bad `top_k` or `train_pooler`, "adapter" without adapters, or a model with named adapters
-    in a mode other than "adapter".
+    bad `top_k` or `train_pooler`, "adapter" without adapters, or a model with named
+    adapters in a mode other than "adapter".
     """
     if mode not in TUNING_MODES:
         raise UserError(f"unknown tuning mode {mode!r}; expected one of {', '.join(TUNING_MODES)}")
@@ -162,9 +163,9 @@ def _named_adapters(model) -> list:
 
 
 def train_only(model, layers) -> None:
-    """The one freezing function: makes exactly the weights of `layers` (and the layers inside
-    them) trainable and freezes every other weight of `model`. Only layers owning weights
-    are frozen: a frozen container would hide its children's weights.
+    """The one freezing function: makes exactly the weights of `layers` (and the layers
+    inside them) trainable and freezes every other weight of `model`. Only layers owning
+    weights are frozen: a frozen container would hide its children's weights.
     """
     own = {id(sub) for layer in layers
            for sub in layer._flatten_layers(include_self=True)}  # noqa: SLF001
@@ -180,9 +181,9 @@ def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool =
 
     "auto" is True in modes "adapter" and "layernorm" when the pooler was never trained (the
     checkpoint lacked it, `load_report.pooler_missing`, or its bias is all zero); a warning
-    then says how to freeze it (debug level with `announce=False`). False for an unbuilt model
-    and for frozen backbones (ResAdapter). ValueError for values other than "auto", True,
-    False ("true"/"false").
+    then says how to freeze it (debug level with `announce=False`). False for an unbuilt
+    model and for frozen backbones (ResAdapter). ValueError for values other than "auto",
+    True, False ("true"/"false").
     """
     if isinstance(train_pooler, str):
         if train_pooler.lower() not in _FLAG_VALUES:
@@ -279,7 +280,9 @@ def parameter_summary(model) -> "OrderedDict[str, Tuple[int, int]]":
 
 
 def parameter_line(trainable: int, total: int) -> str:
-    """The greppable line: `trainable params: 1,234 || all params: 56,789 || trainable%: 2.1731`."""
+    """The greppable line: `trainable params: 1,234 || all params: 56,789 || trainable%:
+    2.1731`.
+    """
     percent = 100.0 * trainable / total if total else 0.0
     return f"trainable params: {trainable:,} || all params: {total:,} || trainable%: {percent:.4f}"
 

@@ -41,7 +41,8 @@ def padded_widths(lengths: np.ndarray, max_seq_length: int) -> np.ndarray:
 def training_batch_plan(num_examples: int, batch_size: int, num_steps: int, seed: int,
                         lengths: Optional[np.ndarray] = None,
                         pool_batches: int = POOL_BATCHES) -> np.ndarray:
-    """Example indices of every training batch, `[num_steps, batch_size]`, from the seed alone.
+    """Example indices of every training batch, `[num_steps, batch_size]`, from the seed
+    alone.
 
     Epochs are seeded permutations; without `lengths` they are cut in order (Google's
     shuffle-and-repeat), with them each pool of `pool_batches` batches is sorted by length,
@@ -97,8 +98,8 @@ def training_dataset(features: Dict[str, np.ndarray], plan: np.ndarray,
                      input_keys: Sequence[str], label_keys: Sequence[str],
                      dynamic: bool) -> tf.data.Dataset:
     """The batches of a training plan as `(inputs, labels)`: exactly `len(plan)` of them (so
-    `.skip(n)` resumes after n steps), each cut to its widest example when `dynamic`. Several
-    `label_keys` give labels as a dict.
+    `.skip(n)` resumes after n steps), each cut to its widest example when `dynamic`.
+    Several `label_keys` give labels as a dict.
     """
     keys = list(dict.fromkeys([*input_keys, *label_keys]))
     columns = {k: tf.constant(features[k]) for k in keys}

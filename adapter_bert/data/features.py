@@ -17,8 +17,8 @@ _TOKENIZE_CHUNK = 8192
 
 
 def truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
-    """Truncates a pair of token lists in place to at most `max_length` in total, as Google's
-    code: drop the last token of the longer list (of `tokens_b` on a tie).
+    """Truncates a pair of token lists in place to at most `max_length` in total, as
+    Google's code: drop the last token of the longer list (of `tokens_b` on a tie).
     """
     while len(tokens_a) + len(tokens_b) > max_length:
         if len(tokens_a) > len(tokens_b):
@@ -79,13 +79,14 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     """Tokenises examples into fixed-length BERT inputs.
 
     As in Google's code, an empty or missing `text_b` gives a single sentence, and
-    `label=None` (test) gives label id 0. Label ids are positions in `label_list` (unused for
-    regression, whose `label_ids` are float32). `tokenizer`: `tokenization.load_tokenizer`'s
-    (or a transformers `BertTokenizerFast`); the first `log_examples` are logged at DEBUG.
+    `label=None` (test) gives label id 0. Label ids are positions in `label_list` (unused
+    for regression, whose `label_ids` are float32). `tokenizer`:
+    `tokenization.load_tokenizer`'s (or a transformers `BertTokenizerFast`); the first
+    `log_examples` are logged at DEBUG.
 
-    Returns int32 arrays `[N, max_seq_length]` `input_ids`, `input_mask`, `segment_ids`, plus
-    `label_ids` and `is_real_example` (all ones). Raises ValueError for a `max_seq_length`
-    too small or a label not in `label_list` (naming the guid).
+    Returns int32 arrays `[N, max_seq_length]` `input_ids`, `input_mask`, `segment_ids`,
+    plus `label_ids` and `is_real_example` (all ones). Raises ValueError for a
+    `max_seq_length` too small or a label not in `label_list` (naming the guid).
     """
     has_pair = any(e.text_b for e in examples)
     if max_seq_length < (3 if has_pair else 2):
@@ -130,8 +131,8 @@ def _label_id(example, label_map, is_regression):
 
 def pad_to_multiple_of_batch(features: Dict[str, np.ndarray],
                              batch_size: int) -> Dict[str, np.ndarray]:
-    """Appends fake examples (zeros, `is_real_example=0`, which metrics ignore) so the example
-    count divides `batch_size`: TPUs need fixed batch shapes, as Google's
+    """Appends fake examples (zeros, `is_real_example=0`, which metrics ignore) so the
+    example count divides `batch_size`: TPUs need fixed batch shapes, as Google's
     `PaddingInputExample`. Raises ValueError for `batch_size < 1`, no `is_real_example` or
     arrays of different lengths.
     """

@@ -164,8 +164,9 @@ class DataProcessor:
         return self.get_examples(data_dir, "test")
 
     def get_examples(self, data_dir: str, split: str) -> List[InputExample]:
-        """One split of this task (one of `self.splits`) from `data_dir`, in file order. Raises
-        GlueDataError for an unknown split or a missing or malformed file (naming file and line).
+        """One split of this task (one of `self.splits`) from `data_dir`, in file order.
+        Raises GlueDataError for an unknown split or a missing or malformed file (naming
+        file and line).
         """
         if split not in self.layouts:
             raise GlueDataError(

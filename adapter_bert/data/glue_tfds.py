@@ -38,9 +38,9 @@ def _as_text(value) -> str:
 
 def tfds_record_to_example(task_name: str, record: dict,
                            set_type: str) -> InputExample:
-    """One TFDS `glue/<task>` record (bytes or str, numpy or Python numbers) -> `InputExample`,
-    labelled in the TSV processor's vocabulary (a float for STS-B; None for TFDS's -1).
-    Raises GlueDataError for a missing field or a label id out of range.
+    """One TFDS `glue/<task>` record (bytes or str, numpy or Python numbers) ->
+    `InputExample`, labelled in the TSV processor's vocabulary (a float for STS-B; None for
+    TFDS's -1). Raises GlueDataError for a missing field or a label id out of range.
     """
     source = _tfds_processor(task_name).tfds
     needed = [source.text] + ([source.pair] if source.pair else []) + ["label", "idx"]

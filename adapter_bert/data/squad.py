@@ -104,7 +104,8 @@ class SquadFeature:
 class SquadFeatureList(list):
     """A list of `SquadFeature` that also records alignment problems: training answers that
     overlap no token (`num_unalignable`, skipped) and those whose token span is not exactly
-    the answer text (`num_inexact`, kept with the covering span, as BERT does), with their ids.
+    the answer text (`num_inexact`, kept with the covering span, as BERT does), with their
+    ids.
     """
 
     def __init__(self, items=()):
@@ -151,11 +152,11 @@ def _get(obj: Any, key: str, kind, path: str, where: str, qid: Optional[str] = N
 def read_squad_examples(path: str, is_training: bool, version_2_with_negative: bool = False) -> SquadExampleList:
     """Reads a SQuAD JSON file (v1.1 or v2.0 layout) into a `SquadExampleList`.
 
-    In training every answerable question needs an answer (the first is used) and those whose
-    `answer_start` misses the text are skipped and counted (`num_answer_mismatches`); in
-    evaluation "answers" may be absent. `version_2_with_negative` requires `is_impossible`.
-    Raises SquadDataError naming the file and, for JSON problems, line and column or the JSON
-    path and question id (a duplicate id too).
+    In training every answerable question needs an answer (the first is used) and those
+    whose `answer_start` misses the text are skipped and counted (`num_answer_mismatches`);
+    in evaluation "answers" may be absent. `version_2_with_negative` requires
+    `is_impossible`. Raises SquadDataError naming the file and, for JSON problems, line and
+    column or the JSON path and question id (a duplicate id too).
     """
     data = _get(_load_json(path), "data", list, path, "top level")
     examples = SquadExampleList(path=path)
@@ -297,7 +298,8 @@ class _ContextTokens:
 
 
 def _training_answer(example: SquadExample, doc_offsets: np.ndarray, features: SquadFeatureList):
-    """The answer's token span ``(first, last)`` in the context, or None to skip the example.
+    """The answer's token span ``(first, last)`` in the context, or None to skip the
+    example.
 
     Counts (in ``features``) answers that overlap no token and answers whose
     covering token span is wider than the answer text.
@@ -357,12 +359,13 @@ def convert_examples_to_features(
 ) -> SquadFeatureList:
     """Converts examples into fixed-length, possibly overlapping windows.
 
-    `tokenizer` must give offsets (`tokenization.load_tokenizer`'s or a `BertTokenizerFast`).
-    Windows are `max_seq_length` long, advance by `doc_stride` tokens (a stride of a whole
-    window or more is accepted, as Google's: no overlap, nothing skipped) and questions are cut
-    to `max_query_length`. In training, positions are set and unalignable answers skipped.
-    `output_fn` streams each feature instead of keeping it. Raises ValueError for
-    `max_seq_length <= max_query_length + 3`, non-positive sizes or a slow tokenizer.
+    `tokenizer` must give offsets (`tokenization.load_tokenizer`'s or a
+    `BertTokenizerFast`). Windows are `max_seq_length` long, advance by `doc_stride` tokens
+    (a stride of a whole window or more is accepted, as Google's: no overlap, nothing
+    skipped) and questions are cut to `max_query_length`. In training, positions are set and
+    unalignable answers skipped. `output_fn` streams each feature instead of keeping it.
+    Raises ValueError for `max_seq_length <= max_query_length + 3`, non-positive sizes or a
+    slow tokenizer.
     """
     _check_sizes(tokenizer, max_seq_length, doc_stride, max_query_length)
     ids = _SpecialIds(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0)

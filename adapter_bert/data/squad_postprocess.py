@@ -83,7 +83,8 @@ def _window_candidates(f_i: int, feature: Any, start_logits: np.ndarray, end_log
 
 def _example_candidates(example: Any, ex_features: Sequence[Any], by_id: Mapping[int, Any],
                         n_best_size: int, max_answer_length: int, version_2_with_negative: bool):
-    """All span candidates of an example's windows, best first, and (v2.0) its null candidate.
+    """All span candidates of an example's windows, best first, and (v2.0) its null
+    candidate.
 
     Returns:
       ``(candidates, null_candidate)``; the null candidate (also in the list) is
@@ -151,11 +152,12 @@ def write_predictions(
     null_score_diff_threshold: float,
     output_dir: str,
 ) -> Tuple[Dict[str, str], Optional[Dict[str, float]]]:
-    """Builds the final answers and writes the prediction files into `output_dir` (atomically).
+    """Builds the final answers and writes the prediction files into `output_dir`
+    (atomically).
 
-    `examples` and `features` are `SquadExample`s and their `SquadFeature` windows; `results`
-    one per feature with `unique_id`, `start_logits`, `end_logits` (attributes or keys).
-    Returns `(predictions, null_odds)`: id -> answer text and, for v2.0, id ->
+    `examples` and `features` are `SquadExample`s and their `SquadFeature` windows;
+    `results` one per feature with `unique_id`, `start_logits`, `end_logits` (attributes or
+    keys). Returns `(predictions, null_odds)`: id -> answer text and, for v2.0, id ->
     `null_score - best_non_null_score` (None for v1.1). An example without a valid span is
     predicted "" (v2.0 null odds `NO_SPAN_NULL_ODDS`). Raises ValueError for non-positive
     sizes, a feature without a result, or logits of the wrong length.

@@ -1,10 +1,10 @@
 """A text-classification (or regression) task on the user's own files.
 
-`TextTask` reads the train, dev and test files of one task (`text_files`), finds the
-text, text-pair and label columns (or takes them from the flags), keeps the label names
-as strings, and gives `InputExample`s, as a GLUE processor does for GLUE's files. It is a
-task description like the GLUE processors (`data.glue.DataProcessor`): its label names,
-whether it is a regression, whether its rows are pairs, its metrics (`metrics.classification`'s
+`TextTask` reads the train, dev and test files of one task (`text_files`), finds the text,
+text-pair and label columns (or takes them from the flags), keeps the label names as
+strings, and gives `InputExample`s, as a GLUE processor does for GLUE's files. It is a task
+description like the GLUE processors (`data.glue.DataProcessor`): its label names, whether
+it is a regression, whether its rows are pairs, its metrics (`metrics.classification`'s
 "classification" or "regression") and its eval and test splits.
 """
 

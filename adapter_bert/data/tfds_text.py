@@ -16,9 +16,9 @@ from adapter_bert.data.text_task import Columns, TextTask
 
 
 class TfdsTextTask(TextTask):
-    """A `TextTask` whose splits are a TFDS builder's (`tfds_name`: `name[/config][:version]`).
-    `splits` maps ours to TFDS's (None: validation else test for dev, test for test);
-    `columns` name features; `data_dir` is TFDS's.
+    """A `TextTask` whose splits are a TFDS builder's (`tfds_name`:
+    `name[/config][:version]`). `splits` maps ours to TFDS's (None: validation else test for
+    dev, test for test); `columns` name features; `data_dir` is TFDS's.
     """
 
     def __init__(self, name: str, tfds_name: str, splits: Dict[str, Optional[str]],

@@ -117,10 +117,11 @@ class WordPieceTokenizer:
         """Encodes a text (or pair) or a list of them in one batch, as `BertTokenizerFast`.
 
         Returns `input_ids`, `token_type_ids`, `attention_mask` and, with
-        `return_offsets_mapping`, `offset_mapping` ((0, 0) for special tokens). `truncation=True`
-        cuts to `max_length` as Google's BERT does (a pair loses tokens from the end of the longer
-        text, the second on a tie); a second text of no pieces is no second segment. Raises
-        ValueError for `truncation` without room for text, or texts and pairs of other counts.
+        `return_offsets_mapping`, `offset_mapping` ((0, 0) for special tokens).
+        `truncation=True` cuts to `max_length` as Google's BERT does (a pair loses tokens
+        from the end of the longer text, the second on a tie); a second text of no pieces is
+        no second segment. Raises ValueError for `truncation` without room for text, or
+        texts and pairs of other counts.
         """
         single = isinstance(text, str)
         texts = [text] if single else list(text)
@@ -283,7 +284,8 @@ def checkpoint_lower_case(init_checkpoint: Optional[str]) -> Optional[bool]:
 
 
 def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: Optional[str]) -> None:
-    """Fails early when --do_lower_case contradicts the checkpoint (a silent accuracy killer).
+    """Fails early when --do_lower_case contradicts the checkpoint (a silent accuracy
+    killer).
 
     Raises:
         TokenizerError: naming the flag value, the checkpoint and the fix.

@@ -84,8 +84,8 @@ def compute_metrics(kind: str, predictions, labels, weights: Optional[np.ndarray
     """The metrics of one kind (the module's table), as an `OrderedDict` of floats.
 
     `predictions` are class ids or logits (argmaxed), or float scores for regression kinds;
-    `weights` (0/1) leaves out padding examples; `num_labels` decides the two-label extras of
-    "classification" (default: the logits' width, else the largest id). ValueError for an
+    `weights` (0/1) leaves out padding examples; `num_labels` decides the two-label extras
+    of "classification" (default: the logits' width, else the largest id). ValueError for an
     unknown kind, mismatched shapes, weights other than 0/1 or nothing to score.
     """
     _names(kind)

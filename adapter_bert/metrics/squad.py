@@ -126,10 +126,10 @@ def _check_prediction(qid: str, prediction: Any) -> str:
 
 
 def evaluate_v1(dataset: Any, predictions: Mapping[str, str]) -> Dict[str, float]:
-    """Scores predictions (id -> text; missing ones score 0 and are logged) with the SQuAD v1.1
-    rules against the parsed JSON (or its "data" list): `{"exact_match", "f1"}` in percent.
-    ValueError for a malformed or empty dataset, an answerable question without answers or a
-    non-string prediction.
+    """Scores predictions (id -> text; missing ones score 0 and are logged) with the SQuAD
+    v1.1 rules against the parsed JSON (or its "data" list): `{"exact_match", "f1"}` in
+    percent. ValueError for a malformed or empty dataset, an answerable question without
+    answers or a non-string prediction.
     """
     total = 0
     exact = 0.0
@@ -217,7 +217,8 @@ def _raw_scores_v2(dataset: Any, predictions: Mapping[str, str]):
 def _apply_no_answer_threshold(raw: Mapping[str, float], na_probs: Mapping[str, float],
                                qid_to_has_ans: Mapping[str, bool], na_prob_thresh: float) -> Dict[str, float]:
     """Scores after abstaining where the no-answer probability exceeds the threshold: an
-    abstention is right (1) on an unanswerable question and wrong (0) on an answerable one."""
+    abstention is right (1) on an unanswerable question and wrong (0) on an answerable one.
+    """
     return {qid: (float(not qid_to_has_ans[qid]) if na_probs[qid] > na_prob_thresh else s)
             for qid, s in raw.items()}
 
@@ -235,13 +236,14 @@ def evaluate_v2(
     na_probs: Optional[Mapping[str, float]] = None,
     na_prob_thresh: float = 1.0,
 ) -> Dict[str, float]:
-    """Scores predictions ("" abstains; missing ones score 0, logged) with the SQuAD v2.0 rules.
+    """Scores predictions ("" abstains; missing ones score 0, logged) with the SQuAD v2.0
+    rules.
 
-    `na_probs` (e.g. `write_predictions`' null odds) must cover every prediction; those above
-    `na_prob_thresh` abstain, and the best-threshold figures are added. Returns `exact`, `f1`,
-    `total`, the `HasAns_*` and `NoAns_*` figures where such questions exist, and `best_*`.
-    ValueError for a malformed or empty dataset, a non-string prediction or `na_probs`
-    missing a prediction.
+    `na_probs` (e.g. `write_predictions`' null odds) must cover every prediction; those
+    above `na_prob_thresh` abstain, and the best-threshold figures are added. Returns
+    `exact`, `f1`, `total`, the `HasAns_*` and `NoAns_*` figures where such questions exist,
+    and `best_*`. ValueError for a malformed or empty dataset, a non-string prediction or
+    `na_probs` missing a prediction.
     """
     qid_to_has_ans, exact_raw, f1_raw = _raw_scores_v2(dataset, predictions)
     if na_probs is not None:

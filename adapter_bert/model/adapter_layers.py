@@ -205,8 +205,8 @@ class ProjectionAdapter(AdapterLayer):
     One layer serves the projections of one block that read the same input (`query`/`key`/
     `value`, or a block's `dense`) and returns `{target: update}`. Subclasses define
     `update(inputs, target, training)`, `delta(target)` (the kernel change, for merging) and
-    `from_adapter_config`. `merge`/`unmerge` fold the deltas into the kernels and back; while
-    merged `call` returns no update. `merged=True`: the kernels already hold them.
+    `from_adapter_config`. `merge`/`unmerge` fold the deltas into the kernels and back;
+    while merged `call` returns no update. `merged=True`: the kernels already hold them.
     """
 
     def __init__(self, targets: Sequence[str] = ("query", "value"),

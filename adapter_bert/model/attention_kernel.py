@@ -19,8 +19,9 @@ from adapter_bert.model.fast_layers import lean_cpu_kernels
 
 
 def _probabilities(query, key, adder, scale):
-    """softmax(query . key^T * scale + adder), [B, N, T, T]: in bfloat16 for bfloat16
-    inputs (see the module), float32 otherwise (float16's range is too narrow to skip the cast)."""
+    """softmax(query . key^T * scale + adder), [B, N, T, T]: in bfloat16 for bfloat16 inputs
+    (see the module), float32 otherwise (float16's range is too narrow to skip the cast).
+    """
     if query.dtype == tf.bfloat16:
         scores = tf.matmul(query * tf.cast(scale, query.dtype), key, transpose_b=True)
         return tf.nn.softmax(scores + tf.cast(adder, scores.dtype), axis=-1)
@@ -33,7 +34,8 @@ def _dropped(probs, keep):
 
 
 def _softmax_dropout_backward(probs, keep, grad_dropped):
-    """(dropped probabilities, gradient of the scores) from the gradient of the dropped ones.
+    """(dropped probabilities, gradient of the scores) from the gradient of the dropped
+    ones.
 
     Softmax through dropout: with g the gradient of the kept probabilities,
     d scores = P * (g - sum(g * P)), and g * P = grad_dropped * dropped because dropped
@@ -46,8 +48,9 @@ def _softmax_dropout_backward(probs, keep, grad_dropped):
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _fused_softmax_dropout_backward(probs, keep, grad_dropped):
-    """`_softmax_dropout_backward` of 16-bit tensors as one XLA-fused pass, in float32 inside
-    (the op-by-op version is five passes, each rounding to 16 bits)."""
+    """`_softmax_dropout_backward` of 16-bit tensors as one XLA-fused pass, in float32
+    inside (the op-by-op version is five passes, each rounding to 16 bits).
+    """
     dropped, grad_scores = _softmax_dropout_backward(
         tf.cast(probs, tf.float32), keep, tf.cast(grad_dropped, tf.float32))
     return tf.cast(dropped, probs.dtype), tf.cast(grad_scores, probs.dtype)
@@ -55,11 +58,12 @@ def _fused_softmax_dropout_backward(probs, keep, grad_dropped):
 
 def attention_context(query, key, value, adder, scale: float,
                       keep: Optional[tf.Tensor] = None, keep_scale=1.0) -> tf.Tensor:
-    """`dropout(softmax(query key^T * scale + adder)) value`, recomputing the softmax for its gradient.
+    """`dropout(softmax(query key^T * scale + adder)) value`, recomputing the softmax for
+    its gradient.
 
     `query`, `key`, `value` are [B, N, T, D]; `adder` a float32 mask offset broadcastable to
-    [B, N, T, T] (no gradient); `keep` None or the boolean mask of kept probabilities, scaled
-    by `keep_scale`. Returns [B, N, T, D] in `value`'s dtype.
+    [B, N, T, T] (no gradient); `keep` None or the boolean mask of kept probabilities,
+    scaled by `keep_scale`. Returns [B, N, T, D] in `value`'s dtype.
 
         >>> q = tf.random.normal([1, 2, 3, 4])
         >>> attention_context(q, q, q, tf.zeros([1, 1, 1, 3]), 0.5).shape

@@ -36,8 +36,8 @@ class ConfiguredLayer(keras.layers.Layer):
 class TaskBranch(keras.layers.Layer):
     """What one named adapter owns inside one backbone block (TF1 scope `<block>/<task>`).
 
-    Optional parts: `layer_norm` (its copy of the block's LayerNorm), `adapter`, `dense` (its
-    pooler projection) and `fusion` with `fused`. The embeddings' branch also records
+    Optional parts: `layer_norm` (its copy of the block's LayerNorm), `adapter`, `dense`
+    (its pooler projection) and `fusion` with `fused`. The embeddings' branch also records
     `adapter_config` and `train_pooler`. `adapter_enabled` (ablations) bypasses the adapter,
     weights kept.
     """

@@ -295,13 +295,14 @@ def read_weights(files: BackboneFiles) -> Dict[str, np.ndarray]:
 
 def load_weights(model, weights: Dict[str, np.ndarray], source: str = "checkpoint",
                  require_backbone: bool = True) -> LoadReport:
-    """Assigns `weights` (TF1 name -> array) to a built model's variables; returns a `LoadReport`.
+    """Assigns `weights` (TF1 name -> array) to a built model's variables; returns a
+    `LoadReport`.
 
-    Adapters and heads the source lacks keep their fresh values and are reported as new in one
-    log line; so is a missing pooler, with a warning (many exports have none; its zero bias
-    then makes `--train_pooler=auto` train it). Any other missing backbone weight raises
-    CheckpointError unless `require_backbone=False`, as does a shape mismatch (naming the
-    variable, both shapes and `source`).
+    Adapters and heads the source lacks keep their fresh values and are reported as new in
+    one log line; so is a missing pooler, with a warning (many exports have none; its zero
+    bias then makes `--train_pooler=auto` train it). Any other missing backbone weight
+    raises CheckpointError unless `require_backbone=False`, as does a shape mismatch (naming
+    the variable, both shapes and `source`).
     """
     variables = tf1_variables(model)
     shared = _shared_names(model, variables)

@@ -176,9 +176,9 @@ def register_adapter_family(family: AdapterFamily, replace: bool = False) -> Ada
     """Adds an adapter family, so that `AdapterConfig(adapter_type=family.name)` builds it.
 
     Register it in every process that builds its configs or reads its files (Keras loading
-    also needs the layer class registered). `replace=True` replaces a user family of the same
-    name (a notebook cell run again). Returns `family`; raises ValueError for a taken or
-    reserved name or an option name another family has.
+    also needs the layer class registered). `replace=True` replaces a user family of the
+    same name (a notebook cell run again). Returns `family`; raises ValueError for a taken
+    or reserved name or an option name another family has.
     """
     if not isinstance(family, AdapterFamily):
         raise UserError(f"register_adapter_family takes an AdapterFamily, got {family!r}")
@@ -249,8 +249,8 @@ class AdapterConfig:
     approximation of adapter-bert); `init_scale` (stddev of the Houlsby/Pfeiffer truncated
     normal, `ADAPTER_INIT_SCALE`; Google's is `GOOGLE_ADAPTER_INIT_SCALE`; parallel and LoRA
     start exactly at the backbone); `positions` ("both", "attention", "ffn"; None: the
-    family's place); `leave_out` (layers without adapters). Raises ConfigError for an unknown
-    family or field, a value out of range or a position the family does not support.
+    family's place); `leave_out` (layers without adapters). Raises ConfigError for an
+    unknown family or field, a value out of range or a position the family does not support.
 
         >>> AdapterConfig(size=8, leave_out=[0]).layer_positions(1)
         ('attention', 'ffn')

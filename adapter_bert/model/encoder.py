@@ -132,7 +132,8 @@ class BertSelfAttention(ModifiableBlock):
         super().build(input_shape)
 
     def _split_heads(self, x):
-        """[B, T, H] -> [B, N, T, D]: heads first, so both products are plain batched matmuls.
+        """[B, T, H] -> [B, N, T, D]: heads first, so both products are plain batched
+        matmuls.
 
         (On CPU, oneDNN's batched matmul runs the attention products about a third faster
         than the equivalent `tf.einsum`, forward and backward, with identical results.)
@@ -164,12 +165,13 @@ class BertSelfAttention(ModifiableBlock):
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class BertResidualOutput(ModifiableBlock):
-    """Output block of a sub-layer: Dense -> Dropout -> [Adapter] -> LayerNorm(x + residual).
+    """Output block of a sub-layer: Dense -> Dropout -> [Adapter] -> LayerNorm(x +
+    residual).
 
     After self-attention (`attention/output`) and after the feed-forward network (`output`,
-    `input_width` = `intermediate_size`). A named adapter runs its LayerNorm copy and adapter
-    (or fusion) here, called as `adapter(hidden, residual, layer_norm)`; LoRA on `dense` adds
-    its update to the projection instead.
+    `input_width` = `intermediate_size`). A named adapter runs its LayerNorm copy and
+    adapter (or fusion) here, called as `adapter(hidden, residual, layer_norm)`; LoRA on
+    `dense` adds its update to the projection instead.
     """
 
     BRANCH_PER_TASK = True
@@ -349,8 +351,9 @@ def backbone_of(model) -> "BertNetwork":
 def reset_compiled_functions(model) -> None:
     """Drops Keras' traced predict/test/train functions so that the next call re-traces.
 
-    The active adapter, the branches' `adapter_enabled` and the layer structure are Python state read
-    while tracing: a function traced before a change would keep running the old model.
+    The active adapter, the branches' `adapter_enabled` and the layer structure are Python
+    state read while tracing: a function traced before a change would keep running the old
+    model.
     """
     for name in ("predict_function", "test_function", "train_function"):
         if getattr(model, name, None) is not None:
@@ -372,8 +375,8 @@ class BertNetwork(FeatureInputs, keras.Model):
 
     Called on `input_ids`, `input_mask` and `segment_ids` (see model/inputs.py), it returns
     `sequence_output` [B, T, H] and `pooled_output` [B, H] (and `all_layer_outputs` with
-    `return_all_layers=True`); `adapter_name="mrpc"` runs with that named adapter's adapters,
-    LayerNorms and pooler (adapters/named.py).
+    `return_all_layers=True`); `adapter_name="mrpc"` runs with that named adapter's
+    adapters, LayerNorms and pooler (adapters/named.py).
 
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)

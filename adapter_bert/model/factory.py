@@ -33,10 +33,10 @@ _ADAPTER_CONFIG_FILE = "adapter_config.json"
 def task_model(bert_config: BertConfig, head: Optional[str] = None,
                num_labels: Optional[int] = None, adapter_config=None,
                classes: Optional[Mapping] = None):
-    """An unbuilt model: `BertNetwork` (head None), `BertClassifierNetwork` or `BertSpanNetwork`,
-    or the classes `classes` maps heads to. Only classes with the adapter API
-    (`adapters.models.MODELS`) take an `adapter_config`. Raises ValueError for an unknown
-    head, a classifier without `num_labels`, or an adapter the classes cannot hold.
+    """An unbuilt model: `BertNetwork` (head None), `BertClassifierNetwork` or
+    `BertSpanNetwork`, or the classes `classes` maps heads to. Only classes with the adapter
+    API (`adapters.models.MODELS`) take an `adapter_config`. Raises ValueError for an
+    unknown head, a classifier without `num_labels`, or an adapter the classes cannot hold.
     """
     classes = NETWORKS if classes is None else classes
     if head is not None and head not in HEADS:
@@ -59,13 +59,13 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
                      classes: Optional[Mapping] = None, dtype: Optional[str] = None):
     """Builds a model from a pretrained checkpoint and loads its weights.
 
-    `path`: a checkpoint (`resolve_backbone`), a Google release name (downloaded once), or None
-    for the embedded MiniLM. `head`: None, "classifier" (`num_labels`, 1 for regression) or
-    "span"; `classes` as in `task_model`. `dtype`: None builds under Keras' global policy;
-    "auto" picks the hardware's native policy (precision.py), logs it and sets it globally;
-    a policy name sets that policy. The model's `load_report` and `backbone_files` say what
-    was read. Raises CheckpointError or ConfigError for missing or inconsistent files, or an
-    adapter directory given as `path`.
+    `path`: a checkpoint (`resolve_backbone`), a Google release name (downloaded once), or
+    None for the embedded MiniLM. `head`: None, "classifier" (`num_labels`, 1 for
+    regression) or "span"; `classes` as in `task_model`. `dtype`: None builds under Keras'
+    global policy; "auto" picks the hardware's native policy (precision.py), logs it and
+    sets it globally; a policy name sets that policy. The model's `load_report` and
+    `backbone_files` say what was read. Raises CheckpointError or ConfigError for missing or
+    inconsistent files, or an adapter directory given as `path`.
     """
     if path is not None and io_utils.isfile(os.path.join(io_utils.expand(str(path)),
                                                          _ADAPTER_CONFIG_FILE)):

@@ -54,14 +54,14 @@ class AdapterOption(NamedTuple):
 class AdapterFamily:
     """The declaration of one adapter family.
 
-    `name` is the `adapter_type`; `layer` a `model.adapter_layers.AdapterLayer` subclass whose
-    `from_adapter_config(config[, projections])` builds one slot's layer; `param_count(config,
-    in_width, out_width)` counts one slot's (or projection's) weights; `slot` is "output" or
-    "projections"; `positions`/`default_positions` the accepted and default
-    `AdapterConfig.positions`; `options` the family's own fields (name -> `AdapterOption` or a
-    default; prefix them with the family's name, as files share one namespace);
-    `projections(config)` the targets of a "projections" family; `description` one line of
-    `--adapter_type`'s help. Raises ValueError for an inconsistent declaration.
+    `name` is the `adapter_type`; `layer` a `model.adapter_layers.AdapterLayer` subclass
+    whose `from_adapter_config(config[, projections])` builds one slot's layer;
+    `param_count(config, in_width, out_width)` counts one slot's (or projection's) weights;
+    `slot` is "output" or "projections"; `positions`/`default_positions` the accepted and
+    default `AdapterConfig.positions`; `options` the family's own fields (name ->
+    `AdapterOption` or a default; prefix them with the family's name, as files share one
+    namespace); `projections(config)` the targets of a "projections" family; `description`
+    one line of `--adapter_type`'s help. Raises ValueError for an inconsistent declaration.
     """
 
     name: str

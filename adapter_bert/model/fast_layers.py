@@ -33,7 +33,8 @@ def quantized_rate(rate: float) -> float:
 
 
 def keep_mask(shape, rate: float, seed) -> tf.Tensor:
-    """A boolean tensor of `shape`, each element True with probability 1 - quantized_rate(rate).
+    """A boolean tensor of `shape`, each element True with probability 1 -
+    quantized_rate(rate).
 
     Args:
         shape: the mask's shape (a list or 1-D int tensor).
@@ -82,11 +83,11 @@ def _fused_float32_sum(a, b):
 def float32_sum(a, b):
     """`a + b` in float32, for 16-bit inputs that must not be rounded before they meet.
 
-    Used under mixed precision where a small addend joins a large one (an adapter's
-    output and its input, see model/adapter_layers.py `skip_sum`; the block's residual). Op by
-    op that is two casts and an add, three passes over the activation forward; on a CPU
-    outside XLA (`lean_cpu_kernels`) it is one XLA-fused pass. The gradient is cast to
-    each input's dtype once, shared when the dtypes agree.
+    Used under mixed precision where a small addend joins a large one (an adapter's output
+    and its input, see model/adapter_layers.py `skip_sum`; the block's residual). Op by op
+    that is two casts and an add, three passes over the activation forward; on a CPU outside
+    XLA (`lean_cpu_kernels`) it is one XLA-fused pass. The gradient is cast to each input's
+    dtype once, shared when the dtypes agree.
     """
     if lean_cpu_kernels():
         total = _fused_float32_sum(a, b)
@@ -147,11 +148,11 @@ class Dropout(keras.layers.Dropout):
             training, lambda: self._drop(inputs), lambda: tf.identity(inputs))
 
     def keep_mask(self, shape, training=None):
-        """The elements this layer keeps of an input of `shape`, and their scale, for callers that
-        apply the dropout themselves (attention_kernel.py).
+        """The elements this layer keeps of an input of `shape`, and their scale, for
+        callers that apply the dropout themselves (attention_kernel.py).
 
-        Drawn as `call` draws; returns `(keep, 1 / keep probability)`, or `(None, 1.0)` when the
-        layer would return its input unchanged (inference, rate 0).
+        Drawn as `call` draws; returns `(keep, 1 / keep probability)`, or `(None, 1.0)` when
+        the layer would return its input unchanged (inference, rate 0).
         """
         if isinstance(self.rate, numbers.Real) and self.rate == 0:
             return None, 1.0
@@ -182,7 +183,8 @@ class Dropout(keras.layers.Dropout):
         return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros([], inputs.dtype))
 
     def _stateless_seed(self):
-        """A fresh seed per call, drawn the way the layer's Keras generator draws its numbers.
+        """A fresh seed per call, drawn the way the layer's Keras generator draws its
+        numbers.
 
         So `seed=`, `keras.utils.set_random_seed` and Keras' stateless and stateful
         generator modes give reproducible runs as they do with Keras' `Dropout`.

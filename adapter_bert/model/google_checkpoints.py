@@ -166,8 +166,8 @@ def cached_path(name: str, cache_dir: Optional[str] = None) -> Optional[str]:
 
 
 def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
-    """`path` itself (an existing path, or anything that does not read as a checkpoint name), or
-    the cache folder of the Google checkpoint it names, fetched once. Raises
+    """`path` itself (an existing path, or anything that does not read as a checkpoint
+    name), or the cache folder of the Google checkpoint it names, fetched once. Raises
     GoogleCheckpointError for an unknown name (listing close matches) or a failed fetch.
     """
     if isinstance(path, os.PathLike):
@@ -194,8 +194,8 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
     `cache_dir` and `base_url` override `$ADAPTER_BERT_CACHE` and
     `$ADAPTER_BERT_GOOGLE_BERT_URL`; progress goes to `stream` (default stderr). The folder
     holds `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*` and a `tokenizer_config.json`
-    with Google's casing. Raises GoogleCheckpointError in one line naming the checkpoint, the
-    URL and what failed, leaving nothing in the cache.
+    with Google's casing. Raises GoogleCheckpointError in one line naming the checkpoint,
+    the URL and what failed, leaving nothing in the cache.
     """
     entry = lookup(name)
     if entry is None:

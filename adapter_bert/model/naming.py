@@ -53,9 +53,9 @@ def walk_layers(model: keras.layers.Layer, scope: str = "") -> Iterator[Tuple[st
 
 
 def tf1_variables(model: keras.layers.Layer) -> Dict[str, tf.Variable]:
-    """TF1 checkpoint name (no `:0`) -> variable of a built model, in layer order: `bert/...`
-    plus a head's (`output_weights`, `cls/squad/...`). Raises ValueError when two variables
-    would share a name.
+    """TF1 checkpoint name (no `:0`) -> variable of a built model, in layer order:
+    `bert/...` plus a head's (`output_weights`, `cls/squad/...`). Raises ValueError when two
+    variables would share a name.
     """
     names: Dict[str, tf.Variable] = {}
     for scope, layer in walk_layers(model):

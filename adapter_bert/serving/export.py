@@ -170,10 +170,10 @@ def check_export_dir(export_dir: str) -> None:
 
 def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, Callable],
                       info: dict) -> str:
-    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole: written
-    beside it and moved into place when complete, so an interrupted export leaves the earlier
-    one as it was. Raises ExportError (`check_export_dir`) and WriteError (naming
-    `export_dir` and the reason; what was staged is removed).
+    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole:
+    written beside it and moved into place when complete, so an interrupted export leaves
+    the earlier one as it was. Raises ExportError (`check_export_dir`) and WriteError
+    (naming `export_dir` and the reason; what was staged is removed).
     """
     export_dir = os.path.abspath(export_dir)
     parent = os.path.dirname(export_dir)
@@ -211,8 +211,8 @@ def export_classifier(model, export_dir: str, vocab_file: str, do_lower_case: bo
     `model` maps Google-named int32 features to float32 logits (`BertClassifier`,
     `ResAdapterClassifier`); `vocab_file`, `do_lower_case`, `max_seq_length` are the run's
     tokenisation; `labels` in logit order (None or empty: regression); `pair` adds `text_b`;
-    `task` is recorded. Returns the SavedModel's absolute path; raises ExportError for labels
-    that do not match the outputs and VocabularyError for an unusable vocabulary.
+    `task` is recorded. Returns the SavedModel's absolute path; raises ExportError for
+    labels that do not match the outputs and VocabularyError for an unusable vocabulary.
     """
     labels = list(labels or [])
     num_outputs = int(model(_dummy_features(), training=False).shape[-1])

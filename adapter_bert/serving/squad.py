@@ -106,9 +106,10 @@ class SquadAnswerer:
 
     def predict(self, examples: Sequence, **selection) -> Tuple[Dict[str, str],
                                                                  Optional[Dict[str, float]]]:
-        """Answers `SquadExample`s; `selection` overrides `n_best_size`, `max_answer_length`,
-        `version_2_with_negative` or `null_score_diff_threshold`. Returns (id -> answer, id ->
-        null odds or None), as predictions.json and null_odds.json.
+        """Answers `SquadExample`s; `selection` overrides `n_best_size`,
+        `max_answer_length`, `version_2_with_negative` or `null_score_diff_threshold`.
+        Returns (id -> answer, id -> null odds or None), as predictions.json and
+        null_odds.json.
         """
         from adapter_bert.data.squad import convert_examples_to_features
         from adapter_bert.data.squad_postprocess import RawResult, write_predictions

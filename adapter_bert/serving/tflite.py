@@ -74,11 +74,11 @@ def export_tflite(model, tflite_file: str, max_seq_length: Optional[int],
                   batch_size: Optional[int] = 1, regression: bool = False) -> str:
     """Writes a sentence (pair) classifier's network as a TFLite model of builtin ops.
 
-    Its `serving_default` takes the three int32 features [batch_size, max_seq_length] (as the
-    SavedModel's `tokenize` makes them) and returns `probabilities` [batch_size, num_labels],
-    or `score` with `regression`. `max_seq_length` or `batch_size` None stays dynamic.
-    An existing `tflite_file` is replaced only if it is a TFLite model. Returns the path;
-    raises ExportError for a folder or another file there, and the converter's
+    Its `serving_default` takes the three int32 features [batch_size, max_seq_length] (as
+    the SavedModel's `tokenize` makes them) and returns `probabilities` [batch_size,
+    num_labels], or `score` with `regression`. `max_seq_length` or `batch_size` None stays
+    dynamic. An existing `tflite_file` is replaced only if it is a TFLite model. Returns the
+    path; raises ExportError for a folder or another file there, and the converter's
     `ConverterError` naming any op without a builtin kernel.
     """
     check_tflite_target(tflite_file)
@@ -128,9 +128,9 @@ def tensorflow_text_kernels() -> List[str]:
 
 def refused_ops(saved_model_dir: str, signature: str,
                 with_tensorflow_text: bool = False) -> List[str]:
-    """The op types (sorted) of a SavedModel signature that TFLite has no builtin kernel for,
-    as its converter lists them; `with_tensorflow_text` leaves out those tensorflow-text's
-    TFLite kernels run. Empty when the signature converts.
+    """The op types (sorted) of a SavedModel signature that TFLite has no builtin kernel
+    for, as its converter lists them; `with_tensorflow_text` leaves out those
+    tensorflow-text's TFLite kernels run. Empty when the signature converts.
     """
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir,
                                                          signature_keys=[signature])

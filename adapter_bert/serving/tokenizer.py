@@ -27,9 +27,9 @@ class VocabularyError(UserError):
 
 
 def read_vocab(vocab_file: str) -> Dict[str, int]:
-    """Reads a BERT `vocab.txt` as Google's `load_vocab` does (one stripped token per line, id =
-    line number from 0, the last id of a repeated token). VocabularyError for a missing or
-    non-UTF-8 file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
+    """Reads a BERT `vocab.txt` as Google's `load_vocab` does (one stripped token per line,
+    id = line number from 0, the last id of a repeated token). VocabularyError for a missing
+    or non-UTF-8 file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
     """
     try:
         with open(vocab_file, "rb") as f:

@@ -48,8 +48,8 @@ def adapter_blocks_by_layer(model) -> List[list]:
 
 @contextlib.contextmanager
 def adapters_disabled(model, layers: Iterable[int]) -> Iterator[None]:
-    """Switches off the adapters of the given (0-based) transformer layers for the `with` body,
-    restoring every switch on exit and resetting Keras' cached predict/test functions.
+    """Switches off the adapters of the given (0-based) transformer layers for the `with`
+    body, restoring every switch on exit and resetting Keras' cached predict/test functions.
     ValueError for a layer outside the model.
 
         with adapters_disabled(classifier, range(2, 4)):
@@ -206,8 +206,8 @@ def _atomic_csv(path: str):
 
 def plot_heatmap(result: AblationResult, path: str, metric: str,
                  title: Optional[str] = None, percent: bool = True) -> None:
-    """Draws the span matrix as a heatmap PNG in the layout of the paper's Fig. 6: colour the
-    change of `metric` from the unablated model (red = worse), cells annotated with the
+    """Draws the span matrix as a heatmap PNG in the layout of the paper's Fig. 6: colour
+    the change of `metric` from the unablated model (red = worse), cells annotated with the
     metric (x100 with `percent`), the diagonal outlined.
     """
     import matplotlib

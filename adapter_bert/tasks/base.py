@@ -65,9 +65,9 @@ class TaskRun:
     """One invocation of a runner, configured from parsed flags.
 
     Set-up order, so a bad flag or file fails before anything slow starts: flags, backbone,
-    data, run preparation (output directory, seed, dtype, strategy), model. Subclasses define
-    `HEAD`, `UNTRAINED` (the warning when nothing is restored), `validate_flags`, `read_data`,
-    `num_labels`, `train_pooler` and `load_checked_adapter(path)`.
+    data, run preparation (output directory, seed, dtype, strategy), model. Subclasses
+    define `HEAD`, `UNTRAINED` (the warning when nothing is restored), `validate_flags`,
+    `read_data`, `num_labels`, `train_pooler` and `load_checked_adapter(path)`.
     """
 
     HEAD = ""
@@ -80,9 +80,9 @@ class TaskRun:
     def __init__(self, flag_values, strategy=None, static_shapes: Optional[bool] = None):
         """Checks the flags, reads the data, prepares the run and builds the model.
 
-        `strategy`: an existing one, or None to build one from the flags. `static_shapes`: None
-        follows the device (True on TPU); True forces the TPU's input path on any device, which is
-        how that path is tested on CPU.
+        `strategy`: an existing one, or None to build one from the flags. `static_shapes`:
+        None follows the device (True on TPU); True forces the TPU's input path on any
+        device, which is how that path is tested on CPU.
         """
         self.flags = flag_values
         self.validate_flags(flag_values)
@@ -199,8 +199,8 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
 
     Removes temporary files a killed atomic write left. `--deterministic` turns on op
     determinism (process-wide), so equal flags on one machine give bit-identical results.
-    `strategy` may be a notebook's own (its TPU); `runner` ("classifier", "span") is recorded
-    with a training run's flags (`tasks.run_record`).
+    `strategy` may be a notebook's own (its TPU); `runner` ("classifier", "span") is
+    recorded with a training run's flags (`tasks.run_record`).
 
     Returns (strategy, static_shapes, role, lock): fixed shapes where the device needs them;
     only the chief (`role`) creates, locks (`tasks.run_lock`; None elsewhere) and cleans

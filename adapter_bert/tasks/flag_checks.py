@@ -187,8 +187,8 @@ def validate_own_data(values) -> None:
 
 
 def validate_classifier(values) -> str:
-    """run_classifier.py's checks, before anything is loaded or written; returns the canonical
-    task name or raises FlagError naming the flag and what was expected.
+    """run_classifier.py's checks, before anything is loaded or written; returns the
+    canonical task name or raises FlagError naming the flag and what was expected.
     """
     validate_common(values)
     if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
@@ -224,8 +224,8 @@ def validate_classifier(values) -> str:
 
 
 def validate_ablation(values) -> str:
-    """ablate_adapters.py's checks (it only evaluates: sets `do_eval`, refuses --do_train and
-    --do_predict), then `validate_classifier`'s; returns the canonical task name.
+    """ablate_adapters.py's checks (it only evaluates: sets `do_eval`, refuses --do_train
+    and --do_predict), then `validate_classifier`'s; returns the canonical task name.
     """
     if values.do_train or values.do_predict:
         raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "

@@ -172,10 +172,10 @@ def _check_may_clear(path: str) -> List[str]:
 
 
 def clear_output_dir(path: str) -> List[str]:
-    """--overwrite_output_dir: deletes what a run wrote in `path` (the names in `RUN_OUTPUTS`),
-    the feature cache excepted; anything else is kept and named in the log, and a symbolic
-    link is removed, never followed. Returns the names deleted; raises FlagError when `path`
-    holds files but no run record or checkpoint (e.g. $HOME or '/').
+    """--overwrite_output_dir: deletes what a run wrote in `path` (the names in
+    `RUN_OUTPUTS`), the feature cache excepted; anything else is kept and named in the log,
+    and a symbolic link is removed, never followed. Returns the names deleted; raises
+    FlagError when `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
     """
     names = _check_may_clear(path)
     kept = sorted(set(n.rstrip("/") for n in io_utils.listdir(path)) - set(names)

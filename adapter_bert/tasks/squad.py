@@ -94,11 +94,12 @@ def has_gold_answers(examples: SquadExampleList, version_2: bool) -> bool:
 def score_predictions(path: str, predictions: Dict[str, str],
                       null_odds: Optional[Dict[str, float]], version_2: bool,
                       null_score_diff_threshold: float) -> Dict[str, float]:
-    """Scores predictions (id -> text, "" abstains) against a SQuAD file by the official rules.
+    """Scores predictions (id -> text, "" abstains) against a SQuAD file by the official
+    rules.
 
-    v2.0 uses `null_odds` and `null_score_diff_threshold` (the predictions' own threshold, so
-    `exact`/`f1` score predictions.json as written) and adds HasAns/NoAns and best-threshold
-    figures; v1.1 returns exact_match and f1.
+    v2.0 uses `null_odds` and `null_score_diff_threshold` (the predictions' own threshold,
+    so `exact`/`f1` score predictions.json as written) and adds HasAns/NoAns and
+    best-threshold figures; v1.1 returns exact_match and f1.
     """
     dataset = json.loads(io_utils.read_text(path, encoding="utf-8-sig"))
     if not version_2:
@@ -109,7 +110,8 @@ def score_predictions(path: str, predictions: Dict[str, str],
 
 def _log_features(examples, features, tokenizer, count: int, at_info: bool = False) -> None:
     """Logs the first `count` windows (tokens, max-context flags, gold span) for debugging,
-    at DEBUG level (shown with --verbosity=1), or INFO when `at_info` (--verbose_logging)."""
+    at DEBUG level (shown with --verbosity=1), or INFO when `at_info` (--verbose_logging).
+    """
     log = logging.info if at_info else logging.debug
     for feature in features[:count]:
         length = int(feature.input_mask.sum())
@@ -283,8 +285,8 @@ def _print_scores(results: Dict[str, object], keys: List[str]) -> None:
 
 
 def main(flag_values, strategy=None) -> int:
-    """Runs the requested steps (train / predict) and writes the outputs; returns 0. Bad input
-    raises a `UserError` (run_cli prints its one line).
+    """Runs the requested steps (train / predict) and writes the outputs; returns 0. Bad
+    input raises a `UserError` (run_cli prints its one line).
     """
     if getattr(flag_values, "export_dir", None):
         from adapter_bert.serving.export import require_serving_extra

@@ -79,8 +79,8 @@ class TextClassifier(keras.Model):
                         do_lower_case: Optional[bool] = None,
                         seed: int = SEED, dtype: Optional[str] = "auto",
                         train_pooler: str = "auto", strategy=None) -> "TextClassifier":
-        """A classifier on a pretrained backbone, as `run_classifier.py` builds it; prints the
-        parameter line.
+        """A classifier on a pretrained backbone, as `run_classifier.py` builds it; prints
+        the parameter line.
 
         Args:
             labels: label names in logit order (the runner sorts the training labels); None
@@ -128,8 +128,9 @@ class TextClassifier(keras.Model):
     def from_adapter(cls, directory: str, backbone: Optional[str] = None,
                      **kwargs) -> "TextClassifier":
         """The classifier an adapter directory holds (`save_adapter`'s or a run's
-        `<output_dir>/adapter`), trained on `backbone` (None: the embedded MiniLM); `kwargs` are
-        `from_pretrained`'s settings. AdapterFileError for another kind of directory or backbone.
+        `<output_dir>/adapter`), trained on `backbone` (None: the embedded MiniLM); `kwargs`
+        are `from_pretrained`'s settings. AdapterFileError for another kind of directory or
+        backbone.
         """
         description = read_adapter_config(directory)
         labels = description.get("labels") or None
@@ -145,8 +146,8 @@ class TextClassifier(keras.Model):
 
     # ---------------------------------------------------------------- data
     def features(self, x, y=None) -> Dict[str, np.ndarray]:
-        """The runner's features (`input_ids`, `input_mask`, `segment_ids`, `label_ids`) of texts
-        `x` (or a pair of equally long lists) and labels `y` (names or ids; floats for
+        """The runner's features (`input_ids`, `input_mask`, `segment_ids`, `label_ids`) of
+        texts `x` (or a pair of equally long lists) and labels `y` (names or ids; floats for
         regression; None: ids 0). ValueError naming the first text or label not as expected.
         """
         texts, second = _texts(x)
@@ -168,11 +169,11 @@ class TextClassifier(keras.Model):
 
         Unless compiled with an optimizer of one's own, each call trains as one
         `run_classifier.py` run: `int(len(x) / batch_size * epochs)` steps of Google's AdamW
-        schedule over the runner's seeded, length-bucketed batches (`learning_rate` None: the
-        tuning mode's default). A `tf.data.Dataset` goes to Keras' `fit`. `checkpoint_dir` keeps
-        step checkpoints so a stopped fit resumes (None: a temporary folder). Raises ValueError
-        for texts or labels not as expected, TrainingError for a NaN loss, FlagError when another
-        run holds `checkpoint_dir`.
+        schedule over the runner's seeded, length-bucketed batches (`learning_rate` None:
+        the tuning mode's default). A `tf.data.Dataset` goes to Keras' `fit`.
+        `checkpoint_dir` keeps step checkpoints so a stopped fit resumes (None: a temporary
+        folder). Raises ValueError for texts or labels not as expected, TrainingError for a
+        NaN loss, FlagError when another run holds `checkpoint_dir`.
         """
         if isinstance(x, tf.data.Dataset):
             return super().fit(x, y, batch_size=None, epochs=int(epochs), verbose=verbose,

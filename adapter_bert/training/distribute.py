@@ -137,11 +137,11 @@ def get_strategy(distribution_strategy: str = "auto", use_tpu: bool = False,
                  num_gpus: Optional[int] = None) -> tf.distribute.Strategy:
     """Builds the distribution strategy the flags ask for (Google's TPU flags included).
 
-    `tpu` (or `use_tpu`): `TPUStrategy` on `tpu_name`, `master`, `$TPU_NAME` or the local TPU;
-    `mirrored`: the GPUs (the first `num_gpus`) or every logical CPU device;
-    `multi_worker_mirrored`: the cluster of `$TF_CONFIG`; `one_device`: `/gpu:0` or `/cpu:0`;
-    `auto`: TPU with `use_tpu`, mirrored with several GPUs, else one device. Raises
-    ValueError for an unknown strategy, `use_tpu` with another, or too many GPUs, and
+    `tpu` (or `use_tpu`): `TPUStrategy` on `tpu_name`, `master`, `$TPU_NAME` or the local
+    TPU; `mirrored`: the GPUs (the first `num_gpus`) or every logical CPU device;
+    `multi_worker_mirrored`: the cluster of `$TF_CONFIG`; `one_device`: `/gpu:0` or
+    `/cpu:0`; `auto`: TPU with `use_tpu`, mirrored with several GPUs, else one device.
+    Raises ValueError for an unknown strategy, `use_tpu` with another, or too many GPUs, and
     RuntimeError when a requested TPU cannot be initialised.
     """
     name = (distribution_strategy or "auto").lower()

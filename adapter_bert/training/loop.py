@@ -49,11 +49,12 @@ def set_seed(seed: int) -> None:
 
 
 def _random_generators(model):
-    """The tf.random.Generators of the model's dropout layers, created now, in a stable order.
+    """The tf.random.Generators of the model's dropout layers, created now, in a stable
+    order.
 
     Keras creates a generator at a layer's first draw, so a dropout that draws only in
-    training would be missing from a checkpoint made before the first step, and a resumed run
-    would restart its stream. Created here, under the strategy, in tracing order.
+    training would be missing from a checkpoint made before the first step, and a resumed
+    run would restart its stream. Created here, under the strategy, in tracing order.
     """
     generators = []
     with model.distribute_strategy.scope():
@@ -87,7 +88,8 @@ class TrainSchedule:
 
 
 class TrainingCheckpoints:
-    """Step checkpoints of the trainable weights and the optimizer, in `output_dir/checkpoints`.
+    """Step checkpoints of the trainable weights and the optimizer, in
+    `output_dir/checkpoints`.
 
     Frozen weights always come from the pretrained checkpoint, so adapter checkpoints stay
     small. `tf.train.CheckpointManager` lists a checkpoint only once its files are whole;
@@ -142,8 +144,8 @@ class TrainingCheckpoints:
         """Restores the newest checkpoint that reads, if any, and returns its path.
 
         Unreadable newer ones are named in one warning, and a training run then lists the
-        restored one as the latest. `expect_partial`: the caller tracks only part of what was
-        saved (no optimizer when evaluating). Raises CheckpointError when none reads.
+        restored one as the latest. `expect_partial`: the caller tracks only part of what
+        was saved (no optimizer when evaluating). Raises CheckpointError when none reads.
         """
         candidates, state_problem = self._candidates()
         if state_problem:

@@ -168,12 +168,12 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
                      adapter_learning_rate: Optional[float] = None) -> OptimizerChoice:
     """The learning rate, Adam variant and epsilon of a run; None means "the default".
 
-    Parameter-efficient modes default to `ADAPTER_LEARNING_RATE` and Google's uncorrected Adam
-    under `STEP_CEILING`; the others to Google's optimizer at `FINE_TUNING_LEARNING_RATE`.
-    `bias_correction` given picks Keras' Adam (True) or Google's exactly (False) in every
-    mode; epsilon defaults to the variant's (1e-6 for Google's, `CORRECTED_EPSILON`
-    otherwise). `adapter_learning_rate` gives the adapters their own rate. Explicit values
-    always win.
+    Parameter-efficient modes default to `ADAPTER_LEARNING_RATE` and Google's uncorrected
+    Adam under `STEP_CEILING`; the others to Google's optimizer at
+    `FINE_TUNING_LEARNING_RATE`. `bias_correction` given picks Keras' Adam (True) or
+    Google's exactly (False) in every mode; epsilon defaults to the variant's (1e-6 for
+    Google's, `CORRECTED_EPSILON` otherwise). `adapter_learning_rate` gives the adapters
+    their own rate. Explicit values always win.
     """
     efficient = tuning_mode in PARAMETER_EFFICIENT_MODES
     default_rate = ADAPTER_LEARNING_RATE if efficient else FINE_TUNING_LEARNING_RATE
@@ -238,12 +238,12 @@ class BertAdamW(keras.optimizers.AdamW):
     """Keras `AdamW` that can drop Adam's bias correction, as Google BERT's optimiser.
 
     Keras' decoupled decay equals Google's `param -= lr * (update + wd * param)`; clipping,
-    distribution and serialisation are Keras'. `bias_correction=False` is Google's rule
-    `m / (sqrt(v) + eps)`. `no_decay_patterns` (regular expressions) are kept in the config,
-    unlike `exclude_from_weight_decay`. `rate_factors` maps variable names to multiples of the
-    rate (a PyTorch parameter group). `step_ceiling` holds the uncorrected rule's overshoot
-    to that rate (`ceiling_scale`). Other arguments go to `keras.optimizers.AdamW`;
-    `amsgrad=True` needs bias correction.
+    distribution and serialisation are Keras'. `bias_correction=False` is Google's rule `m /
+    (sqrt(v) + eps)`. `no_decay_patterns` (regular expressions) are kept in the config,
+    unlike `exclude_from_weight_decay`. `rate_factors` maps variable names to multiples of
+    the rate (a PyTorch parameter group). `step_ceiling` holds the uncorrected rule's
+    overshoot to that rate (`ceiling_scale`). Other arguments go to
+    `keras.optimizers.AdamW`; `amsgrad=True` needs bias correction.
     """
 
     def __init__(self, learning_rate=0.001, weight_decay=0.01, bias_correction=False,
@@ -346,8 +346,8 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
     """Google BERT's fine-tuning optimiser as a tf-keras `AdamW` (`BertAdamW`).
 
     The rate warms up linearly over `num_warmup_steps` and reaches 0 at `num_train_steps`
-    (`WarmupLinearDecay`); weight decay skips LayerNorms and biases; gradients are clipped to
-    `clip_norm` (None or 0: not clipped). `bias_correction=False` reproduces Google's
+    (`WarmupLinearDecay`); weight decay skips LayerNorms and biases; gradients are clipped
+    to `clip_norm` (None or 0: not clipped). `bias_correction=False` reproduces Google's
     optimiser exactly; `rate_factors` and `step_ceiling` as in `BertAdamW` (the warmup is
     taken as given: the runners lengthen it above the ceiling, `ceiling_warmup_steps`).
     """

@@ -58,11 +58,11 @@ def fine_tuning_optimizer(num_examples: int, batch_size: int = 32, epochs: float
     (`ab.fine_tuning_optimizer`).
 
     The arguments are the runner's flags (`--train_file`'s rows, `--train_batch_size`,
-    `--num_train_epochs`, `--tuning_mode`, `--learning_rate`, `--warmup_proportion`) and give
-    its optimizer: Google's schedule over `int(num_examples / batch_size * epochs)` steps,
-    clipping, weight decay and the tuning mode's Adam variant and default rate. Create it in
-    your strategy's scope and train for exactly that many steps. Raises TrainingError when
-    the arguments make no step.
+    `--num_train_epochs`, `--tuning_mode`, `--learning_rate`, `--warmup_proportion`) and
+    give its optimizer: Google's schedule over `int(num_examples / batch_size * epochs)`
+    steps, clipping, weight decay and the tuning mode's Adam variant and default rate.
+    Create it in your strategy's scope and train for exactly that many steps. Raises
+    TrainingError when the arguments make no step.
     """
     choice = choose_optimizer(tuning_mode, learning_rate)
     return optimizer_for(choice, schedule_for(choice, num_examples, batch_size, epochs,
