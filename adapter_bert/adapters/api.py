@@ -272,10 +272,11 @@ class AdapterModelMixin:
 
     # ------------------------------------------------------------- merging
     def merge_adapter(self, name: Optional[str] = None) -> None:
-        """Folds a LoRA adapter (default: the active one) into the frozen kernels, for inference:
-        the same outputs at the plain backbone's cost. It becomes the active adapter; until
-        `unmerge_adapter`, running another, training, adapter files and Keras saving are refused.
-        KeyError for an unknown adapter; ValueError for nothing to merge or one merged already.
+        """Folds a LoRA adapter (default: the active one) into the frozen kernels, for
+        inference: the same outputs at the plain backbone's cost. It becomes the active
+        adapter; until `unmerge_adapter`, running another, training, adapter files and Keras
+        saving are refused. KeyError for an unknown adapter; ValueError for nothing to merge
+        or one merged already.
         """
         name = self._merge_target(name)
         merging.merge_adapter(self, name)

@@ -133,7 +133,8 @@ class PfeifferAdapter(_Bottleneck):
     `LN(h + B(LN(h + r)) + r)`, its own LayerNorm used twice; initialised as Houlsby's.
 
         >>> adapter = PfeifferAdapter(size=4)
-        >>> adapter(tf.zeros([2, 3, 8]), tf.ones([2, 3, 8]), keras.layers.LayerNormalization()).shape
+        >>> norm = keras.layers.LayerNormalization()
+        >>> adapter(tf.zeros([2, 3, 8]), tf.ones([2, 3, 8]), norm).shape
         TensorShape([2, 3, 8])
     """
 
@@ -299,9 +300,9 @@ class ProjectionAdapter(AdapterLayer):
 class LoraAdapter(ProjectionAdapter):
     """LoRA on the projections of one block (Hu et al., 2022).
 
-    Per target `t_lora_A [in, r]` (uniform, as the reference) and `t_lora_B [r, out]` (zeros):
-    `{t: scale * (dropout(x) @ A) @ B}`, added to the frozen `x @ W + b`; the dropout acts on
-    the update's input only, per target, as PEFT's.
+    Per target `t_lora_A [in, r]` (uniform, as the reference) and `t_lora_B [r, out]`
+    (zeros): `{t: scale * (dropout(x) @ A) @ B}`, added to the frozen `x @ W + b`; the
+    dropout acts on the update's input only, per target, as PEFT's.
 
         >>> sorted(LoraAdapter(rank=2)(tf.ones([1, 3, 8])))
         ['query', 'value']

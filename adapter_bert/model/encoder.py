@@ -380,7 +380,8 @@ class BertNetwork(FeatureInputs, keras.Model):
 
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
         ...                  num_attention_heads=2, intermediate_size=32)
-        >>> BertNetwork(cfg)({"input_ids": tf.ones([2, 5], tf.int32)})["pooled_output"].shape
+        >>> out = BertNetwork(cfg)({"input_ids": tf.ones([2, 5], tf.int32)})
+        >>> out["pooled_output"].shape
         TensorShape([2, 16])
     """
 

@@ -86,7 +86,7 @@ class TextClassifier(keras.Model):
             labels: label names in logit order (the runner sorts the training labels); None
                 with `regression` (one float output, mean squared error).
             backbone: None (the embedded MiniLM), a checkpoint or a Google release name.
-            adapter: a family name, an `AdapterConfig` or its dict (`tuning_mode="adapter"`).
+            adapter: a family name, an `AdapterConfig` or its dict (adapter mode).
             tuning_mode: "adapter", "full" or "layernorm".
             task: the name adapter directories record.
             max_seq_length: None: 128, or the backbone's limit if lower.
