@@ -54,8 +54,8 @@ def build(policy, adapter_dir):
     model = ab.load_pretrained(adapter_config=ab.AdapterConfig(size=64), head="classifier",
                                num_labels=2)
     if adapter_dir:
-        from adapter_bert.adapters.files import load_adapter
-        load_adapter(model, adapter_dir)
+        from adapter_bert.adapters.files import load_trained_weights
+        load_trained_weights(model, adapter_dir)
     return model
 
 

@@ -4,8 +4,9 @@ Builds the embedded MiniLM (all-MiniLM-L6-v2, 6 layers, hidden 384) with a 2-way
 classifier head, applies each tuning mode and writes what a run of that mode stores,
 with the same writers `run_classifier.py` uses:
 
-- adapter modes: `adapter_bert.adapters.files.save_adapter` -> `adapter_config.json` +
-  `adapter_model.safetensors` (what `<output_dir>/adapter` holds after training);
+- adapter modes: `adapter_bert.adapters.files.save_trained_weights` ->
+  `adapter_config.json` + `adapter_model.safetensors` (what `<output_dir>/adapter` holds
+  after training);
 - full fine-tuning: the same writer with `tuning_mode="full"` (every weight), and a
   Google-named TF1 checkpoint of the whole model (`save_tf1_checkpoint`);
 - the shared backbone: the `model.safetensors` of the installed MiniLM package.
@@ -83,7 +84,7 @@ def measure(adapter_sizes, work_dir):
     """
     import numpy as np
 
-    from adapter_bert.adapters.files import save_adapter
+    from adapter_bert.adapters.files import save_trained_weights
     from adapter_bert.model.checkpoints import save_tf1_checkpoint
     from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.model.config import AdapterConfig
@@ -111,13 +112,13 @@ def measure(adapter_sizes, work_dir):
         # run_classifier.py's default (--train_pooler=auto) trains MiniLM's untrained pooler.
         apply_tuning(model, "adapter", train_pooler=pooler_is_untrained(model))
         path = os.path.join(work_dir, f"adapter_{size}")
-        save_adapter(model, path, "mrpc", labels, "adapter")
+        save_trained_weights(model, path, "mrpc", labels, "adapter")
         add(f"adapter size {size} (+ LayerNorms, head, pooler)", path, stored_params(model), True,
             "run_classifier.py default on MiniLM (--train_pooler=auto trains its untrained pooler)")
         if size == 64:
             apply_tuning(model, "adapter", train_pooler=False)
             path = os.path.join(work_dir, "adapter_64_frozen_pooler")
-            save_adapter(model, path, "mrpc", labels, "adapter")
+            save_trained_weights(model, path, "mrpc", labels, "adapter")
             add("adapter size 64 (+ LayerNorms, head), pooler frozen", path,
                 stored_params(model), True, "--train_pooler=false, as the original adapter-bert")
         del model
@@ -125,13 +126,13 @@ def measure(adapter_sizes, work_dir):
     plain = load_pretrained(head="classifier", num_labels=2)
     apply_tuning(plain, "layernorm", train_pooler=True)
     path = os.path.join(work_dir, "layernorm")
-    save_adapter(plain, path, "mrpc", labels, "layernorm")
+    save_trained_weights(plain, path, "mrpc", labels, "layernorm")
     add("layernorm only (+ head, pooler)", path, stored_params(plain), True,
         "--tuning_mode=layernorm")
 
     apply_tuning(plain, "full")
     path = os.path.join(work_dir, "full_safetensors")
-    save_adapter(plain, path, "mrpc", labels, "full")
+    save_trained_weights(plain, path, "mrpc", labels, "full")
     add("full fine-tuning, safetensors (same writer)", path, stored_params(plain), False,
         "--tuning_mode=full: <output_dir>/adapter holds every weight")
     path = os.path.join(work_dir, "full_tf1")

@@ -143,7 +143,7 @@ def make_adapters(work):
 def multi_task(work, examples, adapter_dirs):
     import numpy as np
     import tensorflow as tf
-    from adapter_bert.adapters.files import adapter_config_of, load_adapter
+    from adapter_bert.adapters.files import adapter_config_of, load_trained_weights
     from adapter_bert.model.checkpoints import default_backbone_dir
     from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.serving import export_classifier, export_multi_adapter
@@ -165,7 +165,7 @@ def multi_task(work, examples, adapter_dirs):
     for task, directory in zip(tasks, adapter_dirs[:3]):
         model = load_pretrained(None, adapter_config_of(directory), head="classifier",
                                 num_labels=3 if task == "mnli" else 2)
-        load_adapter(model, directory)
+        load_trained_weights(model, directory)
         labels = ["contradiction", "entailment", "neutral"] if task == "mnli" else ["0", "1"]
         path = export_classifier(model, os.path.join(work, f"single_{task}"), vocab, True,
                                  MAX_LEN, labels, pair=True, task=task)

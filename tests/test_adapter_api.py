@@ -11,7 +11,7 @@ import tf_keras
 
 import adapter_bert as ab
 from adapter_bert.adapters import models
-from adapter_bert.adapters.files import AdapterFileError, save_adapter as save_run_files
+from adapter_bert.adapters.files import AdapterFileError, save_trained_weights
 from adapter_bert.adapters.multitask import MultiAdapterModel
 from adapter_bert.adapters.tuning import apply_tuning, parameter_line
 from adapter_bert.model import heads
@@ -296,7 +296,7 @@ def test_a_runner_style_directory_loads_as_a_named_adapter(tiny_config, source, 
     rng = np.random.default_rng(5)
     for variable in run_model.trainable_weights:
         variable.assign_add(rng.normal(0, 0.1, variable.shape).astype("float32"))
-    save_run_files(run_model, str(tmp_path / "run"), "mrpc", ["0", "1"])
+    save_trained_weights(run_model, str(tmp_path / "run"), "mrpc", ["0", "1"])
     loaded = ab.load_adapter(str(tmp_path / "run"), backbone=source)
     assert loaded.active_adapter == "mrpc" and loaded.labels["mrpc"] == ["0", "1"]
     same(run(loaded), run(run_model))

@@ -53,19 +53,19 @@ def test_fingerprint_is_stable_and_covers_only_frozen_weights(tiny_config):
 
 def test_loading_onto_another_backbone_of_the_same_shape_warns(tiny_config, tmp_path, caplog):
     trained = classifier(tiny_config)
-    save_adapter(trained, str(tmp_path / "ad"), task="mrpc")
+    save_trained_weights(trained, str(tmp_path / "ad"), task="mrpc")
     stored = json.loads((tmp_path / "ad" / "adapter_config.json").read_text())
     assert stored["format_version"] == FORMAT_VERSION == 2
     assert stored["backbone_fingerprint"] == backbone_fingerprint(trained)
     same = classifier(tiny_config, source=trained)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        load_adapter(same, str(tmp_path / "ad"))
+        load_trained_weights(same, str(tmp_path / "ad"))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     np.testing.assert_array_equal(same(tiny_inputs(), training=False),
                                   trained(tiny_inputs(), training=False))
     other = classifier(tiny_config)  # same shape, freshly initialised weights
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        load_adapter(other, str(tmp_path / "ad"))
+        load_trained_weights(other, str(tmp_path / "ad"))
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1
     assert stored["backbone_fingerprint"] in warnings[0]
@@ -74,7 +74,7 @@ def test_loading_onto_another_backbone_of_the_same_shape_warns(tiny_config, tmp_
 
 def test_named_adapter_loading_also_warns_on_other_weights(tiny_config, tmp_path, caplog):
     trained = classifier(tiny_config)
-    save_adapter(trained, str(tmp_path / "ad"), task="mrpc")
+    save_trained_weights(trained, str(tmp_path / "ad"), task="mrpc")
     bert = BertNetwork(tiny_config)
     bert.build_with_dummy_inputs()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
@@ -83,11 +83,11 @@ def test_named_adapter_loading_also_warns_on_other_weights(tiny_config, tmp_path
 
 
 def test_another_backbone_shape_fails_clearly(tiny_config, tmp_path):
-    save_adapter(classifier(tiny_config), str(tmp_path / "ad"))
+    save_trained_weights(classifier(tiny_config), str(tmp_path / "ad"))
     wider = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                        intermediate_size=32, max_position_embeddings=64)
     with pytest.raises(AdapterFileError, match="another backbone shape .*hidden_size: file 16 vs model 32"):
-        load_adapter(classifier(wider), str(tmp_path / "ad"))
+        load_trained_weights(classifier(wider), str(tmp_path / "ad"))
     bert = BertNetwork(wider)
     bert.build_with_dummy_inputs()
     with pytest.raises(AdapterFileError, match="another backbone shape"):
@@ -97,7 +97,7 @@ def test_another_backbone_shape_fails_clearly(tiny_config, tmp_path):
 def test_a_format_1_file_is_refused_in_one_line(tiny_config, tmp_path):
     """Pre-release files (no fingerprint, Houlsby only) are not read: one line says so."""
     trained = classifier(tiny_config)
-    save_adapter(trained, str(tmp_path / "v1"), task="mrpc")
+    save_trained_weights(trained, str(tmp_path / "v1"), task="mrpc")
     path = tmp_path / "v1" / "adapter_config.json"
     description = json.loads(path.read_text())
     description["format_version"] = 1
@@ -105,14 +105,14 @@ def test_a_format_1_file_is_refused_in_one_line(tiny_config, tmp_path):
     with pytest.raises(AdapterFileError, match=r"format_version 1 is not supported \(this "
                                                r"adapter_bert reads version 2; train the "
                                                r"adapter again"):
-        load_adapter(classifier(tiny_config, source=trained), str(tmp_path / "v1"))
+        load_trained_weights(classifier(tiny_config, source=trained), str(tmp_path / "v1"))
 
 
 @pytest.mark.parametrize("version, message", [
     (3, "written by a newer adapter_bert: upgrade it"), ("two", "format_version 'two'"),
 ])
 def test_unknown_format_versions_are_refused(tiny_config, tmp_path, version, message):
-    save_adapter(classifier(tiny_config), str(tmp_path / "ad"))
+    save_trained_weights(classifier(tiny_config), str(tmp_path / "ad"))
     path = tmp_path / "ad" / "adapter_config.json"
     description = json.loads(path.read_text())
     description["format_version"] = version
@@ -124,14 +124,15 @@ def test_unknown_format_versions_are_refused(tiny_config, tmp_path, version, mes
 def test_weights_from_another_write_are_detected(tiny_config, tmp_path):
     """A run killed between the two file writes leaves a mixed pair: refused, not combined."""
     model = classifier(tiny_config)
-    save_adapter(model, str(tmp_path / "a"), task="mrpc")
+    save_trained_weights(model, str(tmp_path / "a"), task="mrpc")
     other = classifier(tiny_config, source=model)
-    save_adapter(other, str(tmp_path / "b"), task="mrpc")
+    save_trained_weights(other, str(tmp_path / "b"), task="mrpc")
     (tmp_path / "a" / "adapter_model.safetensors").write_bytes(
         (tmp_path / "b" / "adapter_model.safetensors").read_bytes())
     with pytest.raises(AdapterFileError, match="not the weights file adapter_config.json"):
-        load_adapter(classifier(tiny_config, source=model), str(tmp_path / "a"))
-    load_adapter(classifier(tiny_config, source=model), str(tmp_path / "b"))  # intact: loads
+        load_trained_weights(classifier(tiny_config, source=model), str(tmp_path / "a"))
+    # intact: loads
+    load_trained_weights(classifier(tiny_config, source=model), str(tmp_path / "b"))
 
 
 def test_an_adapter_file_without_the_pooler_loads_into_an_adapter_holding_a_pooler_copy(
@@ -139,13 +140,14 @@ def test_an_adapter_file_without_the_pooler_loads_into_an_adapter_holding_a_pool
     """A run trained with --train_pooler=false, evaluated where "auto" copied the pooler:
     the copy holds the backbone's pooler, which the run used, so the outputs match."""
     import adapter_bert as ab
-    from adapter_bert.adapters.files import load_adapter, read_adapter_weights, save_adapter
+    from adapter_bert.adapters.files import (load_trained_weights, read_adapter_weights,
+                                             save_trained_weights)
     trained = ab.BertClassifier(tiny_config, 2, AdapterConfig(size=4), adapter_name="t")
     trained(tiny_inputs())
     apply_tuning(trained, "adapter", train_pooler=False)
     for variable in trained.trainable_weights:
         variable.assign(variable + np.random.default_rng(1).normal(0, 0.1, variable.shape))
-    save_adapter(trained, str(tmp_path / "t"), "t", ["a", "b"])
+    save_trained_weights(trained, str(tmp_path / "t"), "t", ["a", "b"])
     assert not any(k.startswith("bert/pooler/") for k in read_adapter_weights(str(tmp_path / "t")))
     evaluated = ab.BertClassifier(tiny_config, 2, AdapterConfig(size=4), adapter_name="t")
     evaluated(tiny_inputs())
@@ -155,6 +157,6 @@ def test_an_adapter_file_without_the_pooler_loads_into_an_adapter_holding_a_pool
             ours[name].assign(variable)
     apply_tuning(evaluated, "adapter", train_pooler=True)  # gives the adapter a pooler copy
     assert "bert/pooler/dense/kernel" in evaluated.adapter_variables("t")
-    load_adapter(evaluated, str(tmp_path / "t"))
+    load_trained_weights(evaluated, str(tmp_path / "t"))
     inputs = tiny_inputs()
     np.testing.assert_array_equal(evaluated(inputs, training=False), trained(inputs, training=False))

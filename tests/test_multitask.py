@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.files import load_adapter, save_adapter
+from adapter_bert.adapters.files import load_trained_weights, save_trained_weights
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import BertClassifierNetwork
 from adapter_bert.model.encoder import BertNetwork
@@ -239,7 +239,7 @@ def test_named_adapter_file_loads_into_a_single_adapter_model(multi, tiny_config
     for name, variable in tf1_variables(multi.bert).items():  # the same frozen backbone
         if name in tf1_variables(single):
             tf1_variables(single)[name].assign(variable)
-    description = load_adapter(single, str(tmp_path / "b"))
+    description = load_trained_weights(single, str(tmp_path / "b"))
     assert description["task"] == "rte"
     multi.set_active_adapters("b")
     np.testing.assert_array_equal(single(tiny_inputs(), training=False).numpy(),
@@ -256,7 +256,7 @@ def test_run_classifier_style_file_loads_as_a_named_adapter(bert, tiny_config, t
     rng = np.random.default_rng(4)
     for variable in single.trainable_weights:
         variable.assign(variable + rng.normal(scale=0.1, size=variable.shape).astype("float32"))
-    save_adapter(single, str(tmp_path / "run"), task="mrpc", labels=["0", "1"])
+    save_trained_weights(single, str(tmp_path / "run"), task="mrpc", labels=["0", "1"])
     model = MultiAdapterModel(bert)
     assert model.load_adapter(str(tmp_path / "run")) == "mrpc"
     assert model.labels["mrpc"] == ["0", "1"]
@@ -269,7 +269,7 @@ def test_loading_a_full_fine_tuning_file_is_refused(bert, tiny_config, tmp_path)
     from adapter_bert.adapters.files import AdapterFileError
     single = BertClassifierNetwork(tiny_config, 2)
     single(tiny_inputs())
-    save_adapter(single, str(tmp_path / "full"), task="mrpc", tuning_mode="full")
+    save_trained_weights(single, str(tmp_path / "full"), task="mrpc", tuning_mode="full")
     model = MultiAdapterModel(bert)
     with pytest.raises(AdapterFileError, match="only adapter-mode files load as named adapters"):
         model.load_adapter(str(tmp_path / "full"))

@@ -47,12 +47,12 @@ def multi_export(backbone, adapters, tmp_path_factory):
 
 
 def single_export(backbone, adapter_dir, labels, out):
-    from adapter_bert.adapters.files import adapter_config_of, load_adapter
+    from adapter_bert.adapters.files import adapter_config_of, load_trained_weights
     from adapter_bert.adapters.models import load_pretrained
     from adapter_bert.serving import export_classifier
     model = load_pretrained(str(backbone / "bert_model.ckpt"), adapter_config_of(str(adapter_dir)),
                             head="classifier", num_labels=len(labels or [0]))
-    load_adapter(model, str(adapter_dir))
+    load_trained_weights(model, str(adapter_dir))
     return export_classifier(model, str(out), str(backbone / "vocab.txt"), True, MAX_LEN,
                              labels, pair=True)
 

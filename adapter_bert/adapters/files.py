@@ -126,8 +126,9 @@ def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head
     }
 
 
-def save_adapter(model, directory: str, task: Optional[str] = None,
-                 labels: Optional[Sequence[str]] = None, tuning_mode: str = "adapter") -> str:
+def save_trained_weights(model, directory: str, task: Optional[str] = None,
+                         labels: Optional[Sequence[str]] = None,
+                         tuning_mode: str = "adapter") -> str:
     """Writes a model's trained weights and their description to `directory`; returns the
     weights file's path.
 
@@ -283,7 +284,7 @@ def check_backbone(description: dict, config: BertConfig, source: str) -> None:
                                + "; ".join(diffs) + ")")
 
 
-def load_adapter(model, directory: str) -> dict:
+def load_trained_weights(model, directory: str) -> dict:
     """Loads an adapter directory's weights into a built model of the same shape (build it
     with `adapter_config_of(directory)`); returns the file's description.
 
@@ -353,7 +354,7 @@ def check_adapter_mode(description: dict, directory: str) -> None:
             f"{directory} holds a {description.get('tuning_mode')!r} run"
             + (" with a ResAdapter" if description.get("resadapter") else "")
             + "; only adapter-mode files load as named adapters (the run's own model reads "
-              "it: --load_adapter, or adapter_bert.adapters.files.load_adapter)")
+              "it: --load_adapter, or adapter_bert.adapters.files.load_trained_weights)")
     if not description.get("adapter_config") and not description.get("fusion"):
         raise AdapterFileError(f"{directory} holds no adapters (adapter_config is null)")
 

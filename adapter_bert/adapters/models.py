@@ -165,7 +165,7 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
                  labels: Optional[Sequence[str]] = None) -> str:
     """Writes a model's adapter as an adapter directory (`ab.save_adapter`) through the
     model's `save_adapter`; model/'s networks, without one, write their trained weights
-    (`files.save_adapter`). Returns the weights file's path.
+    (`files.save_trained_weights`). Returns the weights file's path.
     """
     if isinstance(model, AdapterModelMixin):
         return model.save_adapter(directory, name, task, labels)
@@ -174,7 +174,7 @@ def save_adapter(model, directory: str, name: Optional[str] = None, task: Option
                         f"save_adapter(model, directory) without a name")
     if hasattr(model, "save_adapter"):
         return model.save_adapter(directory, task, labels)
-    return files.save_adapter(model, directory, task, labels)
+    return files.save_trained_weights(model, directory, task, labels)
 
 
 def _backbone_for(backbone):

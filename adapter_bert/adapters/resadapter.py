@@ -276,12 +276,12 @@ class _ResAdapterTaskModel(FeatureInputs, keras.Model):
                      labels: Optional[Sequence[str]] = None) -> str:
         """Writes the trained side network and head as an adapter directory (what a
         run with `--adapter_type=resadapter` writes); returns the weights file's path."""
-        return files.save_adapter(self, directory, task, labels)
+        return files.save_trained_weights(self, directory, task, labels)
 
     def load_adapter(self, directory: str) -> dict:
         """Loads an adapter directory `save_adapter` (or a ResAdapter run) wrote into this
         built model of the same shape; returns the file's description."""
-        return files.load_adapter(self, directory)
+        return files.load_trained_weights(self, directory)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")

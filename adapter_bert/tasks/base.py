@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 import adapter_bert
-from adapter_bert.adapters.files import load_adapter, save_adapter
+from adapter_bert.adapters.files import load_trained_weights, save_trained_weights
 from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.console import configure_logging
 from adapter_bert.errors import UserError
@@ -135,8 +135,8 @@ class TaskRun:
         """Writes the trained weights into <output_dir>/adapter (see `adapters.files`)."""
         if self.lock is not None:
             self.lock.check()
-        save_adapter(self.model, os.path.join(self.write_dir, ADAPTER_DIR), task, labels,
-                     self.flags.tuning_mode)
+        save_trained_weights(self.model, os.path.join(self.write_dir, ADAPTER_DIR), task,
+                             labels, self.flags.tuning_mode)
 
     def restore_trained_weights(self) -> int:
         """For eval/predict without training: --load_adapter, else output_dir's checkpoint.
@@ -159,7 +159,7 @@ class TaskRun:
     def load_checked_adapter(self, path: str) -> Dict:
         """Loads --load_adapter into the model; runners override it to reject an adapter
         that does not fit the run (FlagError) before or after loading."""
-        return load_adapter(self.model, path)
+        return load_trained_weights(self.model, path)
 
 
 def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:

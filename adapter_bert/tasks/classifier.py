@@ -12,7 +12,8 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
+                                         save_trained_weights)
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.glue_tfds import load_tfds_examples
@@ -213,7 +214,8 @@ class ClassifierRun(base.TaskRun):
         return self.score_split(split, label=None)
 
     def _save_weights(self, directory: str) -> None:
-        save_adapter(self.model, directory, self.task, self.labels, self.flags.tuning_mode)
+        save_trained_weights(self.model, directory, self.task, self.labels,
+                             self.flags.tuning_mode)
 
     def _restore_kept_epoch(self, epochs: float) -> None:
         """--eval_every_epoch: the best epoch's weights back into the model."""
@@ -221,7 +223,7 @@ class ClassifierRun(base.TaskRun):
         kept = state and state.get("kept")
         if not kept:
             return
-        load_adapter(self.model, os.path.join(self.write_dir, BEST_DIR))
+        load_trained_weights(self.model, os.path.join(self.write_dir, BEST_DIR))
         logging.info("Kept epoch %d of %g (%s %.4f); every epoch's score: %s", kept["epoch"],
                      epochs, self.select_metric, kept["value"],
                      os.path.join(self.write_dir, STATE))

@@ -18,7 +18,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from adapter_bert.adapters.api import adapter_config_from
-from adapter_bert.adapters.files import load_adapter, read_adapter_config, save_adapter
+from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
+                                         save_trained_weights)
 from adapter_bert.data.batching import example_lengths, predict_features, training_batch_plan, \
     training_dataset
 from adapter_bert.data.features import convert_examples_to_features
@@ -138,7 +139,7 @@ class TextClassifier(keras.Model):
                                     adapter=description.get("adapter_config"),
                                     task=description.get("task") or os.path.basename(
                                         os.path.normpath(directory)), **kwargs)
-        load_adapter(model.classifier, directory)
+        load_trained_weights(model.classifier, directory)
         return model
 
     def call(self, inputs, training=None):
@@ -253,8 +254,8 @@ class TextClassifier(keras.Model):
     def save_adapter(self, directory: str) -> str:
         """Writes the adapter directory `run_classifier.py` writes (weights, backbone
         description, task, label names); returns the weights file's path."""
-        return save_adapter(self.classifier, directory, self.task, list(self.labels),
-                            self.tuning_mode)
+        return save_trained_weights(self.classifier, directory, self.task,
+                                    list(self.labels), self.tuning_mode)
 
 
 def _checked_labels(labels, regression: bool) -> List[str]:

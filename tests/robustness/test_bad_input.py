@@ -45,7 +45,7 @@ def _config_with(backbone: Path, target: Path, **fields) -> Path:
 
 def _foreign_adapter(target: Path, vocab: Path) -> Path:
     """An adapter directory trained on a hidden-32 backbone (the run's backbone is hidden-16)."""
-    from adapter_bert.adapters.files import save_adapter
+    from adapter_bert.adapters.files import save_trained_weights
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig, BertConfig
     from adapter_bert.adapters.models import BertClassifier
@@ -54,20 +54,20 @@ def _foreign_adapter(target: Path, vocab: Path) -> Path:
                         max_position_embeddings=64)
     model = BertClassifier(config, 2, AdapterConfig(size=8))
     build_model(model)
-    save_adapter(model, str(target), "mrpc", ["0", "1"])
+    save_trained_weights(model, str(target), "mrpc", ["0", "1"])
     return target
 
 
 def _adapter_for_labels(target: Path, backbone: Path, task: str, labels) -> Path:
     """An adapter directory for the run's backbone shape, trained for another label set."""
-    from adapter_bert.adapters.files import save_adapter
+    from adapter_bert.adapters.files import save_trained_weights
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig, BertConfig
     from adapter_bert.adapters.models import BertClassifier
     config = BertConfig.from_json_file(str(backbone / "bert_config.json"))
     model = BertClassifier(config, len(labels), AdapterConfig(size=8))
     build_model(model)
-    save_adapter(model, str(target), task, list(labels))
+    save_trained_weights(model, str(target), task, list(labels))
     return target
 
 
