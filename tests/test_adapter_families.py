@@ -18,7 +18,7 @@ import tf_keras as keras
 import adapter_bert as ab
 from adapter_bert.adapters.files import (AdapterFileError, adapter_config_of,
                                         backbone_fingerprint, current_adapter_fields,
-                                        load_adapter, save_adapter)
+                                        load_trained_weights, save_trained_weights)
 from adapter_bert.model.adapter_layers import ProjectionAdapter
 from adapter_bert.adapters.named import add_named_adapter, delete_named_adapter, named_adapter_info
 from adapter_bert.adapters.multitask import MultiAdapterModel
@@ -307,10 +307,10 @@ def test_merge_gives_the_same_outputs_and_unmerge_restores_the_kernels(tiny_conf
 
 def test_while_merged_what_would_go_wrong_is_refused(tiny_config, tmp_path):
     model = lora_classifier(tiny_config, targets=("value", "output"))
-    save_adapter(model, str(tmp_path / "before"))
+    save_trained_weights(model, str(tmp_path / "before"))
     ab.merge_adapter(model)
-    for action in (lambda: save_adapter(model, str(tmp_path / "merged")),
-                   lambda: load_adapter(model, str(tmp_path / "before"))):
+    for action in (lambda: save_trained_weights(model, str(tmp_path / "merged")),
+                   lambda: load_trained_weights(model, str(tmp_path / "before"))):
         with pytest.raises(AdapterFileError, match="unmerge it"):
             action()
     assert not (tmp_path / "merged").exists()
@@ -322,7 +322,7 @@ def test_while_merged_what_would_go_wrong_is_refused(tiny_config, tmp_path):
         with adapters_disabled(model, [0]):
             model(tiny_inputs(), training=False)
     ab.unmerge_adapter(model)
-    save_adapter(model, str(tmp_path / "after"))
+    save_trained_weights(model, str(tmp_path / "after"))
     before = json.loads((tmp_path / "before" / "adapter_config.json").read_text())
     after = json.loads((tmp_path / "after" / "adapter_config.json").read_text())
     assert after["backbone_fingerprint"] == before["backbone_fingerprint"]
@@ -373,7 +373,7 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
         randomise_adapters(trained)
         apply_tuning(trained, "adapter", train_pooler=False)
         directory = tmp_path / kind
-        save_adapter(trained, str(directory), task="mrpc")
+        save_trained_weights(trained, str(directory), task="mrpc")
         path = directory / "adapter_config.json"
         description = json.loads(path.read_text())
         description["adapter_config"] = stored
@@ -385,7 +385,7 @@ def test_existing_adapter_directories_still_load(tiny_config, tmp_path):
                 ("query", "value"), 0.0, 2.0)
         fresh = built(BertClassifier(tiny_config, 2, config))
         copy_backbone(trained, fresh)
-        load_adapter(fresh, str(directory))
+        load_trained_weights(fresh, str(directory))
         np.testing.assert_array_equal(fresh(tiny_inputs(), training=False),
                                       trained(tiny_inputs(), training=False))
 
@@ -489,13 +489,13 @@ def test_a_family_of_ones_own_trains_saves_and_loads(user_families, still_config
     moved = [n for n, v in tf1_variables(model).items()
              if n in start and not np.array_equal(start[n], v.numpy())]
     assert sorted(moved) == sorted(start)
-    save_adapter(model, str(tmp_path / "adapter"), task="t", labels=["a", "b"])
+    save_trained_weights(model, str(tmp_path / "adapter"), task="t", labels=["a", "b"])
     stored = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert stored["adapter_config"]["adapter_type"] == family
     assert adapter_config_of(str(tmp_path / "adapter")) == config
     fresh = built(BertClassifier(still_config, 2, adapter_config_of(str(tmp_path / "adapter"))))
     copy_backbone(model, fresh)
-    load_adapter(fresh, str(tmp_path / "adapter"))
+    load_trained_weights(fresh, str(tmp_path / "adapter"))
     inputs = tiny_inputs(seed=5)
     expected = model(inputs, training=False).numpy()
     np.testing.assert_array_equal(fresh(inputs, training=False), expected)
@@ -528,7 +528,7 @@ def test_an_unregistered_family_in_a_file_names_the_registered_ones(user_familie
                                                                    tmp_path):
     model = built(BertClassifier(tiny_config, 2, AdapterConfig(size=M, adapter_type="gated")))
     apply_tuning(model, "adapter", train_pooler=False)
-    save_adapter(model, str(tmp_path / "gated"))
+    save_trained_weights(model, str(tmp_path / "gated"))
     gated = adapter_family("gated")
     unregister_adapter_family("gated")
     try:

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from adapter_bert.adapters.files import (FORMAT_VERSION, AdapterFileError, adapter_config_of,
-                                        backbone_fingerprint, load_adapter, save_adapter)
+                                        backbone_fingerprint, load_trained_weights,
+                                        save_trained_weights)
 from adapter_bert.model.config import AdapterConfig, BertConfig
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.adapters.multitask import MultiAdapterModel

@@ -125,11 +125,6 @@ def deferred(phase: str, stopped: str = ""):
         raise Preempted(watch.signum, stopped or f"stopped after {phase}")
 
 
-def local_signal() -> Optional[int]:
-    """The signal this process received (None: none, or signals are not handled)."""
-    return None if _ACTIVE is None else _ACTIVE.signum
-
-
 def stop_requested(strategy=None) -> Tuple[Optional[int], bool]:
     """Whether the loop must stop now, the same answer on every worker.
 
