@@ -5,7 +5,6 @@ run_classifier.py's tests define theirs in this one.
 """
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -142,45 +141,6 @@ def test_v2_writes_null_odds_and_the_threshold_search(backbone, squad_dir, tmp_p
         assert key in results, key
     assert int(results["total"]) == len(ids)
     assert float(results["best_f1"]) >= float(results["f1"]) - 1e-9
-
-
-def _drop_question_text(data):
-    del data["data"][0]["paragraphs"][1]["qas"][0]["question"]
-
-
-@pytest.mark.parametrize("case, message", [
-    ("malformed", r"broken\.json: malformed JSON at line \d+, column \d+"),
-    ("missing_key", r"missing\.json: data\[0\]\.paragraphs\[1\]\.qas\[0\] .*missing key "
-                    r"'question'"),
-    ("query_length", r"max_seq_length \(64\) must be greater than max_query_length \(61\) \+ 3"),
-    ("no_train_file", r"`do_train` is True, then `train_file` must be specified"),
-    ("v2_without_flag", r"v2\.json: \d+ of \d+ questions have no answer; for SQuAD 2\.0 pass "
-                        r"--version_2_with_negative"),
-])
-def test_bad_input_exits_1_with_one_clear_line(backbone, v1_files, squad_dir, tmp_path, case,
-                                               message):
-    train, dev = v1_files
-    predict_file, overrides, actions = dev, {}, ["--do_predict"]
-    if case == "malformed":
-        predict_file = tmp_path / "broken.json"
-        predict_file.write_text(dev.read_text()[:5000], encoding="utf-8")
-    elif case == "missing_key":
-        predict_file = write_slice(dev, tmp_path / "missing.json", edit=_drop_question_text)
-    elif case == "query_length":
-        overrides = {"max_query_length": 61}
-    elif case == "v2_without_flag":
-        predict_file = write_slice(squad_dir / "dev-v2.0.json", tmp_path / "v2.json",
-                                   paragraphs=2)
-    else:
-        actions = ["--do_train"]
-    result = run_squad([*actions, f"--predict_file={predict_file}",
-                        *squad_flags(backbone, tmp_path / "out", **overrides)])
-    assert result.returncode == 1
-    errors = [line for line in result.stderr.splitlines()
-              if line.startswith("run_squad.py: error: ")]
-    assert len(errors) == 1, result.stderr[-3000:]
-    assert re.search(message, errors[0]), errors[0]
-    assert not (tmp_path / "out" / "predictions.json").exists()
 
 
 @pytest.mark.slow
