@@ -244,7 +244,7 @@ class AdapterModelMixin:
         adapter is merged.
         """
         self._require(name)
-        self._refuse_while_merged(f"training adapter {name!r}")
+        self._backbone_model().refuse_while_merged(f"training adapter {name!r}")
         self.set_active_adapters(name)
         self._freeze_except(name)
         report = parameter_report(self)
@@ -317,12 +317,6 @@ class AdapterModelMixin:
                             f"name=... (adapters: {self.adapter_names})")
         return self._active
 
-    def _refuse_while_merged(self, action: str, error=ValueError) -> None:
-        merged = self._backbone_model().merged_adapters()
-        if merged:
-            raise error(f"adapter {merged[0]!r} is merged into the backbone's kernels: unmerge it "
-                        f"(unmerge_adapter) before {action}")
-
     # --------------------------------------------------------------- files
     def save_adapter(self, directory: str, name: Optional[str] = None,
                      task: Optional[str] = None,
@@ -335,7 +329,7 @@ class AdapterModelMixin:
         are replaced atomically. KeyError for an unknown adapter, ValueError for nothing to
         save, AdapterFileError while an adapter is merged.
         """
-        self._refuse_while_merged(f"saving to {directory}", AdapterFileError)
+        self._backbone_model().refuse_while_merged(f"saving to {directory}", AdapterFileError)
         name = self._active if name is None else name
         if name is None:
             raise UserError(f"{type(self).__name__} has no active adapter to save: pass "
@@ -366,7 +360,7 @@ class AdapterModelMixin:
         bert = self._backbone_model()
         # Checked first: the fingerprint check at the end would fail on merged kernels,
         # with the adapter already added.
-        self._refuse_while_merged(f"loading {directory}", AdapterFileError)
+        self._backbone_model().refuse_while_merged(f"loading {directory}", AdapterFileError)
         description = read_adapter_config(directory)
         check_backbone(description, bert.config, directory)
         check_adapter_mode(description, directory)

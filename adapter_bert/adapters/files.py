@@ -62,9 +62,7 @@ class AdapterFileError(UserError):
 def _refuse_merged(model) -> None:
     # Merged LoRA updates live in the backbone's kernels: its fingerprint would not be the
     # backbone's, and weights loaded into merged adapters would not reach the kernels.
-    if backbone_of(model).merged_adapters():
-        raise AdapterFileError("an adapter is merged into the backbone's kernels: unmerge it "
-                               "(adapter_bert.unmerge_adapter) before saving or loading adapters")
+    backbone_of(model).refuse_while_merged("saving or loading adapters", AdapterFileError)
 
 
 def backbone_fingerprint(model) -> str:

@@ -148,7 +148,8 @@ def named_adapter_info(bert: BertNetwork, name: str) -> TaskBranch:
 def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[AdapterConfig] = None,
                       train_pooler: bool = False, fuse: Optional[Sequence[str]] = None) -> None:
     """Adds the named adapter `name` (adapters from `adapter_config`, or a fusion of the
-    adapters named in `fuse`) to a backbone, under a strategy's scope if there is one.
+    adapters named in `fuse`) to a backbone; under a distribution strategy, call it inside
+    the strategy's scope.
 
     Its LayerNorms (and pooler, with `train_pooler`) start as copies of the backbone's. On
     an unbuilt backbone its layers are built by the first call, where the backbone's are (so
@@ -236,8 +237,7 @@ def delete_named_adapter(bert: BertNetwork, name: str) -> None:
     if users:
         raise UserError(f"adapter {name!r} is fused by {users}; delete those first")
     if name in bert.merged_adapters():
-        raise UserError(f"adapter {name!r} is merged into the backbone's kernels: unmerge it "
-                        f"(adapter_bert.unmerge_adapter) before deleting it")
+        bert.refuse_while_merged("deleting it")
     for holder in _branch_holders(bert):
         holder.remove_task_branch(name)
 

@@ -11,6 +11,8 @@ ResAdapters (a side network) and hf_bridge (transformers' blocks) do not enter t
 
 import math
 
+from typing import Optional
+
 import tensorflow as tf
 import tf_keras as keras
 
@@ -415,6 +417,15 @@ class BertNetwork(FeatureInputs, keras.Model):
                         merged.append(name)
         return merged
 
+    def refuse_while_merged(self, action: str, error=UserError,
+                            running: Optional[str] = None) -> None:
+        """Raises `error` naming the adapter merged into the kernels before `action` (the
+        adapter `running` may run merged); nothing when none is merged."""
+        merged = [name for name in self.merged_adapters() if name != running]
+        if merged:
+            raise error(f"adapter {merged[0]!r} is merged into the backbone's kernels: "
+                        f"unmerge it (unmerge_adapter) before {action}")
+
     @property
     def named_adapters(self):
         """Names of the named adapters this backbone holds, in the order they were added."""
@@ -431,12 +442,9 @@ class BertNetwork(FeatureInputs, keras.Model):
         # None and "" both run the backbone's own layers here; `adapter_bert.BertModel`
         # (adapters/api.py) reads None as "its active adapter" and "" as "none".
         adapter_name = adapter_name or None
-        merged = self.merged_adapters()
-        if merged and merged != [adapter_name]:
-            running = ("the model without it" if adapter_name is None
-                       else f"adapter {adapter_name!r}")
-            raise UserError(f"adapter {merged[0]!r} is merged into the backbone's kernels; unmerge it "
-                            f"(adapter_bert.unmerge_adapter) before running {running}")
+        self.refuse_while_merged("running " + ("the model without it" if adapter_name is None
+                                               else f"adapter {adapter_name!r}"),
+                                 running=adapter_name)
         inputs = model_features(inputs, type(self).__name__)
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")

@@ -170,11 +170,9 @@ class FeatureInputs:
         # A model rebuilt from the file gets its adapters unmerged over the merged
         # kernels: a SavedModel would apply the update twice, a .keras file is refused by
         # the adapter half-way. Checked before Keras writes anything.
-        bert = self if hasattr(self, "merged_adapters") else getattr(self, "bert", None)
-        merged = bert.merged_adapters() if hasattr(bert, "merged_adapters") else []
-        if merged:
-            raise UserError(f"adapter {merged[0]!r} is merged into the backbone's kernels: unmerge it "
-                            f"(unmerge_adapter) before saving the model with Keras")
+        bert = self if hasattr(self, "refuse_while_merged") else getattr(self, "bert", None)
+        if hasattr(bert, "refuse_while_merged"):
+            bert.refuse_while_merged("saving the model with Keras")
         return super().save(filepath, *args, **kwargs)
 
     def build_with_dummy_inputs(self, seq_length: int = 2) -> None:
