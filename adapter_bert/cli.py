@@ -5,8 +5,8 @@ root scripts (`python run_classifier.py`, as in Google's repository) and the ins
 console scripts (`adapter-bert-classifier`) start the same module. Whichever started it,
 the error lines and `--helpshort` read the same.
 
-This module imports neither TensorFlow nor the runners' flags: the runners call
-`install_check.require_tensorflow(program_name(...))` before anything imports TensorFlow.
+This module imports neither TensorFlow nor the runners' flags: an entry point calls
+`start` before anything imports TensorFlow.
 """
 
 import os
@@ -23,6 +23,18 @@ def program_name(script: str, command: str) -> str:
     if invoked.lower().endswith(".exe"):  # console scripts on Windows
         invoked = invoked[:-len(".exe")]
     return command if invoked == command else script
+
+
+def start(script: str, command: str) -> str:
+    """An entry point's first step, before any import of TensorFlow: a missing or
+    mismatched TensorFlow/tf-keras stops with one line naming the fix, then TensorFlow
+    loads without its start-up probe lines (console.py). Returns `program_name`'s name."""
+    from adapter_bert.install_check import require_tensorflow
+    program = program_name(script, command)
+    require_tensorflow(program)
+    from adapter_bert.console import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+    return program
 
 
 def run(module, main) -> None:

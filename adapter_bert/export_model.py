@@ -18,16 +18,9 @@ import sys
 from absl import flags
 
 from adapter_bert import cli
-from adapter_bert.install_check import require_tensorflow
 
-PROGRAM = cli.program_name("export_model.py", "adapter-bert-export")
-
-# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
-require_tensorflow(PROGRAM)
-# TensorFlow loads without its start-up probe lines (see adapter_bert/console.py).
-from adapter_bert.console import quiet_tensorflow_startup  # noqa: E402
-
-quiet_tensorflow_startup()
+# Before any import of TensorFlow (cli.start checks the install).
+PROGRAM = cli.start("export_model.py", "adapter-bert-export")
 
 flags.DEFINE_list("adapters", None, "Adapter directories to export, comma-separated.")
 flags.DEFINE_list("names", None, "Task names, one per adapter (default: the task each "

@@ -15,16 +15,9 @@ import sys
 from absl import flags
 
 from adapter_bert import cli
-from adapter_bert.install_check import require_tensorflow
 
-PROGRAM = cli.program_name("run_classifier.py", "adapter-bert-classifier")
-
-# A missing or mismatched TensorFlow/tf-keras: one line naming the fix, before any import of it.
-require_tensorflow(PROGRAM)
-# TensorFlow loads without its start-up probe lines (see adapter_bert/console.py).
-from adapter_bert.console import quiet_tensorflow_startup  # noqa: E402
-
-quiet_tensorflow_startup()
+# Before any import of TensorFlow (cli.start checks the install).
+PROGRAM = cli.start("run_classifier.py", "adapter-bert-classifier")
 
 from adapter_bert.tasks import flags as adapter_flags  # noqa: E402
 

@@ -14,9 +14,9 @@ unchanged; --select_metric and --eval_every_epoch are the runner's own. Installe
 import sys
 
 from adapter_bert import cli
-from adapter_bert.install_check import require_tensorflow
 
-PROGRAM = cli.program_name("adapter_bert.sweep", "adapter-bert-sweep")
+SCRIPT, COMMAND = "adapter_bert.sweep", "adapter-bert-sweep"
+PROGRAM = cli.program_name(SCRIPT, COMMAND)
 USAGE = """usage: python -m adapter_bert.sweep --grid=FLAG=V1,V2 [--grid=...] --output_dir=DIR
            [--select_on=dev|train_fraction:F] [--runner=classifier|squad]
            [--do_predict] [the runner's flags...]
@@ -29,9 +29,7 @@ def main(argv=None) -> int:
     if not argv or argv[0] in ("-h", "--help", "--helpshort"):
         print(__doc__.strip() + "\n\n" + USAGE)
         return 0
-    require_tensorflow(PROGRAM)
-    from adapter_bert.console import quiet_tensorflow_startup
-    quiet_tensorflow_startup()
+    cli.start(SCRIPT, COMMAND)
     from adapter_bert.tasks import base, sweep
 
     def body() -> int:

@@ -2,7 +2,8 @@
 
 Subpackages are ordered from the bottom up (docs/design.md explains the order):
 
-    errors < io_utils, install_check, cli, console, progress, precision < model < adapters < data, metrics
+    errors < io_utils, install_check, console, progress, precision < cli < model < adapters
+    < data, metrics
     < training < serving < tasks < the runners (run_classifier, run_squad, ablate_adapters,
     export_model), __main__
 
@@ -19,8 +20,8 @@ import pytest
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 
 # Rank of each subpackage (or top-level module); equal ranks may not import each other.
-LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "cli": 0, "console": 0, "progress": 0,
-          "precision": 0,
+LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "console": 0, "progress": 0,
+          "precision": 0, "cli": 0.5,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
           "tasks": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "sweep": 7, "__main__": 7}
