@@ -260,16 +260,16 @@ _MNLI = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse",
          "sentence2")
 
 
+def _labeled(min_columns: int, **fields) -> Dict[str, _Layout]:
+    """The layouts of `train.tsv` and `dev.tsv`, which share their columns."""
+    return {split: _Layout(f"{split}.tsv", min_columns, **fields) for split in ("train", "dev")}
+
+
 def _indexed_pair_layouts(text_a: str, text_b: str) -> Dict[str, _Layout]:
     """QNLI, RTE and WNLI: `index <text_a> <text_b> label`; test without label."""
     columns = ("index", text_a, text_b)
-    return {
-        "train": _Layout("train.tsv", 4, text_a=1, text_b=2, label=3, index=0,
-                         columns=columns + ("label",)),
-        "dev": _Layout("dev.tsv", 4, text_a=1, text_b=2, label=3, index=0,
-                       columns=columns + ("label",)),
-        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0, columns=columns),
-    }
+    return {**_labeled(4, text_a=1, text_b=2, label=3, index=0, columns=columns + ("label",)),
+            "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0, columns=columns)}
 
 
 class ColaProcessor(DataProcessor):
@@ -280,11 +280,8 @@ class ColaProcessor(DataProcessor):
     metrics = "mcc"
     folder = "CoLA"
     tfds = TfdsSource("cola", "sentence", label_names=BINARY_LABELS)
-    layouts = {
-        "train": _Layout("train.tsv", 4, text_a=3, label=1, header=False),
-        "dev": _Layout("dev.tsv", 4, text_a=3, label=1, header=False),
-        "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence")),
-    }
+    layouts = {**_labeled(4, text_a=3, label=1, header=False),
+               "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence"))}
 
 
 class Sst2Processor(DataProcessor):
@@ -294,11 +291,8 @@ class Sst2Processor(DataProcessor):
     labels = BINARY_LABELS
     folder = "SST-2"
     tfds = TfdsSource("sst2", "sentence", label_names=BINARY_LABELS)
-    layouts = {
-        "train": _Layout("train.tsv", 2, text_a=0, label=1, columns=("sentence", "label")),
-        "dev": _Layout("dev.tsv", 2, text_a=0, label=1, columns=("sentence", "label")),
-        "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence")),
-    }
+    layouts = {**_labeled(2, text_a=0, label=1, columns=("sentence", "label")),
+               "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence"))}
 
 
 class MrpcProcessor(DataProcessor):
@@ -309,12 +303,9 @@ class MrpcProcessor(DataProcessor):
     metrics = "accuracy_f1"
     folder = "MRPC"
     tfds = TfdsSource("mrpc", "sentence1", "sentence2", BINARY_LABELS)
-    layouts = {
-        "train": _Layout("train.tsv", 5, text_a=3, text_b=4, label=0, columns=_MRPC),
-        "dev": _Layout("dev.tsv", 5, text_a=3, text_b=4, label=0, columns=_MRPC),
-        "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0,
-                        columns=("index",) + _MRPC[1:]),
-    }
+    layouts = {**_labeled(5, text_a=3, text_b=4, label=0, columns=_MRPC),
+               "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0,
+                               columns=("index",) + _MRPC[1:])}
 
 
 class StsbProcessor(DataProcessor):
@@ -326,13 +317,8 @@ class StsbProcessor(DataProcessor):
     metrics = "correlation"
     folder = "STS-B"
     tfds = TfdsSource("stsb", "sentence1", "sentence2")
-    layouts = {
-        "train": _Layout("train.tsv", 10, text_a=7, text_b=8, label=9, index=0,
-                         columns=_STSB + ("score",)),
-        "dev": _Layout("dev.tsv", 10, text_a=7, text_b=8, label=9, index=0,
-                       columns=_STSB + ("score",)),
-        "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0, columns=_STSB),
-    }
+    layouts = {**_labeled(10, text_a=7, text_b=8, label=9, index=0, columns=_STSB + ("score",)),
+               "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0, columns=_STSB)}
 
 
 class QqpProcessor(DataProcessor):
@@ -343,15 +329,10 @@ class QqpProcessor(DataProcessor):
     metrics = "accuracy_f1"
     folder = "QQP"
     tfds = TfdsSource("qqp", "question1", "question2", BINARY_LABELS)
-    _columns = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
-    layouts = {
-        "train": _Layout("train.tsv", 6, text_a=3, text_b=4, label=5, index=0,
-                         columns=_columns),
-        "dev": _Layout("dev.tsv", 6, text_a=3, text_b=4, label=5, index=0,
-                       columns=_columns),
-        "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0,
-                        columns=("id", "question1", "question2")),
-    }
+    layouts = {**_labeled(6, text_a=3, text_b=4, label=5, index=0, columns=(
+                   "id", "qid1", "qid2", "question1", "question2", "is_duplicate")),
+               "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0,
+                               columns=("id", "question1", "question2"))}
 
 
 class MnliProcessor(DataProcessor):
