@@ -75,7 +75,7 @@ def test_disabling_an_adapter_skips_it(tiny_config):
     without = bert(inputs, training=False)["sequence_output"].numpy()
     # Without its adapters, the adapter runs the backbone with its LayerNorm copies,
     # which are still the backbone's values.
-    np.testing.assert_allclose(bert(inputs, training=False, adapter_name="")["sequence_output"],
+    np.testing.assert_allclose(bert(inputs, training=False, adapter_name=None)["sequence_output"],
                                without, atol=1e-6)
     assert np.abs(with_adapters - without).max() > 1e-3
 

@@ -36,9 +36,9 @@ from adapter_bert.model.encoder import reset_compiled_functions
 
 log = logging.getLogger(__name__)
 
-# The `adapter_name` a task model passes its backbone for "no named adapter" (None lets an
-# `ab.BertModel` backbone run its own active one).
-PLAIN = ""
+# `ab.BertModel`'s default `adapter_name`: its active adapter. None runs the backbone's own
+# layers and a name that adapter, as in model/'s networks; no adapter name can be this.
+ACTIVE = "<active>"
 
 # The name of the adapter a model is built with (`adapter_config=`) unless one is given.
 DEFAULT_ADAPTER = "adapter"

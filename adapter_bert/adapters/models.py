@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import tf_keras as keras
 
 from adapter_bert.adapters import files
-from adapter_bert.adapters.api import PLAIN, AdapterModelMixin
+from adapter_bert.adapters.api import ACTIVE, AdapterModelMixin
 from adapter_bert.adapters.files import (AdapterFileError, check_adapter_mode, check_backbone,
                                          file_head_kind, read_adapter_config,
                                          read_adapter_weights)
@@ -22,7 +22,8 @@ from adapter_bert.errors import UserError
 class BertModel(AdapterModelMixin, encoder.BertNetwork):
     """The BERT backbone (`model.encoder.BertNetwork`) with the adapter API.
 
-    Called without `adapter_name` it runs its active adapter (None: its own layers). Its
+    Called without `adapter_name` it runs its active adapter (`adapter_name=None`: its own
+    layers; a name: that adapter). Its
     adapters have no head: `load_adapter(dir, with_head=False)` loads a task file's backbone
     part, `ab.load_adapter(dir, backbone=model)` the task model. `adapter_config` builds it
     with that adapter, named `adapter_name` (default "adapter") and active.
@@ -35,9 +36,9 @@ class BertModel(AdapterModelMixin, encoder.BertNetwork):
     def _backbone_model(self):
         return self
 
-    def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
-        if adapter_name is None:
-            adapter_name = self._adapter_in_use() or PLAIN
+    def call(self, inputs, training=None, return_all_layers=False, adapter_name=ACTIVE):
+        if adapter_name == ACTIVE:
+            adapter_name = self._adapter_in_use()
         return super().call(inputs, training=training, return_all_layers=return_all_layers,
                             adapter_name=adapter_name)
 
@@ -64,7 +65,7 @@ class BertClassifier(AdapterModelMixin, heads.BertClassifierNetwork):
 
     def call(self, inputs, training=None):
         name = self._adapter_in_use()
-        pooled = self.bert(inputs, training=training, adapter_name=name or PLAIN)["pooled_output"]
+        pooled = self.bert(inputs, training=training, adapter_name=name)["pooled_output"]
         return self.adapter_head(name)(pooled, training=training)
 
 
@@ -86,7 +87,7 @@ class BertSpanModel(AdapterModelMixin, heads.BertSpanNetwork):
     def call(self, inputs, training=None):
         name = self._adapter_in_use()
         sequence = self.bert(inputs, training=training,
-                             adapter_name=name or PLAIN)["sequence_output"]
+                             adapter_name=name)["sequence_output"]
         start_logits, end_logits = self.adapter_head(name)(sequence, training=training)
         return {"start_logits": start_logits, "end_logits": end_logits}
 

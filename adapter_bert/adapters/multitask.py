@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from adapter_bert.adapters.api import PLAIN, AdapterModelMixin, pop_adapter_fields
+from adapter_bert.adapters.api import AdapterModelMixin, pop_adapter_fields
 from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.heads import SpanHead
 from adapter_bert.model.inputs import FeatureInputs, model_features
@@ -83,7 +83,7 @@ class MultiAdapterModel(AdapterModelMixin, FeatureInputs, keras.Model):
         if adapter_names is None:
             adapter_names = names_feature
         if self._adapters_off or (adapter_names is None and self._active is None):
-            return self.bert(features, training=training, adapter_name=PLAIN)
+            return self.bert(features, training=training, adapter_name=None)
         if adapter_names is None:
             return self._run(features, self._active, training)
         return self._run_mixed(features, adapter_names, training)

@@ -439,9 +439,6 @@ class BertNetwork(FeatureInputs, keras.Model):
             yield layer.ffn_output_block
 
     def call(self, inputs, training=None, return_all_layers=False, adapter_name=None):
-        # None and "" both run the backbone's own layers here; `adapter_bert.BertModel`
-        # (adapters/api.py) reads None as "its active adapter" and "" as "none".
-        adapter_name = adapter_name or None
         self.refuse_while_merged("running " + ("the model without it" if adapter_name is None
                                                else f"adapter {adapter_name!r}"),
                                  running=adapter_name)
