@@ -81,8 +81,8 @@ def differ(a, b):
     return any(not np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(flat_a, flat_b))
 
 
-@pytest.fixture
-def source(tiny_config):
+@pytest.fixture(name="source")
+def source_fixture(tiny_config):
     return base_backbone(tiny_config)
 
 

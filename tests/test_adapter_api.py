@@ -22,7 +22,7 @@ from adapter_bert.adapters.models import BertClassifier
 from tests.adapter_api_helpers import (HEAD_SIZES, KINDS, M, assert_unchanged, base_backbone,
                                        copy_weights, count, differ, fit_briefly, make, perturb,
                                        plain_twin, run, same, write_backbone)
-from tests.adapter_api_helpers import source  # noqa: F401 (a fixture)
+from tests.adapter_api_helpers import source_fixture  # noqa: F401 (fixture `source`)
 from tests.conftest import tiny_inputs
 
 

@@ -14,7 +14,7 @@ from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.naming import tf1_variables
 from tests.adapter_api_helpers import (M, assert_unchanged, count, differ,
                                        fit_briefly, make, perturb, run, same, write_backbone)
-from tests.adapter_api_helpers import source  # noqa: F401 (a fixture)
+from tests.adapter_api_helpers import source_fixture  # noqa: F401 (fixture `source`)
 from tests.conftest import tiny_inputs
 
 

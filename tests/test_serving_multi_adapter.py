@@ -109,7 +109,7 @@ def test_unknown_task_is_a_clear_error_and_an_empty_batch_is_empty(multi_export)
 def test_backbone_is_stored_once(backbone, adapters, multi_export):
     """Size on disk: the one-adapter export plus about the other adapters' files."""
     from adapter_bert.serving import export_multi_adapter
-    one = export_multi_adapter([str(adapters["mrpc"])], str(multi_export.parent / "one"),
+    export_multi_adapter([str(adapters["mrpc"])], str(multi_export.parent / "one"),
                                str(backbone / "bert_model.ckpt"), max_seq_length=MAX_LEN)
     size = lambda path: sum(p.stat().st_size for p in path.glob("variables/*"))  # noqa: E731
     extra = sum((adapters[t] / "adapter_model.safetensors").stat().st_size for t in ("mnli", "stsb"))
