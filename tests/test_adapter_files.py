@@ -161,3 +161,31 @@ def test_an_adapter_file_without_the_pooler_loads_into_an_adapter_holding_a_pool
     load_trained_weights(evaluated, str(tmp_path / "t"))
     inputs = tiny_inputs()
     np.testing.assert_array_equal(evaluated(inputs, training=False), trained(inputs, training=False))
+
+
+def test_a_classifier_file_without_its_output_bias_is_refused_by_both_loaders(
+        tiny_config, tmp_path):
+    """The head's size comes from its stored output_bias: a file recording a classifier
+    head without one is refused in one line by model.load_adapter and ab.load_adapter."""
+    import adapter_bert as ab
+    from adapter_bert.adapters.files import (read_adapter_config, read_adapter_weights,
+                                             write_adapter_files)
+    from tests.adapter_api_helpers import base_backbone
+    backbone = base_backbone(tiny_config)
+    model = ab.BertClassifier(backbone, 3)
+    model.add_adapter("t", AdapterConfig(size=4), labels=["a", "b", "c"])
+    model(tiny_inputs())
+    model.save_adapter(str(tmp_path / "whole"), "t")
+    weights = read_adapter_weights(str(tmp_path / "whole"))
+    assert weights["output_bias"].shape == (3,)
+    description = read_adapter_config(str(tmp_path / "whole"))
+    del weights["output_bias"]
+    write_adapter_files(str(tmp_path / "cut"), weights, description)
+    message = "cut: no output_bias weight for its classifier head"
+    with pytest.raises(AdapterFileError, match=message):
+        ab.BertClassifier(base_backbone(tiny_config), 3).load_adapter(str(tmp_path / "cut"))
+    with pytest.raises(AdapterFileError, match=message):
+        ab.load_adapter(str(tmp_path / "cut"), backbone=base_backbone(tiny_config))
+    # The intact file loads, with its head's three outputs.
+    assert ab.load_adapter(str(tmp_path / "whole"),
+                           backbone=base_backbone(tiny_config)).num_labels == 3

@@ -21,8 +21,8 @@ import tensorflow as tf
 
 from adapter_bert.adapters import files, merging
 from adapter_bert.adapters.files import (HEAD_FILE_NAMES, AdapterFileError, check_adapter_mode,
-                                         check_backbone, check_fingerprint, describe,
-                                         file_head_kind, read_adapter_config,
+                                         check_backbone, check_fingerprint, classifier_outputs,
+                                         describe, file_head_kind, read_adapter_config,
                                          read_adapter_weights, write_adapter_files)
 from adapter_bert.adapters.named import (add_named_adapter, delete_named_adapter,
                                          named_adapter_info, named_adapter_variables,
@@ -375,10 +375,7 @@ class AdapterModelMixin:
         head_loaded = with_head and stored is not None
         num_labels = None
         if head_loaded and kind == "classifier":
-            if "output_bias" not in weights:
-                raise AdapterFileError(f"{directory}: no output_bias weight for its "
-                                       f"classifier head")
-            num_labels = int(weights["output_bias"].shape[0])
+            num_labels = classifier_outputs(weights, directory)
         elif kind is not None:
             log.info("%s: adapter %r gets a fresh, untrained %s head", directory, name, kind)
         if not head_loaded:

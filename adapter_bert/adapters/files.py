@@ -357,6 +357,13 @@ def check_adapter_mode(description: dict, directory: str) -> None:
         raise AdapterFileError(f"{directory} holds no adapters (adapter_config is null)")
 
 
+def classifier_outputs(weights: Dict[str, np.ndarray], directory: str) -> int:
+    """How many outputs the classifier head stored in `directory` (`weights`) has."""
+    if "output_bias" not in weights:
+        raise AdapterFileError(f"{directory}: no output_bias weight for its classifier head")
+    return int(weights["output_bias"].shape[0])
+
+
 def file_head_kind(description: dict, directory: str) -> Optional[str]:
     """The head kind ("classifier", "span") a description records, or None."""
     stored = description.get("head")

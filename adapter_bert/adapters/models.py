@@ -12,7 +12,7 @@ import tf_keras as keras
 from adapter_bert.adapters import files
 from adapter_bert.adapters.api import ACTIVE, AdapterModelMixin
 from adapter_bert.adapters.files import (AdapterFileError, check_adapter_mode, check_backbone,
-                                         file_head_kind, read_adapter_config,
+                                         classifier_outputs, file_head_kind, read_adapter_config,
                                          read_adapter_weights)
 from adapter_bert.model import encoder, factory, heads
 from adapter_bert.errors import UserError
@@ -142,11 +142,8 @@ def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
                                    f"on") from None
         raise
     if kind == "classifier":
-        weights = read_adapter_weights(directory)
-        if "output_bias" not in weights:
-            raise AdapterFileError(f"{directory}: no output_bias weight for its classifier "
-                                   f"head")
-        model = BertClassifier(bert, int(weights["output_bias"].shape[0]))
+        model = BertClassifier(bert, classifier_outputs(read_adapter_weights(directory),
+                                                        directory))
     elif kind == "span":
         model = BertSpanModel(bert)
     elif isinstance(bert, AdapterModelMixin):
