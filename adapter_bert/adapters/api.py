@@ -360,7 +360,7 @@ class AdapterModelMixin:
         bert = self._backbone_model()
         # Checked first: the fingerprint check at the end would fail on merged kernels,
         # with the adapter already added.
-        self._backbone_model().refuse_while_merged(f"loading {directory}", AdapterFileError)
+        bert.refuse_while_merged(f"loading {directory}", AdapterFileError)
         description = read_adapter_config(directory)
         check_backbone(description, bert.config, directory)
         check_adapter_mode(description, directory)

@@ -23,10 +23,10 @@ class BertModel(AdapterModelMixin, encoder.BertNetwork):
     """The BERT backbone (`model.encoder.BertNetwork`) with the adapter API.
 
     Called without `adapter_name` it runs its active adapter (`adapter_name=None`: its own
-    layers; a name: that adapter). Its
-    adapters have no head: `load_adapter(dir, with_head=False)` loads a task file's backbone
-    part, `ab.load_adapter(dir, backbone=model)` the task model. `adapter_config` builds it
-    with that adapter, named `adapter_name` (default "adapter") and active.
+    layers; a name: that adapter). Its adapters have no head: `load_adapter(dir,
+    with_head=False)` loads a task file's backbone part, `ab.load_adapter(dir,
+    backbone=model)` the task model. `adapter_config` builds it with that adapter, named
+    `adapter_name` (default "adapter") and active.
     """
 
     def __init__(self, config, adapter_config=None, name="bert", adapter_name=None, **kwargs):
