@@ -8,7 +8,9 @@ The split is written as `text,label` CSV files into --work_dir (never committed)
 `split_digest` in every record fixes which split a run saw.
 
 Systems, 3 epochs, seeds 42-44, each run evaluated on dev and on test:
-- adapters: `run_classifier.py` at its defaults (Houlsby adapters, size 64, lr 1e-3);
+- adapters: `run_classifier.py` at its defaults (Houlsby adapters, size 64, lr 1e-3),
+  float32 (`--dtype=float32` given: the default, `--dtype=auto`, depends on the CPU, and
+  every record must mean the same on every machine);
 - adapters_corrected: the same with `--adam_bias_correction` (plain bias-corrected AdamW,
   AdapterHub's optimizer), to tell the default optimizer's part in the adapters' spread;
 - full: `run_classifier.py --tuning_mode=full` (lr 5e-5);
@@ -93,7 +95,7 @@ def write_split(source: str, work_dir: str) -> str:
 def _ours(system: str, seed: int, work_dir: str) -> dict:
     out = os.path.join(work_dir, "runs", f"{system}_seed{seed}")
     data = [f"--train_file={work_dir}/train.csv", f"--dev_file={work_dir}/dev.csv",
-            "--task_name=airline", f"--output_dir={out}", f"--seed={seed}"]
+            "--task_name=airline", f"--output_dir={out}", f"--seed={seed}", "--dtype=float32"]
     start = time.time()
     _run(runner_command("run_classifier", ["--do_train", "--do_eval", *data,
                                            *SYSTEMS[system]]))
@@ -104,7 +106,7 @@ def _ours(system: str, seed: int, work_dir: str) -> dict:
     test = read_eval_results(os.path.join(out, "eval_results.txt"))
     command = ("python -m adapter_bert.run_classifier --do_train --do_eval "
                "--train_file=train.csv --dev_file=dev.csv --task_name=airline "
-               f"--seed={seed} " + " ".join(SYSTEMS[system])).strip()
+               f"--seed={seed} --dtype=float32 " + " ".join(SYSTEMS[system])).strip()
     return {"system": system, "seed": seed, "wall_s": round(wall, 1), "command": command,
             "dev_accuracy": 100 * dev["eval_accuracy"], "dev_macro_f1": 100 * dev["eval_macro_f1"],
             "test_accuracy": 100 * test["eval_accuracy"],
