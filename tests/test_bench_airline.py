@@ -84,3 +84,18 @@ def test_the_peers_multiclass_scores_equal_scikit_learn(seed):
         100 * metrics.accuracy_score(labels, predictions), rel=1e-12)
     assert scores["test_macro_f1"] == pytest.approx(
         100 * metrics.f1_score(labels, predictions, average="macro"), rel=1e-12)
+
+
+def test_our_runs_name_their_dtype_so_a_record_means_the_same_on_every_cpu(
+        tmp_path, monkeypatch):
+    # --dtype=auto (the runners' default) is bfloat16 on some CPUs and float32 on others.
+    commands = []
+    monkeypatch.setattr(airline, "_run", commands.append)
+    monkeypatch.setattr(airline, "read_eval_results", lambda path: {
+        "eval_accuracy": 0.8, "eval_macro_f1": 0.7, "trainable_params": 1.0,
+        "all_params": 2.0})
+    record = airline._ours("full", 42, str(tmp_path))
+    assert len(commands) == 2  # train and dev, then test
+    for command in commands:
+        assert "--dtype=float32" in command and "--tuning_mode=full" in command
+    assert record["command"].endswith("--seed=42 --dtype=float32 --tuning_mode=full")
