@@ -96,17 +96,18 @@ def _ours(system: str, seed: int, work_dir: str) -> dict:
     out = os.path.join(work_dir, "runs", f"{system}_seed{seed}")
     data = [f"--train_file={work_dir}/train.csv", f"--dev_file={work_dir}/dev.csv",
             "--task_name=airline", f"--output_dir={out}", f"--seed={seed}", "--dtype=float32"]
+    flags = ["--do_train", "--do_eval", *data, *SYSTEMS[system]]
     start = time.time()
-    _run(runner_command("run_classifier", ["--do_train", "--do_eval", *data,
-                                           *SYSTEMS[system]]))
+    _run(runner_command("run_classifier", flags))
     wall = time.time() - start
     dev = read_eval_results(os.path.join(out, "eval_results.txt"))
     _run(runner_command("run_classifier", [
         "--do_eval", *[d.replace("dev.csv", "test.csv") for d in data], *SYSTEMS[system]]))
     test = read_eval_results(os.path.join(out, "eval_results.txt"))
-    command = ("python -m adapter_bert.run_classifier --do_train --do_eval "
-               "--train_file=train.csv --dev_file=dev.csv --task_name=airline "
-               f"--seed={seed} --dtype=float32 " + " ".join(SYSTEMS[system])).strip()
+    # The record's command is the one run, without the work folder and the output folder.
+    command = " ".join(["python -m adapter_bert.run_classifier"]
+                       + [f.replace(f"{work_dir}/", "") for f in flags
+                          if not f.startswith("--output_dir=")])
     return {"system": system, "seed": seed, "wall_s": round(wall, 1), "command": command,
             "dev_accuracy": 100 * dev["eval_accuracy"], "dev_macro_f1": 100 * dev["eval_macro_f1"],
             "test_accuracy": 100 * test["eval_accuracy"],
