@@ -19,6 +19,9 @@ Suites (--suites, run in the order given):
   default) and with `--padding=max_seq_length` (Google's layout: batches padded to
   max_seq_length, so the span softmax covers every position): does the layout change
   what training reaches?
+- `squad_optimizer`: the `squad` setting at 1e-3, seeds 42-44, at the default optimizer
+  and with `--adam_bias_correction` (plain bias-corrected AdamW, AdapterHub's): which
+  serves adapters on a short run?
 - `squad_full`: all 11,877 questions of train-v1.1-subset.json, 2 epochs, seq 384,
   adapters (size 64) vs full fine-tuning at their default rates, scored on all of
   dev-v1.1.json.
@@ -61,7 +64,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.join(REPO, "..", "shared", "data")
 RESULTS = os.path.join(HERE, "results", "robust_defaults")
 SEEDS = (42, 43, 44)
-SUITES = ("mrpc", "squad", "stability", "squad_padding", "squad_full")
+SUITES = ("mrpc", "squad", "stability", "squad_padding", "squad_optimizer", "squad_full")
 MODES = ("adapter", "full")
 # The GLUE tasks runs can use: spec "task" -> their folder in glue_data (and --task_name).
 GLUE_FOLDERS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
@@ -122,6 +125,10 @@ def suite_specs(suite):
         # Dynamic padding is the spec without a "padding" key (its run is the squad suite's).
         return [{**squad_spec("1e-3", seed), **padding} for seed in SEEDS
                 for padding in ({}, {"padding": "max_seq_length"})]
+    if suite == "squad_optimizer":
+        # The default optimizer's run is the squad suite's (the spec without "optimizer").
+        return [{**squad_spec("1e-3", seed), **optimizer} for seed in SEEDS
+                for optimizer in ({}, {"optimizer": "corrected"})]
     if suite == "squad_full":
         return [{"task": "squad_full", "mode": mode, "lr": lr, "epochs": 2, "seed": 42,
                  "questions": 11877, "max_seq_length": 384, "batch_size": 32,
@@ -405,28 +412,36 @@ def squad_table(specs, records):
     """Per-run rows, then (when the suite has several seeds) mean ± sd per setting."""
     rows = []
     with_padding = any(s.get("padding") for s in specs)
+    with_adam = any(s.get("optimizer") for s in specs)
     with_seeds = len({s["seed"] for s in specs}) > 1
     padding = lambda spec: spec.get("padding", "dynamic")  # noqa: E731
-    setting = lambda spec: (f"{spec['lr']} x {spec['epochs']}", padding(spec))  # noqa: E731
+    adam = lambda spec: ("bias-corrected" if spec.get("optimizer") == "corrected"  # noqa: E731
+                         else "default")
+    setting = lambda spec: (f"{spec['lr']} x {spec['epochs']}", padding(spec),  # noqa: E731
+                            adam(spec))
     lines = ["| mode | lr x epochs | questions | " + ("padding | " if with_padding else "")
+             + ("Adam | " if with_adam else "")
              + ("seed | " if with_seeds else "") + "EM | F1 | wall time |",
-             "|---|---|---|" + "---|" * (3 + with_padding + with_seeds)]
+             "|---|---|---|" + "---|" * (3 + with_padding + with_adam + with_seeds)]
     for spec in specs:
         record = records.get(run_id(spec))
         rows.append({**spec, "run": run_id(spec), "result": record})
         cells = [spec["mode"], setting(spec)[0], str(spec["questions"])]
         cells += [padding(spec)] if with_padding else []
+        cells += [adam(spec)] if with_adam else []
         cells += [str(spec["seed"])] if with_seeds else []
         cells += ([f"{record['exact_match']:.2f}", f"{record['f1']:.2f}",
                    f"{record['wall_s'] / 60:.1f} min"] if record else ["—", "—", "not run yet"])
         lines.append("| " + " | ".join(cells) + " |")
     if with_seeds:
         lines += ["", "| lr x epochs | " + ("padding | " if with_padding else "")
-                  + "seeds done | EM | F1 |", "|---|---|---|---|" + "---|" * with_padding]
+                  + ("Adam | " if with_adam else "") + "seeds done | EM | F1 |",
+                  "|---|---|---|---|" + "---|" * (with_padding + with_adam)]
         for key in dict.fromkeys(setting(s) for s in specs):
             done = [records[run_id(s)] for s in specs
                     if setting(s) == key and run_id(s) in records]
             lines.append(f"| {key[0]} | " + (f"{key[1]} | " if with_padding else "")
+                         + (f"{key[2]} | " if with_adam else "")
                          + f"{len(done)} | {_fmt(_stats([r['exact_match'] for r in done]))} | "
                          f"{_fmt(_stats([r['f1'] for r in done]))} |")
         lines += ["", "Mean ± sample standard deviation over the seeds done."]

@@ -191,6 +191,26 @@ def test_squad_padding_suite_pairs_the_layouts_and_shares_the_default_run(
     assert any("| max_seq_length | 44 | — | — | not run yet |" in line for line in lines)
 
 
+def test_squad_optimizer_suite_pairs_the_adam_variants_and_shares_the_default_run(tmp_path):
+    specs = bench.suite_specs("squad_optimizer")
+    ids = [bench.run_id(s) for s in specs]
+    assert len(set(ids)) == 6
+    assert "squad_minilm_adapter_1e-3_2ep_1500q_seed42" in ids  # the squad suite's run
+    assert "squad_minilm_adapter_1e-3_2ep_1500q_corrected_seed42" in ids
+    assert "--adam_bias_correction" in bench.command_for(specs[1], str(tmp_path / "o"),
+                                                         str(tmp_path))
+    assert not [a for a in bench.command_for(specs[0], str(tmp_path / "o"), str(tmp_path))
+                if "adam" in a]
+    records = {bench.run_id(s): {"exact_match": 30.0 + i, "f1": 40.0 + 2 * i, "wall_s": 600.0,
+                                 "command": "python run_squad.py ..."}
+               for i, s in enumerate(specs[:3])}
+    lines = bench.suite_table("squad_optimizer", records)["lines"]
+    # Default: seeds 42 and 43 (F1 40, 44); bias-corrected: seed 42 only (F1 42).
+    assert "| 1e-3 x 2 | default | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
+    assert "| 1e-3 x 2 | bias-corrected | 1 | 31.00 | 42.00 |" in lines
+    assert "| adapter | 1e-3 x 2 | 1500 | bias-corrected | 43 | — | — | not run yet |" in lines
+
+
 def test_squad_suite_runs_three_seeds_per_rate_and_summarises_each_rate():
     specs = bench.suite_specs("squad")
     assert sorted((s["lr"], s["seed"]) for s in specs) == sorted(
