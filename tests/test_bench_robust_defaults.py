@@ -168,47 +168,30 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
     assert long_record["f1"] == 2.0
 
 
-def test_squad_padding_suite_pairs_the_layouts_and_shares_the_default_run(
-        tmp_path, written_data, monkeypatch):
+@pytest.mark.parametrize("suite,tag,flag,default,variant", [
+    ("squad_padding", "fixedpad", "--padding=max_seq_length", "dynamic", "max_seq_length"),
+    ("squad_optimizer", "corrected", "--adam_bias_correction", "default", "bias-corrected"),
+])
+def test_squad_variant_suites_pair_each_seed_and_share_the_default_run(
+        tmp_path, written_data, monkeypatch, suite, tag, flag, default, variant):
     # The suite's commands cut their SQuAD files from the data folder: the written one here.
     monkeypatch.setattr(bench, "SHARED", str(written_data))
-    specs = bench.suite_specs("squad_padding")
+    specs = bench.suite_specs(suite)
     ids = [bench.run_id(s) for s in specs]
     assert len(set(ids)) == 6
     assert "squad_minilm_adapter_1e-3_2ep_1500q_seed42" in ids  # the squad suite's run
-    assert "squad_minilm_adapter_1e-3_2ep_1500q_fixedpad_seed42" in ids
-    fixed = bench.command_for(specs[1], str(tmp_path / "o"), str(tmp_path))
-    dynamic = bench.command_for(specs[0], str(tmp_path / "o"), str(tmp_path))
-    assert "--padding=max_seq_length" in fixed
-    assert [a for a in dynamic if a.startswith("--padding")] == []
-    records = {bench.run_id(s): {"exact_match": 30.0 + i, "f1": 40.0 + 2 * i, "wall_s": 600.0,
-                                 "command": "python run_squad.py ..."}
-               for i, s in enumerate(specs[:4])}
-    lines = bench.suite_table("squad_padding", records)["lines"]
-    # Seeds 42 and 43 done: dynamic F1 40 and 44, fixed F1 42 and 46.
-    assert "| 1e-3 x 2 | dynamic | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
-    assert "| 1e-3 x 2 | max_seq_length | 2 | 32.00 ± 1.41 | 44.00 ± 2.83 |" in lines
-    assert any("| max_seq_length | 44 | — | — | not run yet |" in line for line in lines)
-
-
-def test_squad_optimizer_suite_pairs_the_adam_variants_and_shares_the_default_run(tmp_path):
-    specs = bench.suite_specs("squad_optimizer")
-    ids = [bench.run_id(s) for s in specs]
-    assert len(set(ids)) == 6
-    assert "squad_minilm_adapter_1e-3_2ep_1500q_seed42" in ids  # the squad suite's run
-    assert "squad_minilm_adapter_1e-3_2ep_1500q_corrected_seed42" in ids
-    assert "--adam_bias_correction" in bench.command_for(specs[1], str(tmp_path / "o"),
-                                                         str(tmp_path))
-    assert not [a for a in bench.command_for(specs[0], str(tmp_path / "o"), str(tmp_path))
-                if "adam" in a]
+    assert f"squad_minilm_adapter_1e-3_2ep_1500q_{tag}_seed42" in ids
+    plain, other = (bench.command_for(s, str(tmp_path / "o"), str(tmp_path)) for s in specs[:2])
+    assert flag in other and flag not in plain
+    assert [a for a in plain if a.startswith(flag.split("=")[0])] == []
     records = {bench.run_id(s): {"exact_match": 30.0 + i, "f1": 40.0 + 2 * i, "wall_s": 600.0,
                                  "command": "python run_squad.py ..."}
                for i, s in enumerate(specs[:3])}
-    lines = bench.suite_table("squad_optimizer", records)["lines"]
-    # Default: seeds 42 and 43 (F1 40, 44); bias-corrected: seed 42 only (F1 42).
-    assert "| 1e-3 x 2 | default | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
-    assert "| 1e-3 x 2 | bias-corrected | 1 | 31.00 | 42.00 |" in lines
-    assert "| adapter | 1e-3 x 2 | 1500 | bias-corrected | 43 | — | — | not run yet |" in lines
+    lines = bench.suite_table(suite, records)["lines"]
+    # Seeds 42 and 43 of the default done (F1 40 and 44), seed 42 of the variant (F1 42).
+    assert f"| 1e-3 x 2 | {default} | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
+    assert f"| 1e-3 x 2 | {variant} | 1 | 31.00 | 42.00 |" in lines
+    assert any(f"| {variant} | 43 | — | — | not run yet |" in line for line in lines)
 
 
 def test_squad_suite_runs_three_seeds_per_rate_and_summarises_each_rate():
