@@ -9,17 +9,22 @@ robust_defaults = bench_module("robust_defaults")
 def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     specs = glue_table.specs()
     ids = [robust_defaults.run_id(s) for s in specs]
-    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA bias-corrected, CoLA's extra seeds,
-    # 3e-4 x 20 epochs (the selection grid's last cell)
-    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 3 + 2 * 3 + 3 * 3
+    # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA's extra seeds, 3e-4 x 20 epochs (the
+    # selection grid's last cell), bias-corrected AdamW on every task (CoLA: six seeds)
+    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 2 * 3 + 3 * 3 + 3 * 3 + 6
     assert glue_table.seeds_of("cola", "full", "5e-5", 3) == (42, 43, 44, 45, 46, 47)
     assert glue_table.seeds_of("cola", "adapter", "1e-3", 20) == (42, 43, 44)
     assert glue_table.seeds_of("mrpc", "adapter", "1e-3", 3) == (42, 43, 44)
     # Seed 42 of every small-task 3-epoch cell comes first, SST-2's other seeds last.
     assert [(s["task"], s["mode"], s["seed"]) for s in specs[:6]] == [
         (task, mode, 42) for task in ("cola", "mrpc", "rte") for mode in ("adapter", "full")]
-    assert {s["task"] for s in specs[-4:]} == {"sst-2"} and 42 not in {s["seed"] for s in specs[-4:]}
-    assert {(s["lr"], s["epochs"]) for s in specs[-13:-4]} == {("3e-4", 20)}
+    # The bias-corrected row runs last (its CoLA seeds 42-44 first, with the CoLA cells).
+    corrected = [s for s in specs if s.get("optimizer") == "corrected"]
+    assert specs[-12:] == corrected[3:]
+    assert glue_table.seeds_of("cola", "adapter", "1e-3", 3) == (42, 43, 44, 45, 46, 47)
+    rest = specs[:-12]
+    assert {s["task"] for s in rest[-4:]} == {"sst-2"} and 42 not in {s["seed"] for s in rest[-4:]}
+    assert {(s["lr"], s["epochs"]) for s in rest[-13:-4]} == {("3e-4", 20)}
     # The MRPC and RTE cells are the stability suite's runs: recorded once, reused.
     stability = {robust_defaults.run_id(s) for s in robust_defaults.suite_specs("stability")}
     assert "rte_minilm_adapter_1e-3_3ep_seed43" in stability & set(ids)
@@ -77,9 +82,9 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
     assert rows[1]["average"] is None and lines[3].split("|")[-4].strip() == "—"
     assert rows[1]["small_task_average"] is None and lines[3].split("|")[-3].strip() == "—"
     # The 20-epoch protocol and the sweep cells have no SST-2 cell, the bias-corrected row
-    # has CoLA only; the peers' rows follow.
+    # has every task; the peers' rows follow.
     assert all("n/a" in lines[i] for i in (4, 5, 6, 7))
-    assert lines[8].startswith("| adapters, bias-corrected") and lines[8].count("n/a") == 4
+    assert lines[8].startswith("| adapters, bias-corrected") and "n/a" not in lines[8]
     assert lines[9].startswith("| adapters, selected on dev per seed")
     assert lines[10].startswith("| AdapterHub")
 
