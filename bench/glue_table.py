@@ -97,7 +97,8 @@ def specs():
     """Every run of the table, cheapest information first: seed 42 of each 3-epoch cell,
     the other seeds of the small tasks, the sweep cells (3e-3, 3e-4), CoLA with plain
     bias-corrected AdamW and CoLA's extra seeds at the defaults, SST-2, the 20-epoch
-    protocol, the selection grid's 3e-4 x 20 epochs, then SST-2's other seeds."""
+    protocol, the selection grid's 3e-4 x 20 epochs, SST-2's other seeds, then the rest of
+    the bias-corrected row (MRPC, RTE, CoLA's extra seeds, SST-2)."""
     three = [(task, mode, lr) for task in SMALL_TASKS
              for mode, lr in (("adapter", "1e-3"), ("full", "5e-5"))]
     runs = [spec(task, mode, lr, 3, 42) for task, mode, lr in three]
