@@ -42,7 +42,7 @@ import numpy as np
 
 from bench.harness import (REPO, RESULTS, read_eval_results, runner_command, write_json,
                            write_results)
-from bench.robust_defaults import read_records
+from bench.robust_tables import read_records
 
 RECORDS = os.path.join(RESULTS, "airline")
 DATA = os.path.join(REPO, "..", "shared", "data", "classification", "airline", "Tweets.csv")

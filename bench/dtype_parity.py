@@ -27,11 +27,11 @@ import os
 import statistics
 import sys
 
-from bench import robust_defaults
+from bench import robust_defaults, robust_suites, robust_tables
 from bench.harness import RESULTS, write_json
 from adapter_bert.io_utils import atomic_write_text
 
-SEEDS = robust_defaults.SEEDS
+SEEDS = robust_suites.SEEDS
 BF16 = "mixed_bfloat16"
 # (cell name, task, mode, lr, epochs)
 CELLS = (
@@ -46,9 +46,9 @@ MRPC_TOLERANCE, MRPC_FLOOR, SQUAD_TOLERANCE = 0.5, 78.0, 1.0
 def spec(task, mode, lr, epochs, seed, dtype="float32"):
     """One run; float32 specs carry no dtype key, as the records they share do."""
     if task == "squad":
-        run = robust_defaults.squad_spec(lr, seed)
+        run = robust_suites.squad_spec(lr, seed)
     else:
-        run = robust_defaults.glue_spec(task, mode, lr, epochs, seed)
+        run = robust_suites.glue_spec(task, mode, lr, epochs, seed)
     return run if dtype == "float32" else {**run, "dtype": dtype}
 
 
@@ -75,7 +75,7 @@ def cell_rows(records):
     for name, task, mode, lr, epochs in CELLS:
         row = {"cell": name, "task": task, "mode": mode, "lr": lr, "epochs": epochs}
         for dtype in ("float32", BF16):
-            runs = [records[i] for i in (robust_defaults.run_id(spec(task, mode, lr, epochs, s, dtype))
+            runs = [records[i] for i in (robust_suites.run_id(spec(task, mode, lr, epochs, s, dtype))
                                          for s in SEEDS) if i in records]
             row[dtype] = {"seeds": [r["seed"] for r in runs],
                           "wall_s": [r["wall_s"] for r in runs],
@@ -130,11 +130,11 @@ def markdown(rows):
 
 def write_table(results_dir):
     """Rewrites bench/results/dtype_parity.{json,md} from the run records."""
-    records = robust_defaults.read_records(results_dir)
+    records = robust_tables.read_records(results_dir)
     rows = cell_rows(records)
     all_specs = specs()
-    done = [s for s in all_specs if robust_defaults.run_id(s) in records]
-    commands = sorted({records[robust_defaults.run_id(s)]["command"] for s in done
+    done = [s for s in all_specs if robust_suites.run_id(s) in records]
+    commands = sorted({records[robust_suites.run_id(s)]["command"] for s in done
                        if s.get("dtype") == BF16})
     stem = os.path.join(os.path.dirname(results_dir), "dtype_parity")
     write_json(stem + ".json", {"runs_done": len(done), "runs": len(all_specs), "cells": rows})

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 from bench.harness import REPO, RESULTS, write_json
-from bench.robust_defaults import read_records
+from bench.robust_tables import read_records
 from adapter_bert.model.checkpoints import default_backbone_dir
 
 PEER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_glue.py")

@@ -32,13 +32,13 @@ import os
 import statistics
 import sys
 
-from bench import glue_peers, robust_defaults
+from bench import glue_peers, robust_defaults, robust_suites, robust_tables
 from bench.harness import RESULTS, write_json
 from adapter_bert.io_utils import atomic_write_text
 
 TASKS = ("cola", "sst-2", "mrpc", "rte")
 SMALL_TASKS = ("cola", "mrpc", "rte")
-SEEDS = robust_defaults.SEEDS
+SEEDS = robust_suites.SEEDS
 # CoLA's Matthews correlation moves by up to 7 points between seeds, so its cells at the
 # defaults (adapters and full fine-tuning, 3 epochs) take three more seeds to tell a gap
 # of 2 points from the seed.
@@ -78,7 +78,7 @@ ROWS = (  # (row name, mode, lr, epochs, tasks[, optimizer])
 
 def spec(task, mode, lr, epochs, seed, optimizer=None):
     """One run; SST-2 and 20-epoch runs keep checkpoints to resume from."""
-    run = robust_defaults.glue_spec(task, mode, lr, epochs, seed)
+    run = robust_suites.glue_spec(task, mode, lr, epochs, seed)
     if optimizer:
         run["optimizer"] = optimizer
     if task == "sst-2" or epochs > 3:
@@ -136,13 +136,13 @@ def selected_runs(records, task):
     the (lr, epochs) it chose. SST-2, whose grid would take 20 epochs of 67k rows, has one
     point: the defaults' runs."""
     if task not in SMALL_TASKS:
-        runs = [records.get(robust_defaults.run_id(spec(task, "adapter", "1e-3", 3, seed)))
+        runs = [records.get(robust_suites.run_id(spec(task, "adapter", "1e-3", 3, seed)))
                 for seed in SEEDS]
         return [(run, ("1e-3", 3)) for run in runs if run is not None]
     key = METRICS[task][0][0]
     chosen = []
     for seed in SEEDS:
-        ids = [robust_defaults.run_id(spec(task, "adapter", lr, epochs, seed))
+        ids = [robust_suites.run_id(spec(task, "adapter", lr, epochs, seed))
                for lr, epochs in SELECTION_GRID]
         if all(i in records for i in ids):
             best = max(range(len(ids)), key=lambda k: (records[ids[k]][key], -k))
@@ -237,7 +237,7 @@ def table(records, peer_records=None):
     (bench.glue_peers) and the seed-42 reference runs."""
     rows = []
     header = ["| row | " + " | ".join(
-        f"{robust_defaults.GLUE_FOLDERS[task]} {name}" for task in TASKS
+        f"{robust_suites.GLUE_FOLDERS[task]} {name}" for task in TASKS
         for _, name in METRICS[task])
         + " | average | CoLA, MRPC, RTE average | trains |",
         "|---" * (2 + sum(len(METRICS[t]) for t in TASKS) + 2) + "|"]
@@ -249,7 +249,7 @@ def table(records, peer_records=None):
             if task not in tasks:
                 cells += ["n/a"] * len(METRICS[task])
                 continue
-            ids = [robust_defaults.run_id(spec(task, mode, lr, epochs, s, *optimizer))
+            ids = [robust_suites.run_id(spec(task, mode, lr, epochs, s, *optimizer))
                    for s in seeds_of(task, mode, lr, epochs)]
             runs = [records[i] for i in ids if i in records]
             entry, task_cells = _task_cells(task, runs, len(ids))
@@ -289,11 +289,11 @@ def _selected_row(records):
 
 def write_table(results_dir):
     """Rewrites bench/results/glue_table.{json,md} from the run records."""
-    records = robust_defaults.read_records(results_dir)
+    records = robust_tables.read_records(results_dir)
     rows, lines = table(records, glue_peers.read_peer_records())
     all_specs = specs()
-    done = [s for s in all_specs if robust_defaults.run_id(s) in records]
-    commands = sorted({records[robust_defaults.run_id(s)]["command"] for s in done})
+    done = [s for s in all_specs if robust_suites.run_id(s) in records]
+    commands = sorted({records[robust_suites.run_id(s)]["command"] for s in done})
     stem = os.path.join(os.path.dirname(results_dir), "glue_table")
     write_json(stem + ".json", {"runs_done": len(done), "runs": len(all_specs), "rows": rows})
     text = [f"{len(done)} of {len(all_specs)} runs done.", "", *lines, "",

@@ -28,8 +28,8 @@ from typing import Callable, Dict, List
 from adapter_bert.io_utils import atomic_write_text
 from bench import (adapter_gradients, adapter_storage, adapter_sweeps,
                    airline, dtype_parity, dtype_speed, glue_peers, glue_table,
-                   mrpc_adapter_vs_full, own_data_io, resadapter_comparison, robust_defaults,
-                   speed, squad_adapter_vs_full)
+                   mrpc_adapter_vs_full, own_data_io, resadapter_comparison, robust_suites,
+                   robust_tables, speed, squad_adapter_vs_full)
 from bench.harness import REPO, RESULTS
 from bench.mode_flags import optimizer_label
 
@@ -140,7 +140,7 @@ def headline() -> str:
     over seeds) on MRPC, beside what users would otherwise run (`PEERS`)."""
     cells = load("robust_defaults_mrpc.json")["cells"]
     cell = next(c for c in cells if all(c[k] == v for k, v in DEFAULTS_CELL.items()))
-    adapters = load(f"robust_defaults/{robust_defaults.run_id({**DEFAULTS_CELL, 'seed': cell['seeds'][0]})}.json")
+    adapters = load(f"robust_defaults/{robust_suites.run_id({**DEFAULTS_CELL, 'seed': cell['seeds'][0]})}.json")
     lines = ["| system | trains | learning rate, Adam | seeds | MRPC dev acc | MRPC dev F1 |",
              "|---|---|---|---|---|---|",
              f"| adapter-bert, Houlsby adapters (size 64), defaults | "
@@ -164,7 +164,7 @@ PER_RUN = "Per run (dev accuracy / F1, wall time):"
 
 def robust_defaults_table(suite: str) -> str:
     """One suite of the robust-defaults benchmark, from its run files (no commands)."""
-    lines = robust_defaults.suite_table(suite, robust_defaults.read_records())["lines"]
+    lines = robust_tables.suite_table(suite, robust_tables.read_records())["lines"]
     # The per-run lists stay in bench/results/robust_defaults_<suite>.md: the docs show
     # the mean over seeds where the suite has one.
     if PER_RUN in lines:
@@ -201,13 +201,13 @@ SECTIONS: Dict[str, Callable[[], str]] = {
     "robust-defaults-squad-full": lambda: robust_defaults_table("squad_full"),
     "adapter-gradients": lambda: adapter_gradients.markdown(load("adapter_gradients.json")["rows"]),
     "dtype-parity": lambda: "\n".join(dtype_parity.markdown(
-        dtype_parity.cell_rows(robust_defaults.read_records()))) + "\n",
+        dtype_parity.cell_rows(robust_tables.read_records()))) + "\n",
     "dtype-speed": lambda: dtype_speed.markdown(load("dtype_speed.json")),
     "own-data-io": lambda: own_data_io.markdown(load("own_data_io.json")),
     "airline": lambda: airline.table(load("airline.json")["records"],
                                      load("airline.json")["majority_test_accuracy"]),
     "glue-table": lambda: "\n".join(glue_table.table(
-        robust_defaults.read_records(), glue_peers.read_peer_records())[1]) + "\n",
+        robust_tables.read_records(), glue_peers.read_peer_records())[1]) + "\n",
 }
 
 

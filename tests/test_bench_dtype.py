@@ -7,16 +7,17 @@ from tests.conftest import bench_module
 dtype_parity = bench_module("dtype_parity")
 dtype_speed = bench_module("dtype_speed")
 robust_defaults = bench_module("robust_defaults")
+robust_suites = bench_module("robust_suites")
 
 
 def test_bfloat16_runs_have_their_own_ids_and_float32_ones_share_the_suites():
     fp32 = dtype_parity.spec("mrpc", "adapter", "1e-3", 3, 43)
     bf16 = dtype_parity.spec("mrpc", "adapter", "1e-3", 3, 43, "mixed_bfloat16")
-    assert robust_defaults.run_id(fp32) == "mrpc_minilm_adapter_1e-3_3ep_seed43"
-    assert robust_defaults.run_id(bf16) == "mrpc_minilm_adapter_1e-3_3ep_bf16_seed43"
+    assert robust_suites.run_id(fp32) == "mrpc_minilm_adapter_1e-3_3ep_seed43"
+    assert robust_suites.run_id(bf16) == "mrpc_minilm_adapter_1e-3_3ep_bf16_seed43"
     squad = dtype_parity.spec("squad", "adapter", "1e-3", 2, 42, "mixed_bfloat16")
-    assert robust_defaults.run_id(squad) == "squad_minilm_adapter_1e-3_2ep_1500q_bf16_seed42"
-    ids = [robust_defaults.run_id(s) for s in dtype_parity.specs()]
+    assert robust_suites.run_id(squad) == "squad_minilm_adapter_1e-3_2ep_1500q_bf16_seed42"
+    ids = [robust_suites.run_id(s) for s in dtype_parity.specs()]
     assert len(ids) == len(set(ids)) == 4 * 3 * 2
 
 

@@ -4,11 +4,12 @@ from tests.conftest import bench_module
 
 glue_table = bench_module("glue_table")
 robust_defaults = bench_module("robust_defaults")
+robust_suites = bench_module("robust_suites")
 
 
 def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     specs = glue_table.specs()
-    ids = [robust_defaults.run_id(s) for s in specs]
+    ids = [robust_suites.run_id(s) for s in specs]
     # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA's extra seeds, 3e-4 x 20 epochs (the
     # selection grid's last cell), bias-corrected AdamW on every task (CoLA: six seeds)
     assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 2 * 3 + 3 * 3 + 3 * 3 + 6
@@ -26,7 +27,7 @@ def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     assert {s["task"] for s in rest[-4:]} == {"sst-2"} and 42 not in {s["seed"] for s in rest[-4:]}
     assert {(s["lr"], s["epochs"]) for s in rest[-13:-4]} == {("3e-4", 20)}
     # The MRPC and RTE cells are the stability suite's runs: recorded once, reused.
-    stability = {robust_defaults.run_id(s) for s in robust_defaults.suite_specs("stability")}
+    stability = {robust_suites.run_id(s) for s in robust_suites.suite_specs("stability")}
     assert "rte_minilm_adapter_1e-3_3ep_seed43" in stability & set(ids)
     # Long runs keep checkpoints to resume from; the others are the user's plain command.
     for spec in specs:
@@ -42,15 +43,15 @@ def test_commands_are_the_runner_at_its_defaults(tmp_path):
     assert "--learning_rate=1e-3" in command and "--seed=43" in command
     assert not [a for a in command if a.startswith(("--adam", "--warmup", "--adapter_init"))]
     corrected = glue_table.spec("cola", "adapter", "1e-3", 3, 42, "corrected")
-    assert robust_defaults.run_id(corrected) == "cola_minilm_adapter_1e-3_3ep_corrected_seed42"
+    assert robust_suites.run_id(corrected) == "cola_minilm_adapter_1e-3_3ep_corrected_seed42"
     command = robust_defaults.command_for(corrected, str(tmp_path / "out"), str(tmp_path))
     assert [a for a in command if a.startswith("--adam")] == ["--adam_bias_correction"]
 
 
 def _record(task, mode, lr, epochs, seed, **metrics):
     spec = glue_table.spec(task, mode, lr, epochs, seed)
-    return robust_defaults.run_id(spec), {
-        **spec, "run": robust_defaults.run_id(spec), "command": f"python run {task} {seed}",
+    return robust_suites.run_id(spec), {
+        **spec, "run": robust_suites.run_id(spec), "command": f"python run {task} {seed}",
         "wall_s": 60.0, "trainable_percent": 3.2339 if mode == "adapter" else 100.0,
         "dev_accuracy": None, **metrics}
 

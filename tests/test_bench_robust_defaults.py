@@ -1,4 +1,5 @@
-"""bench/robust_defaults.py: the run grid of each suite, resuming, and the tables."""
+"""bench/robust_defaults.py and its suites (robust_suites.py) and tables (robust_tables.py):
+the run grid of each suite, resuming, and the tables."""
 
 import json
 
@@ -7,10 +8,12 @@ import pytest
 from tests.conftest import bench_module
 
 bench = bench_module("robust_defaults")
+suites = bench_module("robust_suites")
+tables = bench_module("robust_tables")
 
 
 def test_mrpc_suite_is_the_three_settings_on_two_backbones_plus_full():
-    specs = bench.suite_specs("mrpc")
+    specs = suites.suite_specs("mrpc")
     cells = {(s.get("backbone"), s["mode"], s["lr"], s["epochs"]) for s in specs}
     assert cells == {(b, "adapter", lr, ep) for b in ("minilm", "tf1")
                      for lr, ep in (("3e-4", 5), ("1e-3", 3), ("3e-3", 3))} | \
@@ -22,11 +25,11 @@ def test_mrpc_suite_is_the_three_settings_on_two_backbones_plus_full():
 
 
 def test_run_ids_are_unique_and_shared_between_suites():
-    all_specs = [s for suite in bench.SUITES for s in bench.suite_specs(suite)]
+    all_specs = [s for suite in suites.SUITES for s in suites.suite_specs(suite)]
     unique = bench._unique(all_specs)
-    assert len({bench.run_id(s) for s in unique}) == len(unique)
-    stability = {bench.run_id(s) for s in bench.suite_specs("stability")}
-    mrpc = {bench.run_id(s) for s in bench.suite_specs("mrpc")}
+    assert len({suites.run_id(s) for s in unique}) == len(unique)
+    stability = {suites.run_id(s) for s in suites.suite_specs("stability")}
+    mrpc = {suites.run_id(s) for s in suites.suite_specs("mrpc")}
     assert len(stability) == 30
     # MRPC adapters at 1e-3 and 3e-3 and full at 5e-5, 3 epochs, run once for both suites.
     assert len(stability & mrpc) == 9
@@ -34,20 +37,20 @@ def test_run_ids_are_unique_and_shared_between_suites():
 
 
 def test_commands_carry_no_optimizer_flag_beyond_rate_and_epochs(tmp_path):
-    spec = bench.suite_specs("mrpc")[0]
+    spec = suites.suite_specs("mrpc")[0]
     command = bench.command_for(spec, str(tmp_path / "out"), str(tmp_path))
     optimizer_flags = [a for a in command if a.split("=")[0] in (
         "--adam_bias_correction", "--noadam_bias_correction", "--warmup_proportion",
         "--train_pooler", "--tuning_mode")]
     assert optimizer_flags == []
     assert "--learning_rate=1e-3" in command and "--num_train_epochs=3" in command
-    full = bench.command_for(bench.glue_spec("rte", "full", "2e-5", 3, 43),
+    full = bench.command_for(suites.glue_spec("rte", "full", "2e-5", 3, 43),
                              str(tmp_path / "o"), str(tmp_path))
     assert "--tuning_mode=full" in full and "--task_name=RTE" in full
 
 
 def _record(spec, acc, f1):
-    return {"run": bench.run_id(spec), **spec, "command": "python run_classifier.py ...",
+    return {"run": suites.run_id(spec), **spec, "command": "python run_classifier.py ...",
             "wall_s": 60.0, "dev_accuracy": acc, "dev_f1": f1}
 
 
@@ -59,11 +62,11 @@ def _record(spec, acc, f1):
 def test_tables_are_written_from_the_run_files(tmp_path, accs, verdict):
     results = tmp_path / "results" / "robust_defaults"
     results.mkdir(parents=True)
-    cell = [s for s in bench.suite_specs("mrpc")
+    cell = [s for s in suites.suite_specs("mrpc")
             if s["lr"] == "1e-3" and s["backbone"] == "minilm"]
     for spec, acc in zip(cell, accs):
-        (results / f"{bench.run_id(spec)}.json").write_text(json.dumps(_record(spec, acc, 87.0)))
-    bench.write_tables(["mrpc"], str(results))
+        (results / f"{suites.run_id(spec)}.json").write_text(json.dumps(_record(spec, acc, 87.0)))
+    tables.write_tables(["mrpc"], str(results))
     table = json.loads((tmp_path / "results" / "robust_defaults_mrpc.json").read_text())
     assert table["runs_done"] == 3 and table["runs"] == 21
     row = next(r for r in table["cells"] if r["lr"] == "1e-3" and r["backbone"] == "minilm")
@@ -76,9 +79,9 @@ def test_tables_are_written_from_the_run_files(tmp_path, accs, verdict):
 def test_partial_cell_is_marked(tmp_path):
     results = tmp_path / "robust_defaults"
     results.mkdir()
-    spec = bench.suite_specs("mrpc")[1]
-    (results / f"{bench.run_id(spec)}.json").write_text(json.dumps(_record(spec, 82.0, 88.0)))
-    bench.write_tables(["mrpc"], str(results))
+    spec = suites.suite_specs("mrpc")[1]
+    (results / f"{suites.run_id(spec)}.json").write_text(json.dumps(_record(spec, 82.0, 88.0)))
+    tables.write_tables(["mrpc"], str(results))
     row = next(r for r in json.loads((tmp_path / "robust_defaults_mrpc.json").read_text())["cells"]
                if r["seeds"])
     assert row["seeds"] == [42] and row["verdict"] == "pending"
@@ -93,8 +96,8 @@ def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
                               results_dir=str(tmp_path / "results" / "robust_defaults"))
     os.makedirs(args.work_dir)
     os.makedirs(args.results_dir)
-    spec = bench.suite_specs("mrpc")[0]
-    claim_path = os.path.join(args.work_dir, bench.run_id(spec) + ".claim")
+    spec = suites.suite_specs("mrpc")[0]
+    claim_path = os.path.join(args.work_dir, suites.run_id(spec) + ".claim")
     # A live process (our parent) holds the run: no claim, nothing to adopt.
     with open(claim_path, "w") as f:
         f.write(f"{os.getppid()} 100.0")
@@ -104,7 +107,7 @@ def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
                           capture_output=True, text=True).stdout.strip()
     with open(claim_path, "w") as f:
         f.write(f"{dead} 100.0")
-    output_dir = os.path.join(args.work_dir, bench.run_id(spec))
+    output_dir = os.path.join(args.work_dir, suites.run_id(spec))
     os.makedirs(output_dir)
     with open(os.path.join(output_dir, "eval_results.txt"), "w") as f:
         f.write("eval_accuracy = 0.8\neval_f1 = 0.86\ntrainable_params = 753794\ntrainable_percent = 3.2339\n")
@@ -112,16 +115,16 @@ def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
         f.write("I1123 common.py:222] Optimizer: bias-corrected AdamW, learning rate 0.001\n")
     bench.adopt_finished([spec], args)
     record = json.loads(open(os.path.join(args.results_dir,
-                                          bench.run_id(spec) + ".json")).read())
+                                          suites.run_id(spec) + ".json")).read())
     assert record["dev_accuracy"] == pytest.approx(80.0) and record["dev_f1"] == 86.0
     assert record["optimizer_log"] == "bias-corrected AdamW, learning rate 0.001"
     assert "--learning_rate=1e-3" in record["command"]
     # A dead claim without results is taken over.
-    other = bench.suite_specs("mrpc")[1]
-    with open(os.path.join(args.work_dir, bench.run_id(other) + ".claim"), "w") as f:
+    other = suites.suite_specs("mrpc")[1]
+    with open(os.path.join(args.work_dir, suites.run_id(other) + ".claim"), "w") as f:
         f.write(f"{dead} 100.0")
     assert bench.claim(other, args)
-    assert bench.read_claim(os.path.join(args.work_dir, bench.run_id(other) + ".claim"))[0] \
+    assert bench.read_claim(os.path.join(args.work_dir, suites.run_id(other) + ".claim"))[0] \
         == os.getpid()
 
 
@@ -151,18 +154,18 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
                       " open(os.path.join(out, 'eval_results.json'), 'w'))\n")
     monkeypatch.setattr(bench, "command_for", lambda spec, out, work: [str(script), out])
     args = type("Args", (), {"work_dir": str(tmp_path)})()
-    long_spec = bench.suite_specs("squad_full")[0]
-    short_spec = bench.suite_specs("squad")[0]
+    long_spec = suites.suite_specs("squad_full")[0]
+    short_spec = suites.suite_specs("squad")[0]
     assert long_spec["save_checkpoints_steps"] == 100 and "save_checkpoints_steps" not in short_spec
     for spec in (long_spec, short_spec):
-        folder = tmp_path / bench.run_id(spec)
+        folder = tmp_path / suites.run_id(spec)
         (folder / "checkpoints").mkdir(parents=True)  # where the runners keep them
         (folder / "checkpoints" / "checkpoint").write_text("model_checkpoint_path: 'ckpt-3'\n")
         (folder / "bench_wall_s").write_text("3600.0")
     long_record = bench.run_one(long_spec, args)
     short_record = bench.run_one(short_spec, args)
-    assert (tmp_path / bench.run_id(long_spec) / "checkpoints" / "checkpoint").exists()
-    assert not (tmp_path / bench.run_id(short_spec) / "checkpoints").exists()
+    assert (tmp_path / suites.run_id(long_spec) / "checkpoints" / "checkpoint").exists()
+    assert not (tmp_path / suites.run_id(short_spec) / "checkpoints").exists()
     assert 3600.2 <= long_record["wall_s"] < 3700.0
     assert 0.2 <= short_record["wall_s"] < 100.0
     assert long_record["f1"] == 2.0
@@ -176,18 +179,18 @@ def test_squad_variant_suites_pair_each_seed_and_share_the_default_run(
         tmp_path, written_data, monkeypatch, suite, tag, flag, default, variant):
     # The suite's commands cut their SQuAD files from the data folder: the written one here.
     monkeypatch.setattr(bench, "SHARED", str(written_data))
-    specs = bench.suite_specs(suite)
-    ids = [bench.run_id(s) for s in specs]
+    specs = suites.suite_specs(suite)
+    ids = [suites.run_id(s) for s in specs]
     assert len(set(ids)) == 6
     assert "squad_minilm_adapter_1e-3_2ep_1500q_seed42" in ids  # the squad suite's run
     assert f"squad_minilm_adapter_1e-3_2ep_1500q_{tag}_seed42" in ids
     plain, other = (bench.command_for(s, str(tmp_path / "o"), str(tmp_path)) for s in specs[:2])
     assert flag in other and flag not in plain
     assert [a for a in plain if a.startswith(flag.split("=")[0])] == []
-    records = {bench.run_id(s): {"exact_match": 30.0 + i, "f1": 40.0 + 2 * i, "wall_s": 600.0,
+    records = {suites.run_id(s): {"exact_match": 30.0 + i, "f1": 40.0 + 2 * i, "wall_s": 600.0,
                                  "command": "python run_squad.py ..."}
                for i, s in enumerate(specs[:3])}
-    lines = bench.suite_table(suite, records)["lines"]
+    lines = tables.suite_table(suite, records)["lines"]
     # Seeds 42 and 43 of the default done (F1 40 and 44), seed 42 of the variant (F1 42).
     assert f"| 1e-3 x 2 | {default} | 2 | 31.00 ± 1.41 | 42.00 ± 2.83 |" in lines
     assert f"| 1e-3 x 2 | {variant} | 1 | 31.00 | 42.00 |" in lines
@@ -195,16 +198,16 @@ def test_squad_variant_suites_pair_each_seed_and_share_the_default_run(
 
 
 def test_squad_suite_runs_three_seeds_per_rate_and_summarises_each_rate():
-    specs = bench.suite_specs("squad")
+    specs = suites.suite_specs("squad")
     assert sorted((s["lr"], s["seed"]) for s in specs) == sorted(
         (lr, seed) for lr in ("1e-3", "3e-4", "3e-3") for seed in (42, 43, 44))
     assert [s["seed"] for s in specs[:3]] == [42, 42, 42]  # every rate's seed 42 first
     # F1 at 1e-3: 50 and 54; at 3e-4: only seed 42 done, 40.
     f1 = {("1e-3", 42): 50.0, ("1e-3", 43): 54.0, ("3e-4", 42): 40.0}
-    records = {bench.run_id(s): {"exact_match": f1[s["lr"], s["seed"]] - 10, "f1": f1[s["lr"], s["seed"]],
+    records = {suites.run_id(s): {"exact_match": f1[s["lr"], s["seed"]] - 10, "f1": f1[s["lr"], s["seed"]],
                                  "wall_s": 600.0, "command": "python run_squad.py ..."}
                for s in specs if (s["lr"], s["seed"]) in f1}
-    lines = bench.suite_table("squad", records)["lines"]
+    lines = tables.suite_table("squad", records)["lines"]
     assert "| 1e-3 x 2 | 2 | 42.00 ± 2.83 | 52.00 ± 2.83 |" in lines
     assert any(line.startswith("| 3e-4 x 2 | 1 | 30.00") and "| 40.00" in line for line in lines)
     assert any(line.startswith("| 3e-3 x 2 | 0 |") for line in lines)
