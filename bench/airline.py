@@ -33,15 +33,14 @@ import csv
 import hashlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-from bench.harness import (REPO, RESULTS, read_eval_results, runner_command, write_json,
-                           write_results)
+from bench.harness import (REPO, RESULTS, mean_sd_text, read_eval_results, runner_command,
+                           write_json, write_results)
 from bench.robust_tables import read_records
 
 RECORDS = os.path.join(RESULTS, "airline")
@@ -152,12 +151,12 @@ def table(records: dict, majority: float) -> str:
         runs = [r for r in every if r["seed"] in SEEDS]
         if not runs:
             continue
-        cells = [_mean_std([r[k] for r in runs]) for k in ("test_accuracy", "test_macro_f1",
+        cells = [mean_sd_text([r[k] for r in runs]) for k in ("test_accuracy", "test_macro_f1",
                                                             "dev_accuracy")]
         lines.append(f"| {NAMES[system]} | {', '.join(str(r['seed']) for r in runs)} | "
                      + " | ".join(cells) + f" | {int(runs[0]['trainable_params']):,} |")
         if len(every) > len(runs):
-            more.append(f"{NAMES[system]} {_mean_std([r['test_accuracy'] for r in every])} "
+            more.append(f"{NAMES[system]} {mean_sd_text([r['test_accuracy'] for r in every])} "
                         f"(seeds {', '.join(str(r['seed']) for r in every)})")
     lines.append("")
     if more:
@@ -167,12 +166,6 @@ def table(records: dict, majority: float) -> str:
                  f"adapters {PAPER['adapters']}, full fine-tuning {PAPER['full']}, no-BERT "
                  f"baseline {PAPER['baseline']}.")
     return "\n".join(lines) + "\n"
-
-
-def _mean_std(values) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,7 @@ import statistics
 import sys
 
 from bench import robust_defaults, robust_suites, robust_tables
-from bench.harness import RESULTS, write_json
+from bench.harness import RESULTS, mean_sd_text, seed_stats, write_json
 from adapter_bert.io_utils import atomic_write_text
 
 SEEDS = robust_suites.SEEDS
@@ -62,13 +62,6 @@ def _metrics(task):
     return ("f1", "exact_match") if task == "squad" else ("dev_accuracy", "dev_f1")
 
 
-def _stats(values):
-    if not values:
-        return None
-    return {"values": values, "mean": statistics.mean(values),
-            "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
-
-
 def cell_rows(records):
     """Per cell and dtype: the metrics over the seeds recorded, and the verdict."""
     rows = []
@@ -80,7 +73,7 @@ def cell_rows(records):
             row[dtype] = {"seeds": [r["seed"] for r in runs],
                           "wall_s": [r["wall_s"] for r in runs],
                           "command": runs[0]["command"] if runs else None,
-                          **{key: _stats([r[key] for r in runs]) for key in _metrics(task)}}
+                          **{key: seed_stats([r[key] for r in runs]) for key in _metrics(task)}}
         row["verdict"] = verdict(task, row["float32"], row[BF16])
         rows.append(row)
     return rows
@@ -107,7 +100,7 @@ def _text(stats):
     if stats is None:
         return "—"
     n = len(stats["values"])
-    return f"{stats['mean']:.2f} ± {stats['sd']:.2f}" + ("" if n == len(SEEDS) else f" ({n})")
+    return mean_sd_text(stats["values"]) + ("" if n == len(SEEDS) else f" ({n})")
 
 
 def markdown(rows):

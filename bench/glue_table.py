@@ -33,7 +33,7 @@ import statistics
 import sys
 
 from bench import glue_peers, robust_defaults, robust_suites, robust_tables
-from bench.harness import RESULTS, write_json
+from bench.harness import RESULTS, mean_sd_text, seed_stats, write_json
 from adapter_bert.io_utils import atomic_write_text
 
 TASKS = ("cola", "sst-2", "mrpc", "rte")
@@ -152,19 +152,6 @@ def selected_runs(records, task):
 
 # ------------------------------------------------------------------------------- table
 
-def _mean_sd(values):
-    if not values:
-        return None
-    return (statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
-def _cell_text(stats, n):
-    if stats is None:
-        return "—"
-    mean, sd = stats
-    return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {sd:.2f}"
-
-
 def _task_cells(task, runs, expected=len(SEEDS)):
     """The cells of one task (one per GLUE metric) over `runs`, and its table entry; a
     cell with fewer than the `expected` runs shows their count."""
@@ -173,9 +160,10 @@ def _task_cells(task, runs, expected=len(SEEDS)):
                     "command": runs[0]["command"] if runs else None}, []
     for key, _ in METRICS[task]:
         values = [r[key] for r in runs if r.get(key) is not None]
-        stats = _mean_sd(values)
-        entry[key] = {"values": values, "mean": stats and stats[0], "sd": stats and stats[1]}
-        cells.append(_cell_text(stats, len(values))
+        stats = seed_stats(values)
+        entry[key] = {"values": values, "mean": stats and stats["mean"],
+                      "sd": stats and stats["sd"]}
+        cells.append(mean_sd_text(values)
                      + (f" ({len(values)})" if 0 < len(values) < expected else ""))
     return entry, cells
 

@@ -17,6 +17,7 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -151,6 +152,26 @@ def listed_choices(parser, flag: str, value: str, allowed) -> List[str]:
     if unknown:
         parser.error(f"--{flag}: unknown {unknown}; expected some of {', '.join(allowed)}")
     return names
+
+
+def seed_stats(values) -> Optional[Dict[str, object]]:
+    """Mean, sample sd (0 for one value), lowest value and count of a metric over seeds;
+    None for no values."""
+    if not values:
+        return None
+    return {"mean": statistics.mean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "n": len(values), "values": list(values)}
+
+
+def mean_sd_text(values) -> str:
+    """`mean ± sd` to two decimals over seeds: the value alone for one run, "—" for none."""
+    stats = seed_stats(values)
+    if stats is None:
+        return "—"
+    if stats["n"] == 1:
+        return f"{stats['mean']:.2f}"
+    return f"{stats['mean']:.2f} ± {stats['sd']:.2f}"
 
 
 def write_json(path: str, payload, indent: int = 2) -> None:

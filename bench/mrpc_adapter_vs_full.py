@@ -14,7 +14,6 @@ Usage (from the repository root):
 import argparse
 import json
 import os
-import statistics
 
 from bench import harness
 from bench.mode_flags import (DEFAULT_RATES, add_mode_arguments, check_mode_arguments,
@@ -68,13 +67,6 @@ def merge_rows(path, settings, new_rows):
                   key=lambda row: (list(DEFAULT_RATES).index(row["mode"]), row_seed(row)))
 
 
-def _mean_sd(values):
-    """`mean ± sample sd` (just the value for one run)."""
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
 def summary(rows):
     """Per mode and optimizer: number of seeds, mean ± sd of dev accuracy and F1."""
     groups = {}
@@ -84,8 +76,8 @@ def summary(rows):
     for (mode, label), group in groups.items():
         seeds = ",".join(str(row_seed(row)) for row in group)
         lines.append(f"| {mode} | {label} | {seeds} | "
-                     f"{_mean_sd([row['dev_accuracy'] for row in group])} | "
-                     f"{_mean_sd([row['dev_f1'] for row in group])} |")
+                     f"{harness.mean_sd_text([row['dev_accuracy'] for row in group])} | "
+                     f"{harness.mean_sd_text([row['dev_f1'] for row in group])} |")
     return lines
 
 

@@ -273,12 +273,14 @@ def adopt_finished(specs, args):
                 write_json(path, adopted)
 
 
-def run_pending(specs, args):
+def run_pending(specs, args, write_table=None):
     """Runs the specs whose result file is missing, --jobs at a time, in order.
 
-    A spec another live process has claimed is left to it; at the end this driver waits
-    for such runs and records them from their output folders.
+    After each run is recorded, `write_table(results_dir)` rewrites the driver's table
+    (default: every suite table). A spec another live process has claimed is left to it;
+    at the end this driver waits for such runs and records them from their output folders.
     """
+    write_table = write_table or (lambda results_dir: write_tables(SUITES, results_dir))
     lock = threading.Lock()
     result_path = lambda spec: os.path.join(args.results_dir, run_id(spec) + ".json")  # noqa: E731
     todo = [s for s in specs if not os.path.exists(result_path(s))]
@@ -289,7 +291,7 @@ def run_pending(specs, args):
     def record(spec, result):
         with lock:
             write_json(result_path(spec), result)
-            write_tables(SUITES, args.results_dir)
+            write_table(args.results_dir)
 
     def work(spec):
         with lock:
@@ -335,11 +337,7 @@ def run_table_suite(specs, args, write_table) -> int:
     args.jobs = 1
     os.makedirs(args.results_dir, exist_ok=True)
     os.makedirs(args.work_dir, exist_ok=True)
-    failed = False
-    if not args.tables_only:
-        for spec in specs:
-            failed |= not run_pending([spec], args)
-            write_table(args.results_dir)
+    failed = not args.tables_only and not run_pending(specs, args, write_table)
     write_table(args.results_dir)
     return 1 if failed else 0
 

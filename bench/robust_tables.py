@@ -4,28 +4,11 @@ target's verdict, and the SQuAD settings side by side."""
 
 import json
 import os
-import statistics
 
-from bench.harness import write_json
+from bench.harness import mean_sd_text, seed_stats, write_json
 from bench.robust_suites import MRPC_TARGET, run_id, suite_specs
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "robust_defaults")
-
-
-def _stats(values):
-    if not values:
-        return None
-    mean = statistics.mean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return {"mean": mean, "sd": sd, "min": min(values), "n": len(values), "values": values}
-
-
-def _fmt(stats):
-    if stats is None:
-        return "—"
-    if stats["n"] == 1:
-        return f"{stats['mean']:.2f}"
-    return f"{stats['mean']:.2f} ± {stats['sd']:.2f}"
 
 
 def glue_cells(specs, records):
@@ -66,7 +49,7 @@ def glue_table(suite, specs, records):
     lines += [header + (" target |" if with_target else ""),
               "|" + "---|" * (8 + with_target)]
     for (task, backbone, mode, lr, epochs), cell in cells.items():
-        acc, f1 = _stats(cell["acc"]), _stats(cell["f1"])
+        acc, f1 = seed_stats(cell["acc"]), seed_stats(cell["f1"])
         complete = len(cell["acc"]) == cell["expected"]
         verdict = mrpc_verdict(mode, acc, f1, complete) if with_target else ""
         rows.append({"task": task, "backbone": backbone, "mode": mode, "lr": lr,
@@ -77,7 +60,8 @@ def glue_table(suite, specs, records):
         seeds = ",".join(map(str, cell["seeds"])) or "—"
         lowest = f"{acc['min']:.2f}" if acc else "—"
         lines.append(f"| {task.upper()} | {backbone_name} | {mode} | {lr} x {epochs:g} | "
-                     f"{seeds} of {cell['expected']} | {_fmt(acc)} | {_fmt(f1)} | {lowest} |")
+                     f"{seeds} of {cell['expected']} | {mean_sd_text(cell['acc'])} | "
+                     f"{mean_sd_text(cell['f1'])} | {lowest} |")
         if with_target:
             lines[-1] += f" {verdict} |"
     lines += ["", "Mean ± sample standard deviation over the seeds done.", ""]
@@ -124,8 +108,8 @@ def squad_table(specs, records):
                     if setting(s) == key and run_id(s) in records]
             lines.append(f"| {key[0]} | " + (f"{key[1]} | " if with_padding else "")
                          + (f"{key[2]} | " if with_adam else "")
-                         + f"{len(done)} | {_fmt(_stats([r['exact_match'] for r in done]))} | "
-                         f"{_fmt(_stats([r['f1'] for r in done]))} |")
+                         + f"{len(done)} | {mean_sd_text([r['exact_match'] for r in done])} | "
+                         f"{mean_sd_text([r['f1'] for r in done])} |")
         lines += ["", "Mean ± sample standard deviation over the seeds done."]
     return rows, lines
 

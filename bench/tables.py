@@ -30,7 +30,7 @@ from bench import (adapter_gradients, adapter_storage, adapter_sweeps,
                    airline, dtype_parity, dtype_speed, glue_peers, glue_table,
                    mrpc_adapter_vs_full, own_data_io, resadapter_comparison, robust_suites,
                    robust_tables, speed, squad_adapter_vs_full)
-from bench.harness import REPO, RESULTS
+from bench.harness import REPO, RESULTS, mean_sd_text
 from bench.mode_flags import optimizer_label
 
 MARKER = re.compile(r"(<!-- bench:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)",
@@ -146,15 +146,15 @@ def headline() -> str:
              f"| adapter-bert, Houlsby adapters (size 64), defaults | "
              f"{round(adapters['trainable_percent'], 1):g}% | "
              f"1e-3, uncorrected, held to {_ceiling(adapters)} | {_seed_range(cell['seeds'])} | "
-             f"{mrpc_adapter_vs_full._mean_sd(cell['accuracy']['values'])} | "
-             f"{mrpc_adapter_vs_full._mean_sd(cell['f1']['values'])} |"]
+             f"{mean_sd_text(cell['accuracy']['values'])} | "
+             f"{mean_sd_text(cell['f1']['values'])} |"]
     full = [row for row in load(MRPC_SEEDS)["runs"] if row["mode"] == "full"]
     seeds = [mrpc_adapter_vs_full.row_seed(row) for row in full]
     lines.append(
         f"| adapter-bert, full fine-tuning | {round(full[0]['trainable_percent'], 1):g}% | "
         f"{optimizer_label(full[0])} | {_seed_range(seeds)} | "
-        f"{mrpc_adapter_vs_full._mean_sd([row['dev_accuracy'] for row in full])} | "
-        f"{mrpc_adapter_vs_full._mean_sd([row['dev_f1'] for row in full])} |")
+        f"{mean_sd_text([row['dev_accuracy'] for row in full])} | "
+        f"{mean_sd_text([row['dev_f1'] for row in full])} |")
     lines += ["| " + " | ".join(peer) + " |" for peer in PEERS]
     return "\n".join(lines) + "\n"
 

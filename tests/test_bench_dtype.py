@@ -8,6 +8,7 @@ dtype_parity = bench_module("dtype_parity")
 dtype_speed = bench_module("dtype_speed")
 robust_defaults = bench_module("robust_defaults")
 robust_suites = bench_module("robust_suites")
+harness = bench_module("harness")
 
 
 def test_bfloat16_runs_have_their_own_ids_and_float32_ones_share_the_suites():
@@ -30,8 +31,8 @@ def test_commands_name_their_dtype_whatever_the_default(tmp_path):
 
 def _cell(values, f1=None):
     return {"seeds": [42, 43, 44][:len(values)],
-            "dev_accuracy": dtype_parity._stats(values),
-            "dev_f1": dtype_parity._stats(f1 or [v + 5 for v in values])}
+            "dev_accuracy": harness.seed_stats(values),
+            "dev_f1": harness.seed_stats(f1 or [v + 5 for v in values])}
 
 
 @pytest.mark.parametrize("bf16,verdict", [
@@ -47,7 +48,7 @@ def test_mrpc_verdicts(bf16, verdict):
 
 def test_squad_verdict_allows_one_f1():
     def cell(f1):
-        return {"seeds": [42, 43, 44], "f1": dtype_parity._stats(f1)}
+        return {"seeds": [42, 43, 44], "f1": harness.seed_stats(f1)}
     assert dtype_parity.verdict("squad", cell([50.0, 50, 50]), cell([49.1, 49.1, 49.1])) == "pass"
     assert dtype_parity.verdict("squad", cell([50.0, 50, 50]), cell([48.5, 48.5, 48.5])) \
         == "miss: F1 -1.50"

@@ -1,7 +1,9 @@
 """bench/harness.py: a runner command runs in an emptied output directory, its results are
-read back, a failure is reported, and results files are written whole."""
+read back, a failure is reported, results files are written whole, and figures over
+seeds are summarised one way."""
 
 import json
+import statistics
 import sys
 
 import pytest
@@ -65,3 +67,16 @@ def test_write_results_writes_both_files_whole(tmp_path):
         harness.write_results(str(stem), {"runs": object()}, "| b |\n")
     assert (tmp_path / "out" / "bench.md").read_text() == "| a |\n"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench.json", "bench.md"]
+
+
+def test_seed_stats_and_text_match_the_statistics_module():
+    values = [81.37, 82.84, 81.86]
+    stats = harness.seed_stats(values)
+    assert stats["mean"] == pytest.approx(statistics.mean(values))
+    assert stats["sd"] == pytest.approx(statistics.stdev(values))
+    assert (stats["min"], stats["n"], stats["values"]) == (81.37, 3, values)
+    assert harness.mean_sd_text(values) == "82.02 ± 0.75"
+    # One run has no spread to show; no runs is a dash, not an error.
+    assert harness.seed_stats([84.5])["sd"] == 0.0
+    assert harness.mean_sd_text([84.5]) == "84.50"
+    assert harness.seed_stats([]) is None and harness.mean_sd_text([]) == "—"

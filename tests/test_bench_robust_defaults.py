@@ -1,7 +1,11 @@
-"""bench/robust_defaults.py and its suites (robust_suites.py) and tables (robust_tables.py):
-the run grid of each suite, resuming, and the tables."""
+"""bench/robust_defaults.py: the runs' commands, claims between drivers, resuming, the
+--modes flag, and the drivers of tables built on the runs."""
 
+import argparse
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -10,30 +14,6 @@ from tests.conftest import bench_module
 bench = bench_module("robust_defaults")
 suites = bench_module("robust_suites")
 tables = bench_module("robust_tables")
-
-
-def test_mrpc_suite_is_the_three_settings_on_two_backbones_plus_full():
-    specs = suites.suite_specs("mrpc")
-    cells = {(s.get("backbone"), s["mode"], s["lr"], s["epochs"]) for s in specs}
-    assert cells == {(b, "adapter", lr, ep) for b in ("minilm", "tf1")
-                     for lr, ep in (("3e-4", 5), ("1e-3", 3), ("3e-3", 3))} | \
-        {("minilm", "full", "5e-5", 3)}
-    assert len(specs) == 21 and {s["seed"] for s in specs} == {42, 43, 44}
-    # Seed 42 of every MiniLM adapter setting runs first.
-    assert [(s["lr"], s["seed"]) for s in specs[:3]] == [("1e-3", 42), ("3e-3", 42),
-                                                         ("3e-4", 42)]
-
-
-def test_run_ids_are_unique_and_shared_between_suites():
-    all_specs = [s for suite in suites.SUITES for s in suites.suite_specs(suite)]
-    unique = bench._unique(all_specs)
-    assert len({suites.run_id(s) for s in unique}) == len(unique)
-    stability = {suites.run_id(s) for s in suites.suite_specs("stability")}
-    mrpc = {suites.run_id(s) for s in suites.suite_specs("mrpc")}
-    assert len(stability) == 30
-    # MRPC adapters at 1e-3 and 3e-3 and full at 5e-5, 3 epochs, run once for both suites.
-    assert len(stability & mrpc) == 9
-    assert "mrpc_minilm_adapter_1e-3_3ep_seed42" in stability & mrpc
 
 
 def test_commands_carry_no_optimizer_flag_beyond_rate_and_epochs(tmp_path):
@@ -49,49 +29,7 @@ def test_commands_carry_no_optimizer_flag_beyond_rate_and_epochs(tmp_path):
     assert "--tuning_mode=full" in full and "--task_name=RTE" in full
 
 
-def _record(spec, acc, f1):
-    return {"run": suites.run_id(spec), **spec, "command": "python run_classifier.py ...",
-            "wall_s": 60.0, "dev_accuracy": acc, "dev_f1": f1}
-
-
-@pytest.mark.parametrize("accs, verdict", [
-    ((80.0, 81.0, 82.0), "meets target"),
-    ((77.9, 81.0, 82.0), "misses target"),   # one seed below 78
-    ((79.0, 80.0, 80.5), "misses target"),   # mean 79.8 < 80
-])
-def test_tables_are_written_from_the_run_files(tmp_path, accs, verdict):
-    results = tmp_path / "results" / "robust_defaults"
-    results.mkdir(parents=True)
-    cell = [s for s in suites.suite_specs("mrpc")
-            if s["lr"] == "1e-3" and s["backbone"] == "minilm"]
-    for spec, acc in zip(cell, accs):
-        (results / f"{suites.run_id(spec)}.json").write_text(json.dumps(_record(spec, acc, 87.0)))
-    tables.write_tables(["mrpc"], str(results))
-    table = json.loads((tmp_path / "results" / "robust_defaults_mrpc.json").read_text())
-    assert table["runs_done"] == 3 and table["runs"] == 21
-    row = next(r for r in table["cells"] if r["lr"] == "1e-3" and r["backbone"] == "minilm")
-    assert row["accuracy"]["mean"] == pytest.approx(sum(accs) / 3)
-    assert row["verdict"] == verdict
-    markdown = (tmp_path / "results" / "robust_defaults_mrpc.md").read_text()
-    assert f"| {verdict} |" in markdown and "— of 3" in markdown
-
-
-def test_partial_cell_is_marked(tmp_path):
-    results = tmp_path / "robust_defaults"
-    results.mkdir()
-    spec = suites.suite_specs("mrpc")[1]
-    (results / f"{suites.run_id(spec)}.json").write_text(json.dumps(_record(spec, 82.0, 88.0)))
-    tables.write_tables(["mrpc"], str(results))
-    row = next(r for r in json.loads((tmp_path / "robust_defaults_mrpc.json").read_text())["cells"]
-               if r["seeds"])
-    assert row["seeds"] == [42] and row["verdict"] == "pending"
-
-
 def test_claims_keep_drivers_apart_and_finished_orphans_are_adopted(tmp_path):
-    import argparse
-    import os
-    import subprocess
-    import sys
     args = argparse.Namespace(work_dir=str(tmp_path / "work"),
                               results_dir=str(tmp_path / "results" / "robust_defaults"))
     os.makedirs(args.work_dir)
@@ -197,18 +135,28 @@ def test_squad_variant_suites_pair_each_seed_and_share_the_default_run(
     assert any(f"| {variant} | 43 | — | — | not run yet |" in line for line in lines)
 
 
-def test_squad_suite_runs_three_seeds_per_rate_and_summarises_each_rate():
-    specs = suites.suite_specs("squad")
-    assert sorted((s["lr"], s["seed"]) for s in specs) == sorted(
-        (lr, seed) for lr in ("1e-3", "3e-4", "3e-3") for seed in (42, 43, 44))
-    assert [s["seed"] for s in specs[:3]] == [42, 42, 42]  # every rate's seed 42 first
-    # F1 at 1e-3: 50 and 54; at 3e-4: only seed 42 done, 40.
-    f1 = {("1e-3", 42): 50.0, ("1e-3", 43): 54.0, ("3e-4", 42): 40.0}
-    records = {suites.run_id(s): {"exact_match": f1[s["lr"], s["seed"]] - 10, "f1": f1[s["lr"], s["seed"]],
-                                 "wall_s": 600.0, "command": "python run_squad.py ..."}
-               for s in specs if (s["lr"], s["seed"]) in f1}
-    lines = tables.suite_table("squad", records)["lines"]
-    assert "| 1e-3 x 2 | 2 | 42.00 ± 2.83 | 52.00 ± 2.83 |" in lines
-    assert any(line.startswith("| 3e-4 x 2 | 1 | 30.00") and "| 40.00" in line for line in lines)
-    assert any(line.startswith("| 3e-3 x 2 | 0 |") for line in lines)
-    assert "| adapter | 3e-4 x 2 | 1500 | 43 | — | — | not run yet |" in lines
+def test_table_driver_rewrites_its_own_table_after_each_run_and_not_the_suites(
+        tmp_path, monkeypatch):
+    specs = suites.suite_specs("mrpc")[:2]
+    done, rewritten = [], []
+    monkeypatch.setattr(bench, "run_one", lambda spec, args: done.append(spec) or _result(spec))
+    monkeypatch.setattr(bench, "write_tables", lambda *a: pytest.fail("suite tables rewritten"))
+
+    def write_table(results_dir):
+        # What the table sees: every run recorded so far.
+        rewritten.append(sorted(p.name for p in (tmp_path / "results").iterdir()))
+
+    args = argparse.Namespace(work_dir=str(tmp_path / "work"),
+                              results_dir=str(tmp_path / "results"), tables_only=False)
+    assert bench.run_table_suite(specs, args, write_table) == 0
+    assert done == specs
+    first, second = (suites.run_id(s) + ".json" for s in specs)
+    assert rewritten == [[first], sorted([first, second]), sorted([first, second])]
+    # Run again: nothing left to run, the table is written once.
+    assert bench.run_table_suite(specs, args, write_table) == 0
+    assert len(done) == 2 and len(rewritten) == 4
+
+
+def _result(spec):
+    return {"run": suites.run_id(spec), **spec, "command": "python run_classifier.py ...",
+            "wall_s": 60.0, "dev_accuracy": 80.0, "dev_f1": 86.0}
