@@ -9,7 +9,7 @@ GLUE_DIR ?=
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
-.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir test-tf220 bench clean
+.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir tf220-env test-tf220 bench clean
 
 setup: $(STAMP)
 
@@ -107,7 +107,12 @@ TF220_TESTS ?= tests/test_install.py tests/test_encoder.py tests/test_checkpoint
                tests/test_run_classifier.py tests/test_run_squad.py tests/test_without_transformers.py \
                tests/test_tokenization.py tests/test_safe_loading.py
 
-test-tf220:
+# The environment, built once (again when setup.py changes): CI builds it in the background
+# while the TensorFlow 2.21 tests run, the downloads overlapping their computing.
+TF220_STAMP := $(TF220_VENV)/.make-stamp
+tf220-env: $(TF220_STAMP)
+
+$(TF220_STAMP): setup.py
 	test -x $(TF220_PY) || $(PYTHON) -m venv $(TF220_VENV) \
 	  || { $(PYTHON) -m pip install -q virtualenv && $(PYTHON) -m virtualenv $(TF220_VENV); }
 	$(TF220_PY) -m pip install -q --upgrade pip
@@ -125,6 +130,9 @@ test-tf220:
 	  assert 'tensorflow' not in names, 'pip added the tensorflow distribution'; \
 	  t = m.version('transformers'); assert t.split('.')[0] == '5', 'pip replaced transformers 5 by ' + t; \
 	  print('TensorFlow', v, 'and transformers', t, 'in place')"
+	touch $@
+
+test-tf220: $(TF220_STAMP)
 	$(TF220_PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS_MAX) \
 	  -m "not slow" $(TF220_TESTS)
 
