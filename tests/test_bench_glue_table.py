@@ -11,19 +11,24 @@ def test_runs_cover_every_row_once_with_the_cheap_cells_first():
     specs = glue_table.specs()
     ids = [robust_suites.run_id(s) for s in specs]
     # 3-epoch rows, 20 epochs, 3e-3 and 3e-4, CoLA's extra seeds, 3e-4 x 20 epochs (the
-    # selection grid's last cell), bias-corrected AdamW on every task (CoLA: six seeds)
-    assert len(ids) == len(set(ids)) == 4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 2 * 3 + 3 * 3 + 3 * 3 + 6
+    # selection grid's last cell), bias-corrected AdamW on every task (CoLA: six seeds) and
+    # for 20 epochs on the small tasks
+    assert len(ids) == len(set(ids)) == \
+        4 * 2 * 3 + 3 * 3 + 2 * 3 * 3 + 2 * 3 + 3 * 3 + 3 * 3 + 6 + 3 * 3
     assert glue_table.seeds_of("cola", "full", "5e-5", 3) == (42, 43, 44, 45, 46, 47)
     assert glue_table.seeds_of("cola", "adapter", "1e-3", 20) == (42, 43, 44)
     assert glue_table.seeds_of("mrpc", "adapter", "1e-3", 3) == (42, 43, 44)
     # Seed 42 of every small-task 3-epoch cell comes first, SST-2's other seeds last.
     assert [(s["task"], s["mode"], s["seed"]) for s in specs[:6]] == [
         (task, mode, 42) for task in ("cola", "mrpc", "rte") for mode in ("adapter", "full")]
-    # The bias-corrected row runs last (its CoLA seeds 42-44 first, with the CoLA cells).
+    # The bias-corrected rows run last (the 3-epoch CoLA seeds 42-44 first, with the CoLA
+    # cells), their 20-epoch runs at the very end, RTE's (the cheapest) first.
     corrected = [s for s in specs if s.get("optimizer") == "corrected"]
-    assert specs[-12:] == corrected[3:]
+    assert specs[-21:] == corrected[3:]
+    assert [s["epochs"] for s in specs[-9:]] == [20] * 9
+    assert [s["task"] for s in specs[-9::3]] == ["rte", "mrpc", "cola"]
     assert glue_table.seeds_of("cola", "adapter", "1e-3", 3) == (42, 43, 44, 45, 46, 47)
-    rest = specs[:-12]
+    rest = specs[:-21]
     assert {s["task"] for s in rest[-4:]} == {"sst-2"} and 42 not in {s["seed"] for s in rest[-4:]}
     assert {(s["lr"], s["epochs"]) for s in rest[-13:-4]} == {("3e-4", 20)}
     # The MRPC and RTE cells are the stability suite's runs: recorded once, reused.
@@ -83,11 +88,12 @@ def test_table_has_each_tasks_metric_mean_sd_and_the_average_once_complete():
     assert rows[1]["average"] is None and lines[3].split("|")[-4].strip() == "—"
     assert rows[1]["small_task_average"] is None and lines[3].split("|")[-3].strip() == "—"
     # The 20-epoch protocol and the sweep cells have no SST-2 cell, the bias-corrected row
-    # has every task; the peers' rows follow.
-    assert all("n/a" in lines[i] for i in (4, 5, 6, 7))
+    # has every task, its 20-epoch row the small ones; the peers' rows follow.
+    assert all("n/a" in lines[i] for i in (4, 5, 6, 7, 9))
     assert lines[8].startswith("| adapters, bias-corrected") and "n/a" not in lines[8]
-    assert lines[9].startswith("| adapters, selected on dev per seed")
-    assert lines[10].startswith("| AdapterHub")
+    assert lines[9].startswith("| adapters, bias-corrected") and "20 epochs" in lines[9]
+    assert lines[10].startswith("| adapters, selected on dev per seed")
+    assert lines[11].startswith("| AdapterHub")
 
 
 def test_the_selected_row_takes_each_seeds_best_grid_point():
@@ -104,7 +110,7 @@ def test_the_selected_row_takes_each_seeds_best_grid_point():
     assert selected["tasks"]["cola"]["dev_mcc"]["values"] == [30.0, 31.0, 32.0]
     # MRPC: a tie goes to the first point of the grid; seeds 43 and 44 never ran.
     assert selected["tasks"]["mrpc"]["chosen"] == [{"seed": 42, "lr": "3e-4", "epochs": 20}]
-    assert "| 31.00 ± 1.00 | — | 88.00 (1) |" in lines[9]
+    assert "| 31.00 ± 1.00 | — | 88.00 (1) |" in lines[10]
     # SST-2 has one point, the defaults: its runs enter as they are, and the four-task
     # average follows once every task has a figure.
     records.update([_record("sst-2", "adapter", "1e-3", 3, 42, dev_accuracy=90.0)]
@@ -113,7 +119,7 @@ def test_the_selected_row_takes_each_seeds_best_grid_point():
     rows, lines = glue_table.table(records)
     assert rows[-1]["tasks"]["sst-2"]["chosen"] == [{"seed": 42, "lr": "1e-3", "epochs": 3}]
     assert rows[-1]["average"] == (31.0 + 90.0 + 88.0 + 60.0) / 4
-    assert "| 31.00 ± 1.00 | 90.00 (1) | 88.00 (1) |" in lines[9]
+    assert "| 31.00 ± 1.00 | 90.00 (1) | 88.00 (1) |" in lines[10]
 
 
 def _cola_run_folder(tmp_path, global_step):
