@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from adapter_bert.io_utils import atomic_write_text
 
@@ -32,6 +32,29 @@ RESULTS = os.path.join(REPO, "bench", "results")
 
 class RunFailed(RuntimeError):
     """A runner command exited with a non-zero status."""
+
+
+def written_by_a_run(name: str) -> bool:
+    """Whether `name` is an entry a runner or a benchmark writes into a run's output folder."""
+    # Imported here: the runners' modules load TensorFlow, which a benchmark's start need not.
+    from adapter_bert.tasks.run_lock import LOCK_NAME
+    from adapter_bert.tasks.run_record import FEATURE_CACHE_DIR, RUN_OUTPUTS
+    return name in RUN_OUTPUTS or name in (FEATURE_CACHE_DIR, LOCK_NAME, "run.log", "bench_wall_s")
+
+
+def clear_written_dir(path: str, written: Callable[[str], bool] = written_by_a_run) -> None:
+    """Deletes the folder `path` (if there) when every entry in it is one a benchmark or
+    runner writes (`written(name)`); otherwise deletes nothing and raises RunFailed naming
+    the other entries, so that a --work_dir pointed at a user's folder loses nothing."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        raise RunFailed(f"{path} is not a folder a benchmark wrote; nothing deleted")
+    foreign = sorted(name for name in os.listdir(path) if not written(name))
+    if foreign:
+        raise RunFailed(f"{path} holds {', '.join(foreign[:3])}, which no run writes; nothing "
+                        f"deleted: point --work_dir at a new folder")
+    shutil.rmtree(path)
 
 
 @dataclass
@@ -120,11 +143,12 @@ def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None)
     child imports this checkout's `adapter_bert` (the repository root leads PYTHONPATH).
 
     Raises:
-        RunFailed: the command exited with a non-zero status.
+        RunFailed: the command exited with a non-zero status, or `output_dir` holds what
+            no run writes (nothing deleted, nothing run).
         FileNotFoundError: it wrote no eval_results file.
     """
     # A finished run left here would be resumed (evaluated without training): start clean.
-    shutil.rmtree(output_dir, ignore_errors=True)
+    clear_written_dir(output_dir)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

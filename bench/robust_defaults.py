@@ -53,11 +53,13 @@ import sys
 import threading
 import time
 
-from bench.harness import REPO, listed_choices, train_loss_per_epoch, write_json
+from bench.harness import (REPO, clear_written_dir, listed_choices, train_loss_per_epoch,
+                           write_json)
 from bench.harness import read_eval_results as read_results
 from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
 from bench.robust_suites import (GLUE_FOLDERS, MODES, OPTIMIZER_FLAGS, SUITES, run_id, suite_specs)
 from bench.robust_tables import RESULTS, write_tables
+from adapter_bert.io_utils import atomic_write_text, atomic_write_with
 from adapter_bert.tasks.run_lock import process_alive
 
 SHARED = os.path.join(REPO, "..", "shared", "data")
@@ -84,14 +86,20 @@ def write_tf1(folder):
     build_model(bert)
     load_weights(bert, read_weights(files), source=files.weights)
     staging = folder + ".partial"
-    shutil.rmtree(staging, ignore_errors=True)
+    clear_written_dir(staging, _is_tf1_file)
     os.makedirs(staging)
     ab.save_tf1_checkpoint(bert, os.path.join(staging, "bert_model.ckpt"))
     with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
         f.write(config.to_google_json())
     shutil.copy(files.vocab_file, os.path.join(staging, "vocab.txt"))
-    shutil.rmtree(folder, ignore_errors=True)
+    clear_written_dir(folder, _is_tf1_file)
     os.replace(staging, folder)
+
+
+def _is_tf1_file(name) -> bool:
+    """Whether `name` is one of the files `write_tf1` writes."""
+    return name in ("bert_config.json", "vocab.txt", "checkpoint") or \
+        name.startswith("bert_model.ckpt.")
 
 
 def squad_files(spec, work_dir):
@@ -103,14 +111,12 @@ def squad_files(spec, work_dir):
     if not os.path.exists(train):
         articles = first_questions(load_articles(os.path.join(squad, "train-v1.1-subset.json")),
                                    spec["questions"])
-        write_squad(train + ".tmp", "1.1", articles)
-        os.replace(train + ".tmp", train)
+        atomic_write_with(train, lambda tmp: write_squad(tmp, "1.1", articles))
     if not os.path.exists(dev):
         articles = load_articles(os.path.join(squad, "dev-v1.1.json"))
         if spec["eval_articles"]:
             articles = articles[:spec["eval_articles"]]
-        write_squad(dev + ".tmp", "1.1", articles)
-        os.replace(dev + ".tmp", dev)
+        atomic_write_with(dev, lambda tmp: write_squad(tmp, "1.1", articles))
     return train, dev
 
 
@@ -162,7 +168,7 @@ def run_one(spec, args):
     resumable = "save_checkpoints_steps" in spec
     # The runners keep their checkpoints in <output_dir>/checkpoints.
     if not (resumable and os.path.exists(os.path.join(output_dir, "checkpoints", "checkpoint"))):
-        shutil.rmtree(output_dir, ignore_errors=True)
+        clear_written_dir(output_dir)
     os.makedirs(output_dir, exist_ok=True)
     spent_path = os.path.join(output_dir, "bench_wall_s")
     spent = float(open(spent_path).read()) if os.path.exists(spent_path) else 0.0
@@ -226,9 +232,7 @@ def claim(spec, args) -> bool:
     held = read_claim(path)
     if held and held[0] != os.getpid() and process_alive(held[0]):
         return False
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(f"{os.getpid()} {time.time()}")
-    os.replace(path + ".tmp", path)
+    atomic_write_text(path, f"{os.getpid()} {time.time()}")
     return True
 
 

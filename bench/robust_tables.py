@@ -5,6 +5,7 @@ target's verdict, and the SQuAD settings side by side."""
 import json
 import os
 
+from adapter_bert.io_utils import atomic_write_text
 from bench.harness import mean_sd_text, seed_stats, write_json
 from bench.robust_suites import MRPC_TARGET, run_id, suite_specs
 
@@ -147,6 +148,4 @@ def write_tables(suites, results_dir=RESULTS):
         stem = os.path.join(os.path.dirname(results_dir), f"robust_defaults_{suite}")
         write_json(stem + ".json", {"suite": suite, "runs_done": table["runs_done"],
                                     "runs": table["runs"], "cells": table["rows"]})
-        with open(stem + ".md.tmp", "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        os.replace(stem + ".md.tmp", stem + ".md")
+        atomic_write_text(stem + ".md", "\n".join(lines) + "\n")

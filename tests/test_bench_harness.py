@@ -24,13 +24,14 @@ def test_run_starts_clean_times_and_reads_eval_results_txt(tmp_path):
     output_dir = tmp_path / "run"
     output_dir.mkdir()
     (output_dir / "eval_results.txt").write_text("eval_accuracy = 0.1\n")
-    (output_dir / "checkpoint").write_text("left by an earlier run")
+    (output_dir / "checkpoints").mkdir()
+    (output_dir / "checkpoints" / "checkpoint").write_text("left by an earlier run")
     command = fake_runner(output_dir, "import time; time.sleep(0.2); open('eval_results.txt', "
                                       "'w').write('eval_accuracy = 0.75\\nglobal_step = 93\\n"
                                       "note = text\\n\\n')")
     done = harness.run(command, str(output_dir))
     assert done.results == {"eval_accuracy": 0.75, "global_step": 93.0, "note": "text"}
-    assert not (output_dir / "checkpoint").exists()  # emptied before the command ran
+    assert not (output_dir / "checkpoints").exists()  # emptied before the command ran
     assert 0.2 <= done.wall_s < 30
     assert done.command == command
 
@@ -80,3 +81,40 @@ def test_seed_stats_and_text_match_the_statistics_module():
     assert harness.seed_stats([84.5])["sd"] == 0.0
     assert harness.mean_sd_text([84.5]) == "84.50"
     assert harness.seed_stats([]) is None and harness.mean_sd_text([]) == "—"
+
+
+def test_a_folder_holding_what_no_run_writes_is_never_deleted_nor_run_in(tmp_path):
+    """A --work_dir pointed at a user's folder: the run is refused, every file kept."""
+    user = tmp_path / "thesis"
+    (user / "logs").mkdir(parents=True)
+    (user / "chapter1.tex").write_text("mine")
+    marker = tmp_path / "ran"
+    with pytest.raises(harness.RunFailed, match=r"thesis holds chapter1.tex, which no run "
+                                                r"writes; nothing deleted"):
+        harness.run(fake_runner(user, f"open({str(marker)!r}, 'w')"), str(user))
+    assert (user / "chapter1.tex").read_text() == "mine" and (user / "logs").is_dir()
+    assert not marker.exists()
+    # A symbolic link is not followed into what it points at.
+    link = tmp_path / "link"
+    link.symlink_to(user)
+    with pytest.raises(harness.RunFailed, match="not a folder a benchmark wrote"):
+        harness.clear_written_dir(str(link))
+    assert (user / "chapter1.tex").exists()
+
+
+def test_a_run_folder_and_a_missing_one_are_cleared(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    for name in ("run_flags.json", "eval_results.txt", "run.log", "bench_wall_s"):
+        (run_dir / name).write_text("x")
+    harness.clear_written_dir(str(run_dir))
+    assert not run_dir.exists()
+    harness.clear_written_dir(str(tmp_path / "never_made"))
+    # Another writer's names, given as its own predicate.
+    tf1 = tmp_path / "minilm_tf1"
+    tf1.mkdir()
+    (tf1 / "bert_model.ckpt.index").write_text("x")
+    with pytest.raises(harness.RunFailed):
+        harness.clear_written_dir(str(tf1))
+    harness.clear_written_dir(str(tf1), lambda name: name.startswith("bert_model.ckpt."))
+    assert not tf1.exists()

@@ -160,3 +160,20 @@ def test_table_driver_rewrites_its_own_table_after_each_run_and_not_the_suites(
 def _result(spec):
     return {"run": suites.run_id(spec), **spec, "command": "python run_classifier.py ...",
             "wall_s": 60.0, "dev_accuracy": 80.0, "dev_f1": 86.0}
+
+
+def test_the_tf1_backbone_folder_is_replaced_only_when_it_holds_its_own_files(tmp_path):
+    harness = bench_module("harness")
+    folder = tmp_path / "minilm_tf1"
+    folder.mkdir()
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
+                 "bert_config.json", "vocab.txt", "checkpoint"):
+        assert bench._is_tf1_file(name)
+        (folder / name).write_text("x")
+    harness.clear_written_dir(str(folder), bench._is_tf1_file)
+    assert not folder.exists()
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(harness.RunFailed, match="notes.txt"):
+        harness.clear_written_dir(str(folder), bench._is_tf1_file)
+    assert (folder / "notes.txt").exists()
