@@ -9,17 +9,17 @@ This module imports neither TensorFlow nor the runners' flags: an entry point ca
 `start` before anything imports TensorFlow.
 """
 
-import os
 import sys
 
 from absl import app, flags
+from adapter_bert import io_utils
 
 
 def program_name(script: str, command: str) -> str:
     """The name a runner's error lines begin with (`<name>: error: ...`): its console
     script `command` when that is what was run, else its `script` name (run_classifier.py:
     the root script, `python -m adapter_bert.run_classifier`, or a test calling `main`)."""
-    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    invoked = io_utils.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if invoked.lower().endswith(".exe"):  # console scripts on Windows
         invoked = invoked[:-len(".exe")]
     return command if invoked == command else script

@@ -34,23 +34,31 @@ class RunFailed(RuntimeError):
     """A runner command exited with a non-zero status."""
 
 
-def written_by_a_run(name: str) -> bool:
-    """Whether `name` is an entry a runner or a benchmark writes into a run's output folder."""
+# What a benchmark writes into a run's folder beside the run's own files.
+BENCH_FILES = ("run.log", "bench_wall_s")
+
+
+def _not_written_by_a_run(path: str) -> List[str]:
+    """The top-level entries of the run folder `path` holding a file that neither the
+    runs there (their manifest, `adapter_bert.io_utils.folders`) nor a benchmark wrote."""
     # Imported here: the runners' modules load TensorFlow, which a benchmark's start need not.
-    from adapter_bert.tasks.run_lock import LOCK_NAME
-    from adapter_bert.tasks.run_record import FEATURE_CACHE_DIR, RUN_OUTPUTS
-    return name in RUN_OUTPUTS or name in (FEATURE_CACHE_DIR, LOCK_NAME, "run.log", "bench_wall_s")
+    from adapter_bert.io_utils import folders
+    from adapter_bert.tasks.run_record import KEPT_BY_OVERWRITE
+    foreign = folders.foreign_files(path, keep=(*KEPT_BY_OVERWRITE, *BENCH_FILES))
+    return sorted({os.path.relpath(name, path).split(os.sep)[0] for name in foreign})
 
 
-def clear_written_dir(path: str, written: Callable[[str], bool] = written_by_a_run) -> None:
-    """Deletes the folder `path` (if there) when every entry in it is one a benchmark or
-    runner writes (`written(name)`); otherwise deletes nothing and raises RunFailed naming
-    the other entries, so that a --work_dir pointed at a user's folder loses nothing."""
+def clear_written_dir(path: str, written: Optional[Callable[[str], bool]] = None) -> None:
+    """Deletes the folder `path` (if there) when everything in it was written by runs or a
+    benchmark (or, given `written`, when `written(name)` holds for every entry: another
+    writer's names); otherwise deletes nothing and raises RunFailed naming the other
+    entries, so that a --work_dir pointed at a user's folder loses nothing."""
     if not os.path.lexists(path):
         return
     if os.path.islink(path) or not os.path.isdir(path):
         raise RunFailed(f"{path} is not a folder a benchmark wrote; nothing deleted")
-    foreign = sorted(name for name in os.listdir(path) if not written(name))
+    foreign = (_not_written_by_a_run(path) if written is None
+               else sorted(name for name in os.listdir(path) if not written(name)))
     if foreign:
         raise RunFailed(f"{path} holds {', '.join(foreign[:3])}, which no run writes; nothing "
                         f"deleted: point --work_dir at a new folder")

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from adapter_bert.io_utils import folders
 from tests.conftest import bench_module
 
 harness = bench_module("harness")
@@ -26,6 +27,7 @@ def test_run_starts_clean_times_and_reads_eval_results_txt(tmp_path):
     (output_dir / "eval_results.txt").write_text("eval_accuracy = 0.1\n")
     (output_dir / "checkpoints").mkdir()
     (output_dir / "checkpoints" / "checkpoint").write_text("left by an earlier run")
+    folders.write_manifest(str(output_dir), ["eval_results.txt", "checkpoints/checkpoint"])
     command = fake_runner(output_dir, "import time; time.sleep(0.2); open('eval_results.txt', "
                                       "'w').write('eval_accuracy = 0.75\\nglobal_step = 93\\n"
                                       "note = text\\n\\n')")
@@ -107,6 +109,14 @@ def test_a_run_folder_and_a_missing_one_are_cleared(tmp_path):
     (run_dir / "checkpoints").mkdir(parents=True)
     for name in ("run_flags.json", "eval_results.txt", "run.log", "bench_wall_s"):
         (run_dir / name).write_text("x")
+    (run_dir / "checkpoints" / "ckpt-1.index").write_text("x")
+    # The run's manifest lists its files; the benchmark's own are known by name.
+    folders.write_manifest(str(run_dir), ["run_flags.json", "eval_results.txt",
+                                          "checkpoints/ckpt-1.index"])
+    (run_dir / "notes.txt").write_text("mine")
+    with pytest.raises(harness.RunFailed, match="holds notes.txt, which no run writes"):
+        harness.clear_written_dir(str(run_dir))
+    (run_dir / "notes.txt").unlink()
     harness.clear_written_dir(str(run_dir))
     assert not run_dir.exists()
     harness.clear_written_dir(str(tmp_path / "never_made"))

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from adapter_bert.io_utils import folders
 from tests.conftest import bench_module
 
 bench = bench_module("robust_defaults")
@@ -100,6 +101,7 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
         (folder / "checkpoints").mkdir(parents=True)  # where the runners keep them
         (folder / "checkpoints" / "checkpoint").write_text("model_checkpoint_path: 'ckpt-3'\n")
         (folder / "bench_wall_s").write_text("3600.0")
+        folders.write_manifest(str(folder), ["checkpoints/checkpoint"])  # as a run lists it
     long_record = bench.run_one(long_spec, args)
     short_record = bench.run_one(short_spec, args)
     assert (tmp_path / suites.run_id(long_spec) / "checkpoints" / "checkpoint").exists()

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from adapter_bert import io_utils
+from adapter_bert.io_utils import folders
 from adapter_bert.model import google_checkpoints as gc
 from adapter_bert.model.checkpoints import (CheckpointError, read_tf1_checkpoint,
                                             resolve_backbone)
@@ -278,9 +280,9 @@ def test_a_cache_folder_no_download_wrote_is_refused_and_kept(google, server):
     with pytest.raises(CheckpointError) as error:
         resolve_backbone(FOLDER)
     assert str(error.value) == (
-        f"{FOLDER}: the cache folder {foreign} holds files but no {gc.MARKER} (it was not "
-        f"written by a download of this package); nothing was deleted: move it away, or "
-        f"set {gc.CACHE_ENV} to another folder")
+        f"{FOLDER}: the cache folder of {FOLDER} {foreign} holds bert_config.json that "
+        f"adapter_bert did not write; nothing was replaced: move it away or name a new folder "
+        f"(or set {gc.CACHE_ENV} to another folder)")
     assert server.requests == []
     assert (foreign / "bert_config.json").read_text() == "{}"
 
@@ -302,8 +304,9 @@ def test_an_existing_path_wins_over_the_name(google, server, tiny_files):
     assert server.requests == []
 
 
-def test_a_filesystem_cache_gets_the_marker_last(google, server, tiny_files, monkeypatch):
-    """Any tf.io.gfile cache (here ram://, as gs:// would be): files copied, marker last."""
+def test_a_filesystem_cache_is_complete_with_its_marker_and_manifest(google, server, tiny_files,
+                                                                     monkeypatch):
+    """Any tf.io.gfile cache (here ram://, copied object by object as on gs://)."""
     import tensorflow as tf
     cache = f"ram://google_cache_{os.getpid()}"
     monkeypatch.setenv(gc.CACHE_ENV, cache)
@@ -311,27 +314,41 @@ def test_a_filesystem_cache_gets_the_marker_last(google, server, tiny_files, mon
     folder = f"{cache}/{gc.CACHE_SUBDIR}/{FOLDER}"
     assert files.weights == f"{folder}/bert_model.ckpt"
     assert tf.io.gfile.exists(f"{folder}/{gc.MARKER}")
+    assert tf.io.gfile.exists(f"{folder}/{folders.MANIFEST}")
     with tf.io.gfile.GFile(f"{folder}/vocab.txt", "rb") as f:
         assert f.read() == tiny_files["vocab.txt"]
     assert resolve_backbone(FOLDER) == files and len(server.requests) == 1
+    assert tf.io.gfile.listdir(f"{cache}/{gc.CACHE_SUBDIR}") == [FOLDER]  # nothing staged left
 
 
 def test_a_filesystem_cache_copy_killed_half_way_is_completed(google, server, monkeypatch):
-    """A gs:// copy killed between files leaves the partial marker: the folder is the
-    package's own, and the next fetch completes it; without that marker it is refused."""
+    """A gs:// swap killed between two copied files leaves its journal and the complete
+    staged copy: the folder is not taken for complete, and the next fetch completes the swap
+    without downloading again."""
     import tensorflow as tf
     cache = f"ram://google_half_{os.getpid()}"
     monkeypatch.setenv(gc.CACHE_ENV, cache)
     folder = f"{cache}/{gc.CACHE_SUBDIR}/{FOLDER}"
-    tf.io.gfile.makedirs(folder)
-    for name, text in ((gc.PARTIAL_MARKER, "{}"), ("bert_config.json", "{")):
-        with tf.io.gfile.GFile(f"{folder}/{name}", "w") as f:
-            f.write(text)
+    copy_file, copied = io_utils.copy_file, []
+
+    def killed_after_two(source, target):
+        if target.startswith(folder + "/"):  # the swap's copies, not the staging's
+            if len(copied) == 2:
+                raise KeyboardInterrupt  # as a SIGKILL would stop it: nothing runs after
+            copied.append(target)
+        copy_file(source, target)
+    monkeypatch.setattr(io_utils, "copy_file", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        resolve_backbone(FOLDER)
+    assert gc.cached_path(FOLDER) is None and len(tf.io.gfile.listdir(folder)) == 2
+    monkeypatch.setattr(io_utils, "copy_file", copy_file)
     files = resolve_backbone(FOLDER)
+    assert len(server.requests) == 1
     assert json.loads(tf.io.gfile.GFile(files.config_file).read())["num_hidden_layers"] == 2
     assert sorted(tf.io.gfile.listdir(folder)) == sorted(
-        [gc.MARKER, "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+        [gc.MARKER, folders.MANIFEST, "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
          "bert_model.ckpt.index", "tokenizer_config.json", "vocab.txt"])
+    assert tf.io.gfile.listdir(f"{cache}/{gc.CACHE_SUBDIR}") == [FOLDER]
 
 
 def test_an_interrupted_download_leaves_nothing(google, server, monkeypatch):
@@ -355,8 +372,8 @@ def test_an_unwritable_cache_is_one_line(google, server, tmp_path, monkeypatch):
 
 def test_a_day_old_partial_folder_is_removed(google, server):
     google.mkdir(parents=True)
-    old = google / f".{FOLDER}.killed.partial"
-    young = google / f".{FOLDER}.running.partial"
+    old = google / f".{FOLDER}.partial.killed"
+    young = google / f".{FOLDER}.partial.running"
     for folder in (old, young):
         folder.mkdir()
         (folder / f"{FOLDER}.zip").write_bytes(b"part")

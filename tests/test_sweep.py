@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from adapter_bert.adapters.files import read_adapter_weights
+from adapter_bert.io_utils.folders import ForeignFileError
 from adapter_bert.tasks import sweep
 from adapter_bert.tasks.flag_checks import FlagError
 from tests.conftest import REPO
@@ -217,7 +218,8 @@ def test_a_best_folder_the_sweep_did_not_write_is_left_alone(tmp_path):
     (point / "eval_results.txt").write_text("eval_accuracy = 0.5\n")
     (tmp_path / "sweep" / "best").mkdir()
     (tmp_path / "sweep" / "best" / "notes.txt").write_text("mine")
-    with pytest.raises(FlagError, match="best exists and was not written by a sweep"):
+    with pytest.raises(ForeignFileError, match="the sweep's folder of the best point .*best "
+                                               "holds notes.txt that adapter_bert did not write"):
         sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
     assert sorted(p.name for p in (tmp_path / "sweep" / "best").iterdir()) == ["notes.txt"]
     # Its own best/ it replaces: the adapter is the newly chosen point's.
@@ -228,6 +230,11 @@ def test_a_best_folder_the_sweep_did_not_write_is_left_alone(tmp_path):
     sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
     assert (tmp_path / "sweep" / "best" / "adapter" / "adapter_config.json").read_text() == \
         '{"second": 1}'
+    # A file of the user's put inside the kept adapter stops the next selection, kept.
+    (tmp_path / "sweep" / "best" / "adapter" / "README.md").write_text("mine")
+    with pytest.raises(ForeignFileError, match="holds adapter/README.md that adapter_bert"):
+        sweep.keep_best(str(tmp_path / "sweep"), str(point), {"learning_rate": "1e-3"}, [])
+    assert (tmp_path / "sweep" / "best" / "adapter" / "README.md").read_text() == "mine"
 
 
 @pytest.mark.slow

@@ -17,7 +17,6 @@ same shape but other weights (another checkpoint) logs a warning naming both.
 import hashlib
 import json
 import logging
-import os
 import re
 from typing import Dict, Optional, Sequence
 
@@ -91,7 +90,7 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
     from safetensors.numpy import save
     description = dict(description, format_version=FORMAT_VERSION, weights=sorted(weights))
     io_utils.makedirs(directory)
-    weights_path = os.path.join(directory, WEIGHTS_NAME)
+    weights_path = io_utils.join(directory, WEIGHTS_NAME)
     # np.asarray(order="C"), not np.ascontiguousarray, which turns a scalar weight (a
     # family's gate, say) into shape [1].
     data = save({k: np.asarray(v, order="C") for k, v in weights.items()})
@@ -100,7 +99,7 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
     # digest of its weights, so a pair mixed by a run killed between the two writes is
     # detected when loading instead of silently combining two runs.
     description["weights_sha256"] = hashlib.sha256(data).hexdigest()
-    atomic_write_text(os.path.join(directory, CONFIG_NAME), json.dumps(description, indent=2) + "\n")
+    atomic_write_text(io_utils.join(directory, CONFIG_NAME), json.dumps(description, indent=2) + "\n")
     return weights_path
 
 
@@ -155,7 +154,7 @@ def read_adapter_config(directory: str) -> dict:
         AdapterFileError: missing file, bad JSON, or a format version this code does not
             read (a newer one: upgrade adapter_bert).
     """
-    path = os.path.join(directory, CONFIG_NAME)
+    path = io_utils.join(directory, CONFIG_NAME)
     if not io_utils.isfile(path):
         raise AdapterFileError(f"{directory}: no {CONFIG_NAME}; not an adapter directory")
     try:
@@ -222,7 +221,7 @@ def read_adapter_weights(directory: str) -> Dict[str, np.ndarray]:
         AdapterFileError: missing or unreadable file.
     """
     from safetensors.numpy import load
-    weights_path = os.path.join(directory, WEIGHTS_NAME)
+    weights_path = io_utils.join(directory, WEIGHTS_NAME)
     expected = read_adapter_config(directory).get("weights_sha256")
     try:
         data = io_utils.read_bytes(weights_path)
@@ -268,7 +267,7 @@ def adapter_config_of(directory: str) -> Optional[AdapterConfig]:
     try:
         return AdapterConfig.from_dict(values)
     except ConfigError as e:
-        raise AdapterFileError(f"{os.path.join(directory, CONFIG_NAME)}: adapter_config: "
+        raise AdapterFileError(f"{io_utils.join(directory, CONFIG_NAME)}: adapter_config: "
                                f"{e}") from None
 
 
@@ -295,7 +294,7 @@ def load_trained_weights(model, directory: str) -> dict:
     _refuse_merged(model)
     check_backbone(description, backbone_of(model).config, directory)
     weights = read_adapter_weights(directory)
-    weights_path = os.path.join(directory, WEIGHTS_NAME)
+    weights_path = io_utils.join(directory, WEIGHTS_NAME)
     check_fingerprint(description, model, directory)
     name = getattr(model, "active_adapter", None)
     if name is not None and description.get("tuning_mode") == "adapter":

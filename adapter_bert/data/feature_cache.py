@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 from typing import Callable, Iterable, Optional, TypeVar
 
 import numpy as np
@@ -57,7 +56,7 @@ class FeatureCache:
         """The cache named by --feature_cache_dir (default output_dir/feature_cache)."""
         if cache_dir_flag and cache_dir_flag.lower() == DISABLED:
             return cls(None)
-        return cls(cache_dir_flag or os.path.join(output_dir, "feature_cache"))
+        return cls(cache_dir_flag or io_utils.join(output_dir, "feature_cache"))
 
     @staticmethod
     def key(parts: dict) -> str:
@@ -69,7 +68,7 @@ class FeatureCache:
         """Where the entry for `name` and `parts` lives (None when disabled)."""
         if self.directory is None:
             return None
-        return os.path.join(self.directory, f"{name}-{self.key(parts)}.npz")
+        return io_utils.join(self.directory, f"{name}-{self.key(parts)}.npz")
 
     def get_or_build(self, name: str, parts: dict, build: Callable[[], T]) -> T:
         """The cached value for (name, parts), else `build()` stored for next time.
@@ -116,7 +115,7 @@ def encode(value) -> bytes:
 
 
 def _write_entry(arrays: dict, path: str) -> None:
-    with open(path, "wb") as f:
+    with io_utils.open_file(path, "wb") as f:
         np.savez(f, **arrays)
 
 

@@ -11,7 +11,6 @@ TSVs are read without quoting, as the original does (GLUE text has unbalanced `"
 import csv
 import dataclasses
 import math
-import os
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # Re-exported so that callers only need this module.
@@ -173,7 +172,7 @@ class DataProcessor:
                 f"{self.task} has no split {split!r}; valid splits: "
                 f"{', '.join(self.splits)}")
         layout = self.layouts[split]
-        path = os.path.join(data_dir, layout.filename)
+        path = io_utils.join(data_dir, layout.filename)
         rows = _read_tsv_lines(path, self.task)
         self._check_not_another_task(rows[0], layout, path)
         first = 1 if layout.header else 0
@@ -441,7 +440,7 @@ class XnliProcessor(DataProcessor):
     def __init__(self, language: str = "zh"):
         self.language = language
         self.layouts = {
-            "train": _Layout(os.path.join("multinli", f"multinli.train.{language}.tsv"), 3,
+            "train": _Layout(io_utils.join("multinli", f"multinli.train.{language}.tsv"), 3,
                              text_a=0, text_b=1, label=2),
             "dev": _Layout("xnli.dev.tsv", 8, text_a=6, text_b=7, label=1, language=0),
         }
@@ -514,8 +513,8 @@ def how_to_get_data(task_name: str, data_dir: Optional[str] = None) -> str:
     task = canonical_task_name(task_name)
     folder = PROCESSORS[task].folder
     first_file = next(iter(PROCESSORS[task].layouts.values())).filename
-    if data_dir and io_utils.isfile(os.path.join(data_dir, folder, first_file)):
-        return f"did you mean --data_dir={os.path.join(data_dir, folder)}?"
+    if data_dir and io_utils.isfile(io_utils.join(data_dir, folder, first_file)):
+        return f"did you mean --data_dir={io_utils.join(data_dir, folder)}?"
     return (f"pass --data_dir=<glue_data>/{folder}, the task's folder in a glue_data folder "
             f"as download_glue_data.py writes it ({first_file}, ...), or --data_source=tfds "
             f"to download GLUE with tensorflow-datasets (needs internet)")

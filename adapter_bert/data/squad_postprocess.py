@@ -10,13 +10,13 @@ Writes `predictions.json`, `nbest_predictions.json` and (v2.0) `null_odds.json`.
 
 import collections
 import json
-import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from adapter_bert.io_utils import atomic_write_text, makedirs
 from adapter_bert.errors import UserError
+from adapter_bert import io_utils
 
 __all__ = ["RawResult", "write_predictions", "NO_SPAN_NULL_ODDS"]
 
@@ -136,10 +136,10 @@ def _nbest(example: Any, ex_features: Sequence[Any], candidates: Sequence[_Candi
 
 def _write_files(output_dir: str, predictions, nbest_json, null_odds, version_2_with_negative: bool) -> None:
     makedirs(output_dir)
-    _write_json_atomic(os.path.join(output_dir, "predictions.json"), predictions)
-    _write_json_atomic(os.path.join(output_dir, "nbest_predictions.json"), nbest_json)
+    _write_json_atomic(io_utils.join(output_dir, "predictions.json"), predictions)
+    _write_json_atomic(io_utils.join(output_dir, "nbest_predictions.json"), nbest_json)
     if version_2_with_negative:
-        _write_json_atomic(os.path.join(output_dir, "null_odds.json"), null_odds)
+        _write_json_atomic(io_utils.join(output_dir, "null_odds.json"), null_odds)
 
 
 def write_predictions(

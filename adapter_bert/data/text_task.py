@@ -11,7 +11,6 @@ it is a regression, whether its rows are pairs, its metrics (`metrics.classifica
 import collections
 import dataclasses
 import math
-import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -21,6 +20,7 @@ from absl import logging
 from adapter_bert.data.glue import InputExample
 from adapter_bert.data.text_files import (Column, DataFileError, Table, file_format,
                                           find_column)
+from adapter_bert import io_utils
 
 # Header names taken for each role when the flag is not given (case-insensitive, in order).
 TEXT_NAMES = ("sentence", "text", "content", "review", "tweet", "document", "message",
@@ -56,7 +56,7 @@ class Columns:
 def task_name_of(path: str) -> str:
     """A task name from a file name: `data/Tweets.csv` -> `tweets`, `spam_train.tsv` ->
     `spam` (a trailing train/dev/test part is dropped)."""
-    stem = os.path.basename(path).split(".")[0].lower()
+    stem = io_utils.basename(path).split(".")[0].lower()
     stem = re.sub(r"[^a-z0-9]+", "_", stem).strip("_")
     trimmed = re.sub(r"_?(train|training|dev|valid|validation|test)$", "", stem)
     return trimmed or stem or "task"

@@ -2,7 +2,6 @@
 
 import io
 import json
-import os
 import re
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -268,8 +267,8 @@ def checkpoint_lower_case(init_checkpoint: Optional[str]) -> Optional[bool]:
     """
     if not init_checkpoint:
         return None
-    folder = init_checkpoint if io_utils.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    config_path = os.path.join(folder, "tokenizer_config.json")
+    folder = init_checkpoint if io_utils.isdir(init_checkpoint) else io_utils.dirname(init_checkpoint)
+    config_path = io_utils.join(folder, "tokenizer_config.json")
     if io_utils.isfile(config_path):
         try:
             value = json.loads(io_utils.read_text(config_path)).get("do_lower_case")
@@ -277,7 +276,7 @@ def checkpoint_lower_case(init_checkpoint: Optional[str]) -> Optional[bool]:
                 return value
         except (OSError, ValueError):
             pass
-    match = _CASE_HINT.search(os.path.basename(os.path.normpath(folder)))
+    match = _CASE_HINT.search(io_utils.basename(folder))
     if match:
         return match.group(1).lower() == "uncased"
     return None

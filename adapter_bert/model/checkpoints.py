@@ -12,7 +12,6 @@ import dataclasses
 import importlib.resources
 import io
 import logging
-import os
 import re
 from typing import Dict, List, Optional
 
@@ -147,7 +146,7 @@ def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = No
         from adapter_bert.model.google_checkpoints import resolve_name
         path = resolve_name(path)
     path = default_backbone_dir() if path is None else io_utils.expand(path)
-    base = path if io_utils.isdir(path) else os.path.dirname(path)
+    base = path if io_utils.isdir(path) else io_utils.dirname(path)
     if io_utils.isdir(path):
         weights, fmt = _weights_in_directory(path)
     elif path.endswith((".safetensors", ".bin")) and io_utils.isfile(path):
@@ -170,7 +169,7 @@ def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = No
 
 def _first_existing(directory: str, names) -> Optional[str]:
     for name in names:
-        candidate = os.path.join(directory, name)
+        candidate = io_utils.join(directory, name)
         if io_utils.isfile(candidate):
             return candidate
     return None
@@ -178,9 +177,9 @@ def _first_existing(directory: str, names) -> Optional[str]:
 
 def _weights_in_directory(directory: str):
     for name in ("model.safetensors", "pytorch_model.bin"):
-        if io_utils.isfile(os.path.join(directory, name)):
-            return os.path.join(directory, name), "hf"
-    prefix = os.path.join(directory, "bert_model.ckpt")
+        if io_utils.isfile(io_utils.join(directory, name)):
+            return io_utils.join(directory, name), "hf"
+    prefix = io_utils.join(directory, "bert_model.ckpt")
     if tf.io.gfile.exists(prefix + ".index"):
         return prefix, "tf1"
     latest = tf.train.latest_checkpoint(directory)
@@ -386,7 +385,7 @@ def save_tf1_checkpoint(model, prefix: str) -> List[str]:
         The names written.
     """
     variables = checkpoint_variables(model)
-    directory = os.path.dirname(prefix)
+    directory = io_utils.dirname(prefix)
     if directory:
         io_utils.makedirs(directory)
     names = list(variables)

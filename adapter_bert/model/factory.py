@@ -8,7 +8,6 @@ same network with the same weights' names. Callers may pass the classes:
 this module's networks' subclasses that carry the adapter API.
 """
 
-import os
 from typing import Mapping, Optional
 
 from adapter_bert import io_utils
@@ -67,7 +66,7 @@ def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Opti
     `backbone_files` say what was read. Raises CheckpointError or ConfigError for missing or
     inconsistent files, or an adapter directory given as `path`.
     """
-    if path is not None and io_utils.isfile(os.path.join(io_utils.expand(str(path)),
+    if path is not None and io_utils.isfile(io_utils.join(io_utils.expand(str(path)),
                                                          _ADAPTER_CONFIG_FILE)):
         raise CheckpointError(
             f"{path} is an adapter directory, not a backbone: load it with "

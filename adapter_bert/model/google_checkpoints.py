@@ -6,10 +6,10 @@ BERT-Base) is downloaded once from `ADAPTER_BERT_GOOGLE_BERT_URL` (a mirror or `
 works), checked (byte count, the zip's CRCs, the file set, the config against the name and
 the embedding table) and unpacked into `$ADAPTER_BERT_CACHE/google_bert/<name>/`.
 
-A cache folder is complete when its `MARKER`, written last, is there; a non-empty folder
-without it was not written here and is refused, never deleted. Locally a fetch unpacks into
-a hidden `.partial` folder and renames it atomically; on a `tf.io.gfile` cache (`gs://`) a
-`PARTIAL_MARKER` guards the copy, which the next fetch completes.
+A cache folder is written whole by `io_utils.folders.replace` (unpacked beside it, then
+swapped in; on `gs://` in an order a killed fetch's successor completes) and is complete
+when it holds its `MARKER` and its manifest; a folder holding a file no fetch wrote is
+refused, never deleted.
 """
 
 import dataclasses
@@ -21,10 +21,8 @@ import json
 import os
 import posixpath
 import re
-import shutil
 import socket
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +30,7 @@ import zipfile
 from typing import Dict, List, Optional, TextIO
 
 from adapter_bert import io_utils
+from adapter_bert.io_utils import folders
 from adapter_bert.progress import Progress, format_bytes
 from adapter_bert.model.errors import CheckpointError
 
@@ -39,11 +38,8 @@ DEFAULT_BASE_URL = "https://storage.googleapis.com/bert_models"
 BASE_URL_ENV = "ADAPTER_BERT_GOOGLE_BERT_URL"
 CACHE_ENV = "ADAPTER_BERT_CACHE"
 CACHE_SUBDIR = "google_bert"
-# Written last into a cache folder: its presence means the folder is complete.
+# In every complete cache folder: where and when it was downloaded, its size and digest.
 MARKER = ".adapter_bert_complete.json"
-# Written first into a `tf.io.gfile` cache folder, before any file is copied: a copy that
-# was killed half-way is then still known as this module's, and a later fetch completes it.
-PARTIAL_MARKER = ".adapter_bert_partial.json"
 REQUIRED_FILES = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index",
                   "bert_model.ckpt.data-00000-of-00001")
 # Seconds without a byte from the server before the download is given up.
@@ -152,17 +148,17 @@ def cache_root(cache_dir: Optional[str] = None) -> str:
     $XDG_CACHE_HOME/adapter_bert or ~/.cache/adapter_bert>/google_bert`."""
     base = cache_dir or os.environ.get(CACHE_ENV)
     if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-        base = os.path.join(xdg, "adapter_bert")
-    base = io_utils.expand(base)
-    return f"{base.rstrip('/')}/{CACHE_SUBDIR}" if not io_utils.is_local(base) else \
-        os.path.join(base, CACHE_SUBDIR)
+        xdg = os.environ.get("XDG_CACHE_HOME") or io_utils.join("~", ".cache")
+        base = io_utils.join(xdg, "adapter_bert")
+    return io_utils.join(io_utils.expand(base).rstrip("/"), CACHE_SUBDIR)
 
 
 def cached_path(name: str, cache_dir: Optional[str] = None) -> Optional[str]:
-    """The complete cache folder of `name` (its marker present), or None."""
-    folder = _join(cache_root(cache_dir), name)
-    return folder if io_utils.isfile(_join(folder, MARKER)) else None
+    """The complete cache folder of `name` (its marker and manifest present), or None."""
+    folder = io_utils.join(cache_root(cache_dir), name)
+    complete = io_utils.isfile(io_utils.join(folder, MARKER)) and \
+        io_utils.isfile(io_utils.join(folder, folders.MANIFEST))
+    return folder if complete else None
 
 
 def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
@@ -201,37 +197,45 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
     if entry is None:
         raise GoogleCheckpointError(f"{name}: not a known Google BERT checkpoint name")
     root = cache_root(cache_dir)
-    final = _join(root, name)
-    if io_utils.isfile(_join(final, MARKER)):
-        return final
-    _check_not_foreign(final, name)
-    url = entry.url(base_url)
-    stream = stream if stream is not None else sys.stderr
-    local = io_utils.is_local(root)
+    final = io_utils.join(root, name)
+    refused = f"the cache folder of {name}"
     try:
-        if local:
-            os.makedirs(root, exist_ok=True)
-            _remove_stale_partials(root, name)
-        work = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial",
-                                dir=root if local else None)
+        folders.finish_interrupted(final, refused)  # a fetch killed while swapping
+        if cached_path(name, cache_dir):
+            return final
+        io_utils.makedirs(root)
+        _remove_stale_partials(root, name)
     except OSError as e:
         raise GoogleCheckpointError(f"{name}: cannot create a folder in the cache {root} ({e}); "
                                     f"set {CACHE_ENV} to a writable folder") from None
+    url = entry.url(base_url)
+    stream = stream if stream is not None else sys.stderr
+
+    def build(staging: str) -> None:
+        # The zip beside the cache when it is local (one disk), else in a local scratch.
+        work = io_utils.make_scratch_dir(f".{name}.partial.",
+                                         root if io_utils.is_local(root) else None)
+        try:
+            zip_path = io_utils.join(work, f"{name}.zip")
+            size, digest = _download(url, zip_path, entry, stream)
+            # Checked where TensorFlow reads a checkpoint prefix reliably (a local disk),
+            # then copied to a `tf.io.gfile` cache.
+            unpacked = staging if io_utils.is_local(staging) else io_utils.join(work, name)
+            _unpack(zip_path, unpacked, entry)
+            if unpacked != staging:
+                io_utils.copy_tree(unpacked, staging)
+        finally:
+            io_utils.remove_tree(work)
+        io_utils.atomic_write_text(io_utils.join(staging, MARKER), json.dumps(
+            {"name": name, "url": url, "bytes": size, "sha256": digest,
+             "downloaded": datetime.datetime.now(datetime.timezone.utc)
+             .isoformat(timespec="seconds")}, indent=2) + "\n")
+
     try:
-        zip_path = os.path.join(work, f"{name}.zip")
-        size, digest = _download(url, zip_path, entry, stream)
-        unpacked = os.path.join(work, name)
-        _unpack(zip_path, unpacked, entry)
-        os.remove(zip_path)
-        marker = json.dumps({"name": name, "url": url, "bytes": size, "sha256": digest,
-                             "downloaded": datetime.datetime.now(datetime.timezone.utc)
-                             .isoformat(timespec="seconds")}, indent=2)
-        if local:
-            with open(os.path.join(unpacked, MARKER), "w", encoding="utf-8") as f:
-                f.write(marker + "\n")
-            _publish_local(unpacked, final)
-        else:
-            _publish_remote(unpacked, final, marker + "\n")
+        folders.replace(final, build, refused)
+    except folders.ForeignFileError as e:
+        raise GoogleCheckpointError(f"{name}: {e} (or set {CACHE_ENV} to another "
+                                    f"folder)") from None
     except _Failure as e:
         raise GoogleCheckpointError(
             f"{name}: {e} ({url}); nothing was cached. To get it by hand, download that zip, "
@@ -240,8 +244,6 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
     except OSError as e:  # writing into the cache itself
         raise GoogleCheckpointError(f"{name}: cannot write into the cache {root} ({e}); "
                                     f"nothing was cached") from None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     print(f"{name}: checked and cached in {final}", file=stream, flush=True)
     return final
 
@@ -250,34 +252,28 @@ class _Failure(Exception):
     """What went wrong, in a few words; `fetch` adds the name, URL and remedy."""
 
 
-def _join(directory: str, name: str) -> str:
-    return os.path.join(directory, name) if io_utils.is_local(directory) else \
-        f"{directory.rstrip('/')}/{name}"
-
-
-def _check_not_foreign(final: str, name: str) -> None:
-    """Refuses a non-empty cache folder without the marker: not a fetch's, so not ours
-    to replace."""
-    names = io_utils.listdir(final) if io_utils.isdir(final) else []
-    if names and PARTIAL_MARKER not in names:
-        raise GoogleCheckpointError(
-            f"{name}: the cache folder {final} holds files but no {MARKER} (it was not "
-            f"written by a download of this package); nothing was deleted: move it away, "
-            f"or set {CACHE_ENV} to another folder")
-
-
 def _remove_stale_partials(root: str, name: str) -> None:
-    """Deletes `.partial` folders of `name` that a killed process left a day ago or more
-    (younger ones may belong to a download running in another process)."""
+    """Deletes the download folders (`.<name>.partial.*`) and staged copies of `name`
+    that a killed process left a day ago or more (younger ones may belong to a download
+    running in another process)."""
     now = time.time()
-    for entry in os.listdir(root):
-        if entry.startswith(f".{name}.") and entry.endswith(".partial"):
-            path = os.path.join(root, entry)
+    for entry in io_utils.listdir(root):
+        if entry.startswith((f".{name}.partial.", f".{name}.adapter_bert.staging.")):
+            path = io_utils.join(root, entry)
             try:
-                if now - os.path.getmtime(path) > _STALE_PARTIAL_S:
-                    shutil.rmtree(path, ignore_errors=True)
+                if now - _newest_change(path) > _STALE_PARTIAL_S:
+                    io_utils.remove_tree(path)
             except OSError:
                 continue
+
+
+def _newest_change(folder: str) -> float:
+    """When `folder` last changed: its own time locally (a file added or removed), the
+    newest file's on object stores (which keep no time for folders)."""
+    if io_utils.is_local(folder):
+        return io_utils.modified_time(folder)
+    return max((io_utils.modified_time(io_utils.join(folder, name))
+                for name in io_utils.files_under(folder)), default=0.0)
 
 
 def _download(url: str, target: str, entry: GoogleCheckpoint, stream: TextIO):
@@ -293,7 +289,7 @@ def _download(url: str, target: str, entry: GoogleCheckpoint, stream: TextIO):
                   + (f" ({format_bytes(total)})" if total is not None else ""),
                   file=stream, flush=True)
             progress = Progress(entry.name, total, unit="bytes", stream=stream)
-            with open(target, "wb") as out:
+            with io_utils.open_file(target, "wb") as out:
                 while True:
                     chunk = response.read(1 << 20)
                     if not chunk:
@@ -337,27 +333,27 @@ def _unpack(zip_path: str, target: str, entry: GoogleCheckpoint) -> None:
             missing = [f for f in REQUIRED_FILES if f not in files]
             if missing:
                 raise _Failure(f"the zip lacks {', '.join(missing)}")
-            os.makedirs(target)
+            io_utils.makedirs(target)
             for base, member in files.items():
                 if base.startswith("."):
                     continue
-                with archive.open(member) as src, open(os.path.join(target, base), "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                with archive.open(member) as src, \
+                        io_utils.open_file(io_utils.join(target, base), "wb") as dst:
+                    for block in iter(lambda: src.read(1 << 20), b""):
+                        dst.write(block)
     except zipfile.BadZipFile as e:
         raise _Failure(f"damaged download: not a readable zip ({e})") from None
     except OSError as e:
         raise _Failure(f"cannot unpack the zip ({e})") from None
     _check_config(target, entry)
-    with open(os.path.join(target, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"do_lower_case": entry.lower_case}, f)
-        f.write("\n")
+    io_utils.atomic_write_text(io_utils.join(target, "tokenizer_config.json"),
+                               json.dumps({"do_lower_case": entry.lower_case}) + "\n")
 
 
 def _check_config(folder: str, entry: GoogleCheckpoint) -> None:
     """The config says what the name says, and the weights agree with the config."""
     try:
-        with open(os.path.join(folder, "bert_config.json"), encoding="utf-8") as f:
-            config = json.load(f)
+        config = json.loads(io_utils.read_text(io_utils.join(folder, "bert_config.json")))
     except (OSError, ValueError) as e:
         raise _Failure(f"unreadable bert_config.json ({e})") from None
     expected = {"num_hidden_layers": entry.num_layers, "hidden_size": entry.hidden_size,
@@ -368,7 +364,7 @@ def _check_config(folder: str, entry: GoogleCheckpoint) -> None:
         raise _Failure(f"bert_config.json does not describe {entry.name}: {', '.join(wrong)}")
     import tensorflow as tf
     try:
-        shapes = dict(tf.train.list_variables(os.path.join(folder, "bert_model.ckpt")))
+        shapes = dict(tf.train.list_variables(io_utils.join(folder, "bert_model.ckpt")))
     except (tf.errors.OpError, ValueError) as e:
         raise _Failure(f"unreadable bert_model.ckpt ({str(e).splitlines()[0]})") from None
     table = shapes.get("bert/embeddings/word_embeddings")
@@ -376,42 +372,6 @@ def _check_config(folder: str, entry: GoogleCheckpoint) -> None:
     if table != wanted:
         raise _Failure(f"bert_model.ckpt's bert/embeddings/word_embeddings is {table}, the "
                        f"config says {wanted}")
-
-
-def _publish_local(unpacked: str, final: str) -> None:
-    """Renames the checked folder to `final` in one step (an empty folder there is
-    replaced; anything else was refused before the download, `_check_not_foreign`)."""
-    try:
-        os.rename(unpacked, final)
-    except OSError:
-        if not os.path.isfile(os.path.join(final, MARKER)):
-            raise
-        # Another process published the same checkpoint first: theirs is as good.
-
-
-def _publish_remote(unpacked: str, final: str, marker: str) -> None:
-    """Copies each file into `final` on a `tf.io.gfile` filesystem, the marker last; on
-    failure the files it copied (and only those) are deleted again."""
-    import tensorflow as tf
-    copied = []
-    try:
-        io_utils.makedirs(final)
-        io_utils.atomic_write_text(_join(final, PARTIAL_MARKER), marker)
-        for base in sorted(os.listdir(unpacked)):
-            target = _join(final, base)
-            if tf.io.gfile.exists(target):  # a killed copy's; some filesystems (ram://)
-                tf.io.gfile.remove(target)  # append to a file copied over, not replace it
-            tf.io.gfile.copy(os.path.join(unpacked, base), target)
-            copied.append(target)
-        io_utils.atomic_write_text(_join(final, MARKER), marker)
-        io_utils.remove(_join(final, PARTIAL_MARKER))
-    except (tf.errors.OpError, OSError) as e:
-        for path in copied + [_join(final, PARTIAL_MARKER)]:
-            try:
-                tf.io.gfile.remove(path)
-            except tf.errors.OpError:
-                pass
-        raise _Failure(f"cannot copy into the cache {final} ({str(e).splitlines()[0]})") from None
 
 
 def main() -> int:

@@ -9,9 +9,6 @@ its own longest row; outputs come back in the request's order.
 """
 
 import json
-import os
-import shutil
-import tempfile
 from typing import Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
@@ -20,17 +17,13 @@ from adapter_bert.io_utils import as_write_error
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.tokenizer import BertInputEncoder
 from adapter_bert.errors import UserError
+from adapter_bert import io_utils
+from adapter_bert.io_utils import folders
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 INFO_FILE = "export_info.json"
-# Recorded in every export's INFO_FILE: the mark that this package wrote the folder, which
-# is what allows a later export to replace it.
+# Recorded in every export's INFO_FILE (what a reader of the export checks).
 WRITER = "adapter_bert"
-# What a SavedModel export holds; a folder with anything else in it is not replaced.
-EXPORT_ENTRIES = frozenset({"saved_model.pb", "variables", "assets", "fingerprint.pb",
-                            "assets.extra", INFO_FILE})
-# Exports written before INFO_FILE named its writer: recognised by their kind.
-_EARLIER_KINDS = frozenset({"classifier", "squad", "multi_adapter"})
 # Rows per network call inside a serving signature. A batch padded to its longest row
 # wastes the padding of all its shorter rows (on MRPC dev, batches of 64 in file order:
 # 50% more token positions than real tokens); groups of 8 rows of similar length waste
@@ -132,75 +125,33 @@ def _signatures(module: _ClassifierModule, pair: bool) -> Dict[str, Callable]:
             "from_features": from_features.get_concrete_function()}
 
 
-def _written_by_us(info_file: str) -> bool:
-    try:
-        with open(info_file, encoding="utf-8") as f:
-            info = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return isinstance(info, dict) and (info.get("written_by") == WRITER
-                                       or info.get("kind") in _EARLIER_KINDS)
-
-
 def check_export_dir(export_dir: str) -> None:
-    """Refuses (ExportError naming folder, flag and what is in the way) an `export_dir` an
-    export may not replace: only a missing or empty folder, or one holding an earlier export
-    of this package (its `export_info.json`) and nothing else, may be replaced.
+    """Refuses (ForeignFileError, a UserError naming the file) an `export_dir` an export
+    may not replace: only a missing folder, or one holding nothing but what an export of
+    this package wrote (its manifest, `io_utils.folders`), may be replaced.
     """
-    path = os.path.abspath(export_dir)
-    if not os.path.lexists(path):
-        return
-    if os.path.islink(path) or not os.path.isdir(path):
-        kind = "a symbolic link" if os.path.islink(path) else "a file"
-        raise ExportError(f"--export_dir={path} is {kind}, not a folder; nothing was "
-                          f"replaced: name a new folder or an earlier export")
-    names = sorted(os.listdir(path))
-    if not names:
-        return
-    if INFO_FILE not in names or not _written_by_us(os.path.join(path, INFO_FILE)):
-        raise ExportError(f"--export_dir={path} holds files that no export of adapter_bert "
-                          f"wrote ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); "
-                          f"nothing was replaced: name a new folder or an earlier export")
-    others = [name for name in names if name not in EXPORT_ENTRIES]
-    if others:
-        raise ExportError(f"--export_dir={path} holds an earlier export and also "
-                          f"{', '.join(others[:5])}; nothing was replaced: move those away or "
-                          f"name a new folder")
+    folders.check_ours(export_dir, "--export_dir")
 
 
 def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, Callable],
                       info: dict) -> str:
-    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole:
-    written beside it and moved into place when complete, so an interrupted export leaves
-    the earlier one as it was. Raises ExportError (`check_export_dir`) and WriteError
-    (naming `export_dir` and the reason; what was staged is removed).
+    """Saves `module` with `signatures` and `export_info.json` to `export_dir` whole
+    (`io_utils.folders.replace`: built beside it and swapped in when complete, so an
+    interrupted export leaves the earlier one as it was). Raises ForeignFileError for a
+    file no export wrote there, and WriteError (naming `export_dir` and the reason; what
+    was staged is removed). Returns `export_dir` (absolute where local).
     """
-    export_dir = os.path.abspath(export_dir)
-    parent = os.path.dirname(export_dir)
-    check_export_dir(export_dir)
     info = {"written_by": WRITER, **info}
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.", dir=parent)
-    os.chmod(staging, 0o755)  # mkdtemp makes it private; a model is meant to be shared
-    try:
+
+    def build(staging: str) -> None:
         tf.saved_model.save(module, staging, signatures=signatures)
-        with open(os.path.join(staging, INFO_FILE), "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=2)
-            f.write("\n")
-        old = None
-        if os.path.exists(export_dir):
-            check_export_dir(export_dir)  # again: something may have been put there since
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.old.", dir=parent)
-            os.rename(export_dir, os.path.join(old, "model"))
-        os.rename(staging, export_dir)
-        if old:
-            shutil.rmtree(old)
-    except BaseException as e:
-        shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(e, (tf.errors.OpError, OSError)):
-            raise as_write_error(export_dir, e) from e
-        raise
-    return export_dir
+        io_utils.atomic_write_text(io_utils.join(staging, INFO_FILE),
+                                   json.dumps(info, indent=2) + "\n")
+
+    try:
+        return folders.replace(export_dir, build, "--export_dir")
+    except (tf.errors.OpError, OSError) as e:
+        raise as_write_error(export_dir, e) from e
 
 
 def export_classifier(model, export_dir: str, vocab_file: str, do_lower_case: bool,

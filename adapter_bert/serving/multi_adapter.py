@@ -9,11 +9,11 @@ once. `serving_default`: `task`, `text_a`, `text_b` [B] strings -> `probabilitie
 single-task export.
 """
 
-import os
 from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from adapter_bert import io_utils
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.export import (FEATURES, ExportError, in_length_groups,
                                          write_saved_model)
@@ -134,7 +134,7 @@ def export_multi_adapter(adapter_dirs: Sequence[str], export_dir: str,
     with portable_kernels():
         signatures = _signatures(module)
     info = {"kind": "multi_adapter", "tasks": tasks, "labels": labels,
-            "adapters": [os.path.abspath(d) for d in adapter_dirs],
+            "adapters": [io_utils.absolute(d) for d in adapter_dirs],
             "max_seq_length": max_seq_length, "do_lower_case": bool(do_lower_case),
             "inputs": ["task", "text_a", "text_b"],
             "outputs": ["probabilities", "label", "score"]}

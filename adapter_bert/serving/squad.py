@@ -15,8 +15,6 @@ package's own code (`data.squad.convert_examples_to_features`,
 """
 
 import json
-import os
-import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,6 +23,7 @@ import tensorflow as tf
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.export import FEATURES, INFO_FILE, write_saved_model
 from adapter_bert.errors import UserError
+from adapter_bert import io_utils
 
 VOCAB_ASSET = "vocab.txt"
 
@@ -85,12 +84,11 @@ class SquadAnswerer:
 
     def __init__(self, export_dir: str, batch_size: int = 64):
         from adapter_bert.data.tokenization import load_tokenizer
-        with open(os.path.join(export_dir, INFO_FILE), encoding="utf-8") as f:
-            self.info = json.load(f)
+        self.info = json.loads(io_utils.read_text(io_utils.join(export_dir, INFO_FILE)))
         if self.info.get("kind") != "span":
             raise UserError(f"{export_dir} is a {self.info.get('kind')!r} export, not a SQuAD "
                             f"span model")
-        self.tokenizer = load_tokenizer(os.path.join(export_dir, "assets", VOCAB_ASSET),
+        self.tokenizer = load_tokenizer(io_utils.join(export_dir, "assets", VOCAB_ASSET),
                                         self.info["do_lower_case"])
         self._serve = tf.saved_model.load(export_dir).signatures["serving_default"]
         self.batch_size = int(batch_size)
@@ -130,7 +128,7 @@ class SquadAnswerer:
         start, end = self._logits(arrays)
         results = [RawResult(f.unique_id, start[i], end[i]) for i, f in enumerate(features)]
         # The selection writes run_squad.py's files; here they go to a scratch folder.
-        with tempfile.TemporaryDirectory() as scratch:
+        with io_utils.scratch_dir("adapter_bert_squad_") as scratch:
             return write_predictions(examples, features, results, settings["n_best_size"],
                                      settings["max_answer_length"],
                                      settings["version_2_with_negative"],

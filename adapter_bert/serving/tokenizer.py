@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert.serving import unicode_tables as tables
+from adapter_bert import io_utils
 from adapter_bert.errors import UserError
 
 # google-research/bert's WordpieceTokenizer.max_input_chars_per_word.
@@ -32,8 +33,7 @@ def read_vocab(vocab_file: str) -> Dict[str, int]:
     or non-UTF-8 file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
     """
     try:
-        with open(vocab_file, "rb") as f:
-            lines = f.read().split(b"\n")
+        lines = io_utils.read_bytes(vocab_file).split(b"\n")
     except OSError as e:
         raise VocabularyError(f"{vocab_file}: cannot read the vocabulary ({e.strerror})") from None
     if lines and lines[-1] == b"":

@@ -14,7 +14,6 @@ import dataclasses
 import io
 import json
 import math
-import os
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -259,10 +258,10 @@ def write_outputs(result: AblationResult, output_dir: str, metric: str,
         raise KeyError(f"metric {metric!r} was not evaluated; available: "
                        f"{', '.join(result.metric_names())}")
     io_utils.makedirs(output_dir)
-    paths = {"matrix": os.path.join(output_dir, "ablation_matrix.csv"),
-             "cells": os.path.join(output_dir, "ablation_results.csv"),
-             "json": os.path.join(output_dir, "ablation.json"),
-             "heatmap": os.path.join(output_dir, "ablation_heatmap.png")}
+    paths = {"matrix": io_utils.join(output_dir, "ablation_matrix.csv"),
+             "cells": io_utils.join(output_dir, "ablation_results.csv"),
+             "json": io_utils.join(output_dir, "ablation.json"),
+             "heatmap": io_utils.join(output_dir, "ablation_heatmap.png")}
     write_matrix_csv(result, paths["matrix"], metric)
     write_cells_csv(result, paths["cells"])
     io_utils.atomic_write_text(paths["json"],

@@ -9,7 +9,6 @@ head its model has, and what it trains, evaluates and writes.
 import contextlib
 import dataclasses
 import functools
-import os
 import sys
 import traceback
 from typing import Callable, Dict, Optional
@@ -40,6 +39,7 @@ from adapter_bert.training.loop import (TrainingCheckpoints, set_seed, steps_per
 from adapter_bert.training.optimizer import choose_optimizer
 from adapter_bert.training.recipe import optimizer_for, schedule_for
 from adapter_bert.precision import apply_dtype
+from adapter_bert import io_utils
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
 # run writes into --output_dir.
@@ -135,7 +135,7 @@ class TaskRun:
         """Writes the trained weights into <output_dir>/adapter (see `adapters.files`)."""
         if self.lock is not None:
             self.lock.check()
-        save_trained_weights(self.model, os.path.join(self.write_dir, ADAPTER_DIR), task,
+        save_trained_weights(self.model, io_utils.join(self.write_dir, ADAPTER_DIR), task,
                              labels, self.flags.tuning_mode)
 
     def restore_trained_weights(self) -> int:

@@ -4,7 +4,6 @@ Flow: flags -> examples -> features -> tf.data -> model -> fit -> predictions ->
 metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory).
 """
 
-import os
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -30,6 +29,7 @@ from adapter_bert.tasks.epoch_selection import (BEST_DIR, STATE, EpochSelection,
                                                 epoch_boundaries, read_state,
                                                 selectable_metrics)
 from adapter_bert.training.loop import fit_with_resume
+from adapter_bert import io_utils
 
 INPUT_KEYS = base.INPUT_KEYS
 
@@ -132,7 +132,7 @@ class ClassifierRun(base.TaskRun):
         """--dev_fraction: lists the held-out rows in dev_fraction_rows.txt (line numbers of
         your --train_file; a GLUE task's example ids)."""
         if self.held_out_lines is not None and self.role.is_chief:
-            atomic_write_text(os.path.join(self.write_dir, HELD_OUT_ROWS),
+            atomic_write_text(io_utils.join(self.write_dir, HELD_OUT_ROWS),
                               "".join(f"{line}\n" for line in self.held_out_lines))
 
     # ----------------------------------------------------------------- data
@@ -223,10 +223,10 @@ class ClassifierRun(base.TaskRun):
         kept = state and state.get("kept")
         if not kept:
             return
-        load_trained_weights(self.model, os.path.join(self.write_dir, BEST_DIR))
+        load_trained_weights(self.model, io_utils.join(self.write_dir, BEST_DIR))
         logging.info("Kept epoch %d of %g (%s %.4f); every epoch's score: %s", kept["epoch"],
                      epochs, self.select_metric, kept["value"],
-                     os.path.join(self.write_dir, STATE))
+                     io_utils.join(self.write_dir, STATE))
         self.kept_epoch = {"kept_epoch": kept["epoch"], "kept_epoch_step": kept["step"]}
 
     def _loss(self):
@@ -291,7 +291,7 @@ class ClassifierRun(base.TaskRun):
                          self.flags.predict_batch_size)
             logits = self.logits(features, count, self.flags.predict_batch_size,
                                  f"predict {split}")
-            path = os.path.join(self.write_dir, filename)
+            path = io_utils.join(self.write_dir, filename)
             atomic_write_text(path, self._prediction_lines(logits))
             # main prints the path on stdout.
             logging.debug("Wrote %d predictions to %s", count, path)
@@ -370,7 +370,7 @@ def _run_steps(run: ClassifierRun, flag_values) -> int:
         global_step = run.restore_trained_weights()
     if flag_values.do_eval:
         results = run.evaluate(global_step)
-        base.write_results(os.path.join(run.write_dir, "eval_results.txt"), results)
+        base.write_results(io_utils.join(run.write_dir, "eval_results.txt"), results)
         for key in sorted(results):
             if key.startswith("eval_"):
                 print(f"{key} = {results[key]}", flush=True)

@@ -14,7 +14,6 @@ The epoch boundaries are Google's step counts: epoch k ends after
 
 import json
 import math
-import os
 from typing import Callable, Dict, List, Optional
 
 import tf_keras as keras
@@ -97,10 +96,10 @@ class EpochSelection(keras.callbacks.Callback):
         kept = self.state["kept"]
         better = is_better(self.metric, value, kept["value"] if kept else None)
         if better:
-            self.save(os.path.join(self.directory, BEST_DIR))
+            self.save(io_utils.join(self.directory, BEST_DIR))
             self.state["kept"] = {"epoch": epoch, "step": step, "value": value}
         self.state["epochs"].append({"epoch": epoch, "step": step, "value": value})
-        io_utils.atomic_write_text(os.path.join(self.directory, STATE),
+        io_utils.atomic_write_text(io_utils.join(self.directory, STATE),
                                    json.dumps(self.state, indent=2) + "\n")
         logging.info("Epoch %d (step %d): %s %.4f%s", epoch, step, self.metric, value,
                      " (best so far: kept)" if better else "")
@@ -108,7 +107,7 @@ class EpochSelection(keras.callbacks.Callback):
 
 def read_state(directory: str) -> Optional[dict]:
     """The epoch scores a run wrote into `directory`, or None."""
-    path = os.path.join(directory, STATE)
+    path = io_utils.join(directory, STATE)
     if not io_utils.exists(path):
         return None
     return json.loads(io_utils.read_text(path))

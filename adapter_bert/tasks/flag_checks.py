@@ -8,7 +8,6 @@ The flags themselves are defined in `tasks.flags`.
 
 import dataclasses
 import math
-import os
 
 from adapter_bert import io_utils
 from adapter_bert.adapters.files import adapter_config_of
@@ -125,20 +124,10 @@ def check_writable_dir(name: str, path: str) -> None:
     """
     if not io_utils.is_local(path):
         return
-    import tempfile
-    path = os.path.abspath(io_utils.expand(path))
-    parent = path
-    while not os.path.lexists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise FlagError(f"--{name}={path}: cannot create it, {parent} is a file")
-    try:
-        probe = tempfile.mkdtemp(prefix=".adapter_bert_probe_", dir=parent)
-    except OSError as e:
-        where = "directory is not writable" if parent == path else \
-            f"cannot create it in {parent}"
-        raise FlagError(f"--{name}={path}: {where} ({e.strerror or e})") from None
-    os.rmdir(probe)
+    path = io_utils.absolute(path)
+    problem = io_utils.local_write_problem(path)
+    if problem:
+        raise FlagError(f"--{name}={path}: {problem}")
 
 
 # The flags that say a run is on your own data rather than a GLUE task.
@@ -289,14 +278,12 @@ def check_export_target(export_dir: str, output_dir: str) -> None:
         FlagError: naming both flags; ExportError: naming what is in the way.
     """
     from adapter_bert.serving.export import check_export_dir
-    if io_utils.is_local(export_dir) and io_utils.is_local(output_dir):
-        export = os.path.abspath(io_utils.expand(export_dir))
-        output = os.path.abspath(io_utils.expand(output_dir))
-        if output == export or output.startswith(export.rstrip(os.sep) + os.sep):
-            raise FlagError(f"--export_dir={export_dir} holds --output_dir={output_dir}: an "
-                            f"export replaces its folder whole; name a folder of its own "
-                            f"(e.g. {os.path.join(output_dir, 'export')})")
-        check_export_dir(export)
+    export, output = io_utils.absolute(export_dir), io_utils.absolute(output_dir)
+    if io_utils.is_within(output, export):
+        raise FlagError(f"--export_dir={export_dir} holds --output_dir={output_dir}: an "
+                        f"export replaces its folder whole; name a folder of its own "
+                        f"(e.g. {io_utils.join(output_dir, 'export')})")
+    check_export_dir(export)
 
 
 def validate_family_flags(flag_values) -> None:

@@ -7,7 +7,6 @@ loads (`--load_adapter`), else from the adapter a training run left in --output_
 head's order must be the order it was trained with.
 """
 
-import os
 from typing import Optional
 
 from adapter_bert import io_utils
@@ -60,7 +59,7 @@ def _default_name(values) -> str:
 
 def _trained_description(values) -> Optional[dict]:
     """adapter_config.json of --load_adapter, else of the training run in --output_dir."""
-    for directory in (values.load_adapter, os.path.join(values.output_dir, ADAPTER_DIR)):
-        if directory and io_utils.isfile(os.path.join(directory, CONFIG_NAME)):
+    for directory in (values.load_adapter, io_utils.join(values.output_dir, ADAPTER_DIR)):
+        if directory and io_utils.isfile(io_utils.join(directory, CONFIG_NAME)):
             return read_adapter_config(directory)
     return None

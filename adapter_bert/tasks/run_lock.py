@@ -23,6 +23,7 @@ from typing import Optional
 from absl import logging
 
 from adapter_bert import io_utils
+from adapter_bert.io_utils import folders
 from adapter_bert.errors import UserError
 from adapter_bert.tasks.flag_checks import FlagError
 
@@ -130,7 +131,7 @@ class RunLock:
 
     def __init__(self, output_dir: str, holder: Holder):
         self.output_dir = output_dir
-        self.path = os.path.join(output_dir, LOCK_NAME)
+        self.path = io_utils.join(output_dir, LOCK_NAME)
         self.holder = holder
         self.lost: Optional[str] = None
         self._stop = threading.Event()
@@ -162,6 +163,7 @@ class RunLock:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         _HELD.discard(self.path)
+        folders.stop_tracking(self.output_dir)
         if _still_ours(self.path, self.holder):
             try:
                 io_utils.remove(self.path)
@@ -175,11 +177,14 @@ def acquire(output_dir: str) -> RunLock:
     Raises:
         FlagError: another run holds it; the line names the holder and what to do.
     """
-    path = os.path.join(output_dir, LOCK_NAME)
+    path = io_utils.join(output_dir, LOCK_NAME)
     holder = Holder.this_process()
     if not _create(path, holder):
         _take_over(path, holder, output_dir)
     lock = RunLock(output_dir, holder)
+    # The run that holds the lock records every file it writes there: what
+    # --overwrite_output_dir may later delete (`io_utils.folders`).
+    folders.start_tracking(output_dir)
     _HELD.add(path)
     lock._thread.start()
     return lock
@@ -187,17 +192,12 @@ def acquire(output_dir: str) -> RunLock:
 
 def _create(path: str, holder: Holder) -> bool:
     """Creates the lock file if none exists; whether it did."""
-    if io_utils.is_local(path):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(holder.text())
-        return True
-    if io_utils.exists(path):
+    if not io_utils.create_exclusive(path, holder.text()):
         return False
-    io_utils.atomic_write_text(path, holder.text())
+    if io_utils.is_local(path):
+        return True
+    # An object store has no exclusive create: two runs may both have written; the one
+    # whose token is there after the pause holds the lock.
     time.sleep(SETTLE_S)
     return _still_ours(path, holder)
 

@@ -7,13 +7,12 @@ that change only speed, placement or the eval/predict outputs are not compared.
 """
 
 import json
-import os
-import shutil
 from typing import Dict, List, Optional
 
 from absl import logging
 
 from adapter_bert import io_utils
+from adapter_bert.io_utils import folders
 from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.run_lock import LOCK_NAME
 
@@ -23,14 +22,6 @@ CHECKPOINT_DIR = "checkpoints"
 FEATURE_CACHE_DIR = "feature_cache"
 # --dev_fraction's held-out rows: their line numbers in --train_file.
 HELD_OUT_ROWS = "dev_fraction_rows.txt"
-# Every entry a runner writes into --output_dir: all that --overwrite_output_dir deletes.
-RUN_OUTPUTS = frozenset({
-    RECORD_NAME, CHECKPOINT_DIR, "logs", "adapter", "eval_results.txt", "eval_results.json",
-    "test_results.tsv", "test_mismatched_results.tsv", "predictions.json",
-    "nbest_predictions.json", "null_odds.json", HELD_OUT_ROWS, "epoch_selection.json",
-    "best_epoch", "ablation_matrix.csv",
-    "ablation_results.csv", "ablation.json", "ablation_heatmap.png"})
-
 # Flags whose values define what a training run trains, in the order they are reported.
 # A flag the runner does not define is skipped.
 COMPARED_FLAGS = (
@@ -58,8 +49,8 @@ _PATH_FLAGS = ("init_checkpoint", "bert_config_file", "vocab_file", "data_dir", 
 
 
 def _value(name: str, value):
-    if value is not None and name in _PATH_FLAGS and io_utils.is_local(str(value)):
-        return os.path.abspath(io_utils.expand(str(value)))
+    if value is not None and name in _PATH_FLAGS:
+        return io_utils.absolute(str(value))
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     return value
@@ -76,12 +67,12 @@ def training_record(flag_values, runner: str) -> Dict[str, object]:
 
 def has_checkpoint(output_dir: str) -> bool:
     """Whether `output_dir` holds a training checkpoint (something was trained there)."""
-    return io_utils.isfile(os.path.join(output_dir, CHECKPOINT_DIR, "checkpoint"))
+    return io_utils.isfile(io_utils.join(output_dir, CHECKPOINT_DIR, "checkpoint"))
 
 
 def read_record(output_dir: str) -> Optional[Dict[str, object]]:
     """The recorded flags of `output_dir`, or None if there are none (or unreadable)."""
-    path = os.path.join(output_dir, RECORD_NAME)
+    path = io_utils.join(output_dir, RECORD_NAME)
     if not io_utils.isfile(path):
         return None
     try:
@@ -125,7 +116,7 @@ def check_reused_output_dir(flag_values, runner: str) -> None:
     if not flag_values.do_train:
         return
     if getattr(flag_values, "overwrite_output_dir", False):
-        _check_may_clear(output_dir)
+        check_may_clear(output_dir)
         return
     if not has_checkpoint(output_dir):
         return
@@ -144,58 +135,27 @@ def check_reused_output_dir(flag_values, runner: str) -> None:
 def write_record(output_dir: str, flag_values, runner: str) -> None:
     """Writes `run_flags.json` (atomically; the chief only)."""
     text = json.dumps({"flags": training_record(flag_values, runner)}, indent=2, sort_keys=True)
-    io_utils.atomic_write_text(os.path.join(output_dir, RECORD_NAME), text + "\n")
+    io_utils.atomic_write_text(io_utils.join(output_dir, RECORD_NAME), text + "\n")
 
 
-def looks_like_run_dir(path: str) -> bool:
-    """Whether `path` holds a run's record or checkpoints (what --overwrite_output_dir
-    may clear)."""
-    return io_utils.isfile(os.path.join(path, RECORD_NAME)) or has_checkpoint(path)
+# What --overwrite_output_dir leaves in place: the feature cache (its entries are keyed by
+# data file, tokenizer and flags) and the lock of the run doing the clearing.
+KEPT_BY_OVERWRITE = (FEATURE_CACHE_DIR, LOCK_NAME)
+_OVERWRITE = "--overwrite_output_dir: --output_dir"
 
 
-def _check_may_clear(path: str) -> List[str]:
-    """The entries of `path` that --overwrite_output_dir deletes: those of `RUN_OUTPUTS`
-    present (none for a missing or empty folder).
-
-    Raises:
-        FlagError: `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
-    """
-    if not io_utils.isdir(path):
-        return []
-    names = [name for name in io_utils.listdir(path)
-             if name not in (FEATURE_CACHE_DIR, LOCK_NAME)]
-    if names and not looks_like_run_dir(path):
-        raise FlagError(f"--overwrite_output_dir: {path} does not look like a run folder (no "
-                        f"{RECORD_NAME} and no {CHECKPOINT_DIR}/checkpoint); nothing deleted: "
-                        f"pass a run's --output_dir or a new folder")
-    return sorted(name.rstrip("/") for name in names if name.rstrip("/") in RUN_OUTPUTS)
+def check_may_clear(path: str) -> None:
+    """Raises ForeignFileError (one line naming the file) unless every file in `path`
+    but the feature cache was written by a run there (its manifest, `io_utils.folders`)."""
+    folders.check_ours(path, _OVERWRITE, "deleted", keep=KEPT_BY_OVERWRITE)
 
 
 def clear_output_dir(path: str) -> List[str]:
-    """--overwrite_output_dir: deletes what a run wrote in `path` (the names in
-    `RUN_OUTPUTS`), the feature cache excepted; anything else is kept and named in the log,
-    and a symbolic link is removed, never followed. Returns the names deleted; raises
-    FlagError when `path` holds files but no run record or checkpoint (e.g. $HOME or '/').
-    """
-    names = _check_may_clear(path)
-    kept = sorted(set(n.rstrip("/") for n in io_utils.listdir(path)) - set(names)
-                  - {FEATURE_CACHE_DIR, LOCK_NAME}) if io_utils.isdir(path) else []
-    for name in names:
-        target = os.path.join(path, name)
-        if io_utils.is_local(target):
-            if os.path.isdir(target) and not os.path.islink(target):
-                shutil.rmtree(target)
-            else:
-                os.remove(target)
-        else:
-            import tensorflow as tf
-            if tf.io.gfile.isdir(target):
-                tf.io.gfile.rmtree(target)
-            else:
-                tf.io.gfile.remove(target)
+    """--overwrite_output_dir: deletes what runs wrote in `path`, the feature cache
+    excepted, after checking every file against the folder's manifest: a file a run did
+    not write there (anywhere inside) stops it, naming that file, and nothing is deleted.
+    Returns the top-level names deleted."""
+    names = folders.clear(path, _OVERWRITE, keep=KEPT_BY_OVERWRITE)
     if names:
         logging.info("--overwrite_output_dir: deleted %s from %s", ", ".join(names), path)
-    if kept:
-        logging.warning("--overwrite_output_dir: kept %s in %s (not written by a run)",
-                        ", ".join(kept), path)
     return names

@@ -9,7 +9,6 @@ predictions only.
 """
 
 import json
-import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -137,9 +136,9 @@ def _json_value(value):
 
 def write_eval_results(output_dir: str, results: Dict[str, object]) -> None:
     """Writes eval_results.txt (`key = value`, sorted) and eval_results.json."""
-    base.write_results(os.path.join(output_dir, "eval_results.txt"), results)
+    base.write_results(io_utils.join(output_dir, "eval_results.txt"), results)
     as_json = {key: _json_value(results[key]) for key in sorted(results)}
-    atomic_write_text(os.path.join(output_dir, "eval_results.json"),
+    atomic_write_text(io_utils.join(output_dir, "eval_results.json"),
                       json.dumps(as_json, indent=2) + "\n")
 
 
@@ -312,7 +311,7 @@ def _run_steps(run: SquadRun, flag_values) -> int:
         write_eval_results(run.write_dir, results)
         _print_scores(results, [k for k in figures if not k.startswith("predict_")])
         if run.role.is_chief:
-            print(f"predictions: {os.path.join(run.write_dir, 'predictions.json')}",
+            print(f"predictions: {io_utils.join(run.write_dir, 'predictions.json')}",
                   flush=True)
     # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
     if getattr(flag_values, "export_dir", None) and run.role.is_chief:

@@ -11,16 +11,14 @@ resumes, new grid values add points); `sweep.json` refuses other flags or a smal
 
 import itertools
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
-from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.io_utils import atomic_write_text, folders
 from adapter_bert.tasks.base import read_results
 from adapter_bert.tasks.epoch_selection import is_better
 from adapter_bert.tasks.flag_checks import FlagError
@@ -149,7 +147,7 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
             raise FlagError(f"--{name} is given on its own and in --grid: pass it once")
     metric = None
     for point in points(grid):
-        argv = point_argv(runner, passed, point, os.path.join(output_dir, point_name(point)),
+        argv = point_argv(runner, passed, point, io_utils.join(output_dir, point_name(point)),
                           fraction)
         try:
             values.unparse_flags()
@@ -195,7 +193,7 @@ def point_argv(runner: str, passed: List[str], point: Dict[str, str], out: str,
 def check_record(output_dir: str, settings: dict, grid: Dict[str, List[str]]) -> None:
     """Refuses to continue a sweep of `output_dir` made with other flags, or with points
     the new grid leaves out; then records this one (`sweep.json`)."""
-    path = os.path.join(output_dir, RECORD)
+    path = io_utils.join(output_dir, RECORD)
     if io_utils.exists(path):
         earlier = json.loads(io_utils.read_text(path))
         changed = [k for k in settings if earlier.get(k) != settings[k]]
@@ -221,7 +219,7 @@ def _describe(record: dict, keys: List[str]) -> str:
 def run_point(runner: str, argv: List[str], out: str, label: str) -> dict:
     """Runs (or resumes) one point in a process of its own, unless it finished; returns
     its record: wall time and the eval_results.txt figures."""
-    record_path = os.path.join(out, POINT_RECORD)
+    record_path = io_utils.join(out, POINT_RECORD)
     record = json.loads(io_utils.read_text(record_path)) if io_utils.exists(record_path) \
         else {"wall_s": 0.0, "done": False}
     if not record["done"]:
@@ -237,7 +235,7 @@ def run_point(runner: str, argv: List[str], out: str, label: str) -> dict:
             raise SweepStopped(f"{label} stopped (exit {done.returncode}); the lines above say "
                                f"why. Run the same command again to continue the sweep",
                                done.returncode)
-    record["results"] = read_results(os.path.join(out, "eval_results.txt"))
+    record["results"] = read_results(io_utils.join(out, "eval_results.txt"))
     return record
 
 
@@ -282,10 +280,10 @@ def write_tables(output_dir: str, grid: Dict[str, List[str]], rows: List[dict], 
         if i == chosen:
             shown = [f"**{c}**" if c else c for c in shown]
         table.append("| " + " | ".join(shown) + " |")
-    atomic_write_text(os.path.join(output_dir, "sweep_results.tsv"), "\n".join(lines) + "\n")
+    atomic_write_text(io_utils.join(output_dir, "sweep_results.tsv"), "\n".join(lines) + "\n")
     text = "\n".join([f"# Sweep: {len(rows)} points, selected by {key}", "", protocol, "",
                       *table, ""])
-    atomic_write_text(os.path.join(output_dir, "sweep_results.md"), text)
+    atomic_write_text(io_utils.join(output_dir, "sweep_results.md"), text)
 
 
 def _short(value) -> str:
@@ -297,28 +295,18 @@ def _short(value) -> str:
 
 
 def keep_best(output_dir: str, point_dir: str, point: Dict[str, str], argv: List[str]) -> str:
-    """best/: the chosen point's adapter directory, flags and dev figures (replacing only
-    what an earlier selection wrote there)."""
-    best = os.path.join(output_dir, BEST)
-    marker = os.path.join(best, "best_point.json")
-    if io_utils.exists(best) and not io_utils.exists(marker):
-        raise FlagError(f"{best} exists and was not written by a sweep: move it away")
-    if not io_utils.exists(marker):  # mark the new folder before anything goes into it
-        io_utils.makedirs(best)
-        atomic_write_text(marker, json.dumps({"point": None}) + "\n")
-    # Every deletion below is inside best/, which bears the sweep's marker.
-    staged = os.path.join(best, ".adapter.staged")
-    if io_utils.exists(staged):
-        shutil.rmtree(staged)  # a copy of ours a killed selection left behind
-    shutil.copytree(os.path.join(point_dir, "adapter"), staged)
-    if io_utils.exists(os.path.join(best, "adapter")):
-        shutil.rmtree(os.path.join(best, "adapter"))
-    os.replace(staged, os.path.join(best, "adapter"))
-    shutil.copyfile(os.path.join(point_dir, "eval_results.txt"),
-                    os.path.join(best, "eval_results.txt"))
-    atomic_write_text(marker, json.dumps({"point": point, "folder": point_dir, "flags": argv},
-                                         indent=2) + "\n")
-    return best
+    """best/: the chosen point's adapter directory, flags and dev figures, replacing an
+    earlier selection (`io_utils.folders.replace`: a file of the user's inside stops it)."""
+    def build(staging: str) -> None:
+        io_utils.copy_tree(io_utils.join(point_dir, "adapter"), io_utils.join(staging, "adapter"))
+        io_utils.copy_file(io_utils.join(point_dir, "eval_results.txt"),
+                           io_utils.join(staging, "eval_results.txt"))
+        atomic_write_text(io_utils.join(staging, "best_point.json"),
+                          json.dumps({"point": point, "folder": point_dir, "flags": argv},
+                                     indent=2) + "\n")
+
+    return folders.replace(io_utils.join(output_dir, BEST), build,
+                           "the sweep's folder of the best point")
 
 
 def protocol_text(fraction: Optional[float], seed: str, key: str,
@@ -354,7 +342,7 @@ def main(argv: Sequence[str]) -> int:
     rows = []
     grid_points = points(grid)
     for number, point in enumerate(grid_points, 1):
-        folder = os.path.join(output_dir, point_name(point))
+        folder = io_utils.join(output_dir, point_name(point))
         label = f"point {number}/{len(grid_points)} " + \
             ", ".join(f"{k}={v}" for k, v in point.items())
         point_args = point_argv(runner, passed, point, folder, fraction)
@@ -374,8 +362,8 @@ def main(argv: Sequence[str]) -> int:
     if own["do_predict"]:
         _predict_best(runner, passed, best, rows[chosen]["folder"])
     print(f"sweep: selected {', '.join(f'{k}={v}' for k, v in rows[chosen]['point'].items())} "
-          f"({key} = {rows[chosen]['results'][key]}); adapter: {os.path.join(best, 'adapter')}; "
-          f"table: {os.path.join(output_dir, 'sweep_results.md')}", flush=True)
+          f"({key} = {rows[chosen]['results'][key]}); adapter: {io_utils.join(best, 'adapter')}; "
+          f"table: {io_utils.join(output_dir, 'sweep_results.md')}", flush=True)
     return 0
 
 
@@ -384,20 +372,21 @@ def _run_best(runner: str, passed: List[str], best: str, action: str) -> Dict[st
     set, --do_predict on the test set)."""
     training_only = ("--eval_every_epoch", "--noeval_every_epoch")
     argv = [*(a for a in passed if a.split("=", 1)[0] not in training_only),
-            f"--load_adapter={os.path.join(best, 'adapter')}", f"--output_dir={best}", action]
+            f"--load_adapter={io_utils.join(best, 'adapter')}", f"--output_dir={best}", action]
     done = subprocess.run([sys.executable, "-m", f"adapter_bert.{RUNNERS[runner]}", *argv],
                           check=False)
     if done.returncode != 0:
         raise SweepStopped(f"the chosen point's {action[5:]} run stopped (exit "
                            f"{done.returncode}); the lines above say why", done.returncode)
-    path = os.path.join(best, "eval_results.txt")
+    path = io_utils.join(best, "eval_results.txt")
     return read_results(path) if action == "--do_eval" else {}
 
 
 def _predict_best(runner: str, passed: List[str], best: str, folder: str) -> None:
     if runner == "squad":  # its points predicted --predict_file already
-        for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
-            if io_utils.exists(os.path.join(folder, name)):
-                shutil.copyfile(os.path.join(folder, name), os.path.join(best, name))
+        with folders.tracking(best):
+            for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
+                if io_utils.exists(io_utils.join(folder, name)):
+                    io_utils.copy_file(io_utils.join(folder, name), io_utils.join(best, name))
         return
     _run_best(runner, passed, best, "--do_predict")

@@ -8,9 +8,6 @@ own, evaluates with the runner's own-data metrics, predicts logits or label name
 settings give what `run_classifier.py --train_file=...` gives.
 """
 
-import os
-import shutil
-import tempfile
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -37,6 +34,7 @@ from adapter_bert.training.loop import fit_with_resume, set_seed
 from adapter_bert.training.optimizer import choose_optimizer
 from adapter_bert.training.recipe import optimizer_for, schedule_for
 from adapter_bert.errors import UserError
+from adapter_bert import io_utils
 
 INPUT_KEYS = base.INPUT_KEYS
 # The runner's defaults, so that a model built with none of the arguments trains as
@@ -137,8 +135,8 @@ class TextClassifier(keras.Model):
         labels = description.get("labels") or None
         model = cls.from_pretrained(labels, backbone, regression=labels is None,
                                     adapter=description.get("adapter_config"),
-                                    task=description.get("task") or os.path.basename(
-                                        os.path.normpath(directory)), **kwargs)
+                                    task=description.get("task") or io_utils.basename(directory),
+                                    **kwargs)
         load_trained_weights(model.classifier, directory)
         return model
 
@@ -189,7 +187,7 @@ class TextClassifier(keras.Model):
         optimizer = self._training_optimizer(choice, schedule)
         plan = training_batch_plan(count, batch_size, schedule.num_train_steps, self.seed,
                                    example_lengths(features))
-        directory = checkpoint_dir or tempfile.mkdtemp(prefix="adapter_bert_fit_")
+        directory = checkpoint_dir or io_utils.make_scratch_dir("adapter_bert_fit_")
         lock = run_lock.acquire(directory) if checkpoint_dir else None
         try:
             return fit_with_resume(
@@ -201,7 +199,7 @@ class TextClassifier(keras.Model):
             if lock is not None:
                 lock.release()
             else:  # the temporary folder this call made
-                shutil.rmtree(directory, ignore_errors=True)
+                io_utils.remove_tree(directory)
 
     def _training_optimizer(self, choice, schedule):
         """The model's own optimizer if the user compiled one; else a fresh recipe."""

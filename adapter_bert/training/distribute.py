@@ -7,12 +7,11 @@ the same script trains on one device, several GPUs, several workers or a TPU.
 
 import dataclasses
 import os
-import shutil
-import tempfile
 from typing import Optional
 
 import tensorflow as tf
 from absl import logging
+from adapter_bert import io_utils
 from adapter_bert.errors import UserError
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
@@ -72,8 +71,8 @@ class WorkerRole:
 
     def close(self) -> None:
         """Deletes a non-chief worker's temporary directory (nothing for the chief)."""
-        if not self.is_chief and os.path.isdir(self.write_dir):
-            shutil.rmtree(self.write_dir, ignore_errors=True)
+        if not self.is_chief:
+            io_utils.remove_tree(self.write_dir)
 
 
 def worker_role(strategy, output_dir: str) -> WorkerRole:
@@ -88,7 +87,8 @@ def worker_role(strategy, output_dir: str) -> WorkerRole:
         return WorkerRole(True, output_dir, output_dir)
     resolver = strategy.cluster_resolver
     name = f"{resolver.task_type} {resolver.task_id}"
-    write_dir = tempfile.mkdtemp(prefix=f"adapter_bert_{resolver.task_type}{resolver.task_id}_")
+    write_dir = io_utils.make_scratch_dir(
+        f"adapter_bert_{resolver.task_type}{resolver.task_id}_")
     logging.info("This process is %s, not the chief: it writes into %s (deleted at the end) "
                  "and reads checkpoints from %s", name, write_dir, output_dir)
     return WorkerRole(False, output_dir, write_dir, name)

@@ -13,7 +13,6 @@ Batching (which examples form a batch, dynamic padding) lives in `batching`.
 """
 
 import dataclasses
-import os
 import re
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -24,7 +23,7 @@ import tf_keras as keras
 from absl import logging
 
 from adapter_bert import io_utils
-from adapter_bert.io_utils import WriteError, atomic_write_text, error_reason
+from adapter_bert.io_utils import WriteError, atomic_write_text, error_reason, folders
 from adapter_bert.model.errors import CheckpointError, describe_read_error
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
@@ -116,8 +115,8 @@ class TrainingCheckpoints:
             for index, generator in enumerate(_random_generators(model)):
                 tracked[f"dropout_rng_{index}"] = generator
         self.checkpoint = tf.train.Checkpoint(**tracked)
-        self.directory = os.path.join(output_dir, "checkpoints")
-        self.write_directory = os.path.join(write_dir or output_dir, "checkpoints")
+        self.directory = io_utils.join(output_dir, "checkpoints")
+        self.write_directory = io_utils.join(write_dir or output_dir, "checkpoints")
         self.max_to_keep = max_to_keep
         self.training = optimizer is not None
         self._manager = None
@@ -160,7 +159,7 @@ class TrainingCheckpoints:
             if unreadable:
                 raise CheckpointError(
                     f"no checkpoint in {self.directory} can be read ("
-                    f"{'; '.join(f'{os.path.basename(p)}: {why}' for p, why in unreadable)}): "
+                    f"{'; '.join(f'{io_utils.basename(p)}: {why}' for p, why in unreadable)}): "
                     f"pass --overwrite_output_dir (with --do_train) to delete them and train "
                     f"anew, or use a new --output_dir")
             return None
@@ -177,7 +176,7 @@ class TrainingCheckpoints:
         """Checkpoint prefixes to try, newest first, and a problem with the state file
         ((path, what is wrong) or None). The state file's list is used when it reads;
         else the `ckpt-N.index` files in the directory."""
-        state = os.path.join(self.directory, "checkpoint")
+        state = io_utils.join(self.directory, "checkpoint")
         listed = _read_state(state)
         found = _checkpoint_files(self.directory)
         if listed is None:
@@ -217,10 +216,10 @@ class TrainingCheckpoints:
         kept = sorted((p for p in candidates if _step_of(p) <= _step_of(path)), key=_step_of)
         now = time.time()
         state = CheckpointState(
-            model_checkpoint_path=os.path.basename(path),
-            all_model_checkpoint_paths=[os.path.basename(p) for p in kept],
+            model_checkpoint_path=io_utils.basename(path),
+            all_model_checkpoint_paths=[io_utils.basename(p) for p in kept],
             all_model_checkpoint_timestamps=[now] * len(kept), last_preserved_timestamp=now - 1)
-        atomic_write_text(os.path.join(self.directory, "checkpoint"),
+        atomic_write_text(io_utils.join(self.directory, "checkpoint"),
                           text_format.MessageToString(state))
         self._manager = None  # re-read by the next save
 
@@ -238,9 +237,11 @@ class TrainingCheckpoints:
                 what the failed write left (`ckpt-N_temp/`) is removed.
         """
         try:
-            return self.manager.save(checkpoint_number=step)
+            path = self.manager.save(checkpoint_number=step)
+            folders.note_written_under(self.write_directory, _is_checkpoint_file)
+            return path
         except (tf.errors.OpError, OSError) as e:
-            prefix = os.path.join(self.write_directory, f"ckpt-{step}")
+            prefix = io_utils.join(self.write_directory, f"ckpt-{step}")
             io_utils.remove_tree(prefix + "_temp")
             raise WriteError(prefix, error_reason(e), getattr(e, "errno", None),
                              note="the checkpoints already written are kept and the same "
@@ -258,12 +259,17 @@ class TrainingCheckpoints:
         if not io_utils.isdir(self.write_directory):
             return []
         # Listed rather than globbed: object stores and ram:// have no directory entries.
-        partial = [os.path.join(self.write_directory, name)
+        partial = [io_utils.join(self.write_directory, name)
                    for name in io_utils.listdir(self.write_directory) if _PARTIAL.match(name)]
         for path in partial:
             io_utils.remove_tree(path)
             logging.info("Removed %s, left by a checkpoint save that did not complete", path)
         return partial
+
+
+def _is_checkpoint_file(name: str) -> bool:
+    """Whether `name` is one TensorFlow writes for a `ckpt-N` checkpoint, or its state."""
+    return name == "checkpoint" or bool(re.match(r"^ckpt-\d+\.", name))
 
 
 def _step_of(path: str) -> int:
@@ -279,7 +285,7 @@ def _checkpoint_files(directory: str) -> List[str]:
     """The prefixes of the `ckpt-N.index` files in `directory`."""
     if not io_utils.isdir(directory):
         return []
-    return [os.path.join(directory, name[:-len(".index")])
+    return [io_utils.join(directory, name[:-len(".index")])
             for name in io_utils.listdir(directory) if _INDEX.match(name)]
 
 
@@ -294,12 +300,14 @@ def _read_state(path: str) -> Optional[List[str]]:
         state = text_format.Parse(io_utils.read_text(path), CheckpointState())
     except (OSError, UnicodeDecodeError, text_format.ParseError):
         return None
-    directory = os.path.dirname(path)
+    directory = io_utils.dirname(path)
     names = list(state.all_model_checkpoint_paths)
     if state.model_checkpoint_path and state.model_checkpoint_path not in names:
         names.append(state.model_checkpoint_path)
-    paths = [name if not io_utils.is_local(name) or os.path.isabs(name)
-             else os.path.join(directory, name) for name in names]
+    # A relative name is relative to the state file's folder; an absolute one (a path or
+    # a URL) stands as it is.
+    paths = [io_utils.join(directory, name) if io_utils.is_local(name) else name
+             for name in names]
     return [p for p in paths if re.search(r"-\d+$", p)]
 
 
@@ -340,6 +348,16 @@ class _GlobalStepTensorBoard(keras.callbacks.TensorBoard):
     def on_train_begin(self, logs=None):
         self.model._train_counter.assign(self.start)  # pylint: disable=protected-access
         super().on_train_begin(logs)
+        self._note_event_files()
+
+    def on_train_end(self, logs=None):
+        super().on_train_end(logs)
+        self._note_event_files()
+
+    def _note_event_files(self):
+        """Records TensorBoard's files in the run folder's manifest (`io_utils.folders`):
+        TensorFlow writes them itself, under names it chooses."""
+        folders.note_written_under(self.log_dir, lambda name: name.startswith("events.out."))
 
 
 class _StopOnSignal(keras.callbacks.Callback):
@@ -368,7 +386,7 @@ class _StopOnSignal(keras.callbacks.Callback):
         else:
             if self.checkpoints.latest_step() != step:
                 self.checkpoints.save(step)  # every worker; the chief's copy is the one kept
-            path = os.path.join(self.checkpoints.directory, f"ckpt-{step}")
+            path = io_utils.join(self.checkpoints.directory, f"ckpt-{step}")
             logging.warning("%s: saved checkpoint %s at training step %d of %d",
                             preemption.signal_name(signum), path, step, self.num_train_steps)
         self.stopped = (signum, here, step, path)
@@ -472,7 +490,7 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
     callbacks = [
         step_checkpoints,
         stop,
-        _GlobalStepTensorBoard(os.path.join(write_dir, "logs"), start=done),
+        _GlobalStepTensorBoard(io_utils.join(write_dir, "logs"), start=done),
         keras.callbacks.TerminateOnNaN(),
         *extra_callbacks,
     ]

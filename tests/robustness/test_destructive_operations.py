@@ -1,8 +1,8 @@
 """Every operation that deletes or replaces deletes only what this package wrote.
 
-The export replaces a folder only when it is empty or holds an earlier export (its
-`export_info.json` names the writer) and nothing else; the TFLite export replaces only a
-TFLite model. A run's --output_dir, a parent of other files and anything unknown are
+The export replaces a folder only when it is empty or holds nothing but what an earlier
+export wrote (its manifest, `io_utils.folders`, lists every file); the TFLite export
+replaces only a TFLite model. A run's --output_dir, a parent of other files and anything unknown are
 refused in one line, before any training, and left as they were. (The other guarded
 places have their tests beside their code: --overwrite_output_dir in
 test_reused_output_dir.py, the Google-checkpoint cache in test_google_checkpoints.py,
@@ -14,6 +14,7 @@ import json
 import pytest
 import tensorflow as tf
 
+from adapter_bert.io_utils import folders
 from adapter_bert.serving import export
 from adapter_bert.serving.tflite import check_tflite_target
 from tests.robustness.helpers import (assert_one_error_line, classifier_flags, snapshot,
@@ -46,19 +47,27 @@ def test_an_export_replaces_an_earlier_export_and_marks_its_own(tmp_path):
     _export(folder)
     info = json.loads((folder / export.INFO_FILE).read_text())
     assert info["written_by"] == export.WRITER and info["kind"] == "test"
-    (folder / "variables" / "left_over").write_text("from the earlier export")
     _export(folder, {"kind": "second"})
     assert json.loads((folder / export.INFO_FILE).read_text())["kind"] == "second"
-    assert not (folder / "variables" / "left_over").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing staged left
 
 
-def test_an_export_written_before_the_writer_was_recorded_is_replaced(tmp_path):
+def test_a_file_added_inside_an_export_stops_the_next_one_and_is_kept(tmp_path):
+    """TF Serving's warm-up file, put into an export by hand, is not deleted by the next
+    export: it stops it, naming the file."""
     folder = tmp_path / "model"
     _export(folder)
-    (folder / export.INFO_FILE).write_text(json.dumps({"kind": "classifier"}))
-    _export(folder)
-    assert json.loads((folder / export.INFO_FILE).read_text())["written_by"] == export.WRITER
+    warmup = folder / "assets.extra" / "tf_serving_warmup_requests"
+    warmup.parent.mkdir()
+    warmup.write_bytes(b"requests")
+    before = snapshot(folder)
+    with pytest.raises(folders.ForeignFileError) as error:
+        _export(folder, {"kind": "second"})
+    assert str(error.value) == (
+        f"--export_dir={folder} holds assets.extra/tf_serving_warmup_requests that "
+        f"adapter_bert did not write; nothing was replaced: move it away or name a new folder")
+    assert snapshot(folder) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
 def test_an_empty_folder_takes_the_export(tmp_path):
@@ -68,9 +77,9 @@ def test_an_empty_folder_takes_the_export(tmp_path):
 
 
 @pytest.mark.parametrize("layout, named", [
-    ({"other_model/saved_model.pb": "x", "notes.txt": "mine"}, "notes.txt, other_model"),
-    ({"saved_model.pb": "someone else's", "variables/v": "x"}, "saved_model.pb, variables"),
-    ({"export_info.json": "{not json", "saved_model.pb": "x"}, "export_info.json, saved_model.pb"),
+    ({"other_model/saved_model.pb": "x", "notes.txt": "mine"}, "notes.txt and 1 other file"),
+    ({"saved_model.pb": "someone else's", "variables/v": "x"}, "saved_model.pb and 1 other file"),
+    ({"export_info.json": "{not json"}, "export_info.json"),
 ])
 def test_a_folder_no_export_wrote_is_refused_and_kept(layout, named, tmp_path):
     folder = tmp_path / "models"
@@ -78,24 +87,14 @@ def test_a_folder_no_export_wrote_is_refused_and_kept(layout, named, tmp_path):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     before = snapshot(folder)
-    with pytest.raises(export.ExportError) as error:
+    with pytest.raises(folders.ForeignFileError) as error:
         _export(folder)
+    them = "them" if "other" in named else "it"
     assert str(error.value) == (
-        f"--export_dir={folder} holds files that no export of adapter_bert wrote ({named}); "
-        f"nothing was replaced: name a new folder or an earlier export")
+        f"--export_dir={folder} holds {named} that adapter_bert did not write; nothing was "
+        f"replaced: move {them} away or name a new folder")
     assert snapshot(folder) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]
-
-
-def test_an_earlier_export_with_other_files_beside_it_is_refused(tmp_path):
-    folder = tmp_path / "model"
-    _export(folder)
-    (folder / "README.md").write_text("how to serve it")
-    before = snapshot(folder)
-    with pytest.raises(export.ExportError, match=r"holds an earlier export and also README\.md; "
-                                                 r"nothing was replaced"):
-        _export(folder)
-    assert snapshot(folder) == before
 
 
 def test_a_file_or_link_as_export_dir_is_refused(tmp_path):
@@ -103,8 +102,8 @@ def test_a_file_or_link_as_export_dir_is_refused(tmp_path):
     (tmp_path / "target").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "target")
     for name, kind in (("file", "a file"), ("link", "a symbolic link")):
-        with pytest.raises(export.ExportError, match=f"is {kind}, not a folder; nothing was "
-                                                     f"replaced"):
+        with pytest.raises(folders.ForeignFileError, match=f"is {kind}, not a folder; nothing "
+                                                           f"was replaced"):
             export.check_export_dir(str(tmp_path / name))
     assert (tmp_path / "file").read_text() == "x"
 
@@ -141,9 +140,8 @@ def test_export_dir_naming_a_parent_of_other_files_is_refused_before_training(
                                                                   data)])
     assert code == 1
     assert_one_error_line(capfd.readouterr().err, "run_classifier.py",
-                          rf"error: --export_dir={models} holds files that no export of "
-                          rf"adapter_bert wrote \(notes\.txt, other_model\); nothing was "
-                          rf"replaced")
+                          rf"error: --export_dir={models} holds notes\.txt and 1 other file "
+                          rf"that adapter_bert did not write; nothing was replaced")
     assert snapshot(models) == before
     assert not (tmp_path / "out").exists()
 

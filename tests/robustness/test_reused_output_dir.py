@@ -130,19 +130,25 @@ def test_overwrite_output_dir_trains_anew(trained, backbone, tmp_path, capfd):
     out = _copy(trained[0], tmp_path / "out")
     (out / "feature_cache").mkdir(exist_ok=True)
     (out / "feature_cache" / "kept.txt").write_text("cache")
-    (out / "notes.txt").write_text("the user's, not the run's")
-    (out / "export").mkdir()
-    (out / "export" / "saved_model.pb").write_bytes(b"an export")
+    # A file of the user's anywhere inside stops it, naming the file; nothing is deleted.
+    (out / "adapter" / "notes.txt").write_text("the user's, not the run's")
+    before = snapshot(out)
+    argv = ["--do_train", "--do_eval", "--overwrite_output_dir",
+            *classifier_flags(backbone, out, trained[1], adapter_size=4, num_train_epochs=0.5)]
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", argv)
+    assert code == 1
+    assert_one_error_line(capfd.readouterr().err, "run_classifier.py",
+                          r"error: --overwrite_output_dir: --output_dir=.* holds "
+                          r"adapter/notes\.txt that adapter_bert did not write; nothing was "
+                          r"deleted")
+    assert snapshot(out) == before
+    (out / "adapter" / "notes.txt").unlink()
     old_results = (out / "eval_results.txt").read_text()
-    code, _ = run_in_process("run_classifier", [
-        "--do_train", "--do_eval", "--overwrite_output_dir",
-        *classifier_flags(backbone, out, trained[1], adapter_size=4, num_train_epochs=0.5)])
+    code, _ = run_in_process("run_classifier", argv)
     assert code == 0, capfd.readouterr().err[-3000:]
     assert json.loads((out / "run_flags.json").read_text())["flags"]["adapter_size"] == 4
     assert "global_step = 3" in (out / "eval_results.txt").read_text() != old_results
-    # Only what a run writes is deleted: the user's file and the export stay.
-    assert (out / "notes.txt").read_text() == "the user's, not the run's"
-    assert (out / "export" / "saved_model.pb").read_bytes() == b"an export"
     assert (out / "feature_cache" / "kept.txt").read_text() == "cache"
     assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index")) == [
         "ckpt-2.index", "ckpt-3.index"]
@@ -158,9 +164,10 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(backbone, mrpc_lines, tmp_
                                                 *classifier_flags(backbone, home, data)])
     assert code == 1
     line = assert_one_error_line(capfd.readouterr().err, "run_classifier.py", "")
-    assert line == (f"run_classifier.py: error: --overwrite_output_dir: {home} does not look "
-                    f"like a run folder (no run_flags.json and no checkpoints/checkpoint); "
-                    f"nothing deleted: pass a run's --output_dir or a new folder")
+    assert line.startswith(f"run_classifier.py: error: --overwrite_output_dir: "
+                           f"--output_dir={home} holds ")
+    assert line.endswith("that adapter_bert did not write; nothing was deleted: move them "
+                         "away or name a new folder")
     assert snapshot(home) == before
 
 

@@ -200,12 +200,13 @@ def test_a_serving_export_that_cannot_be_written_names_it_and_keeps_the_earlier_
     naming --export_dir and the reason; the earlier export and no staging folder remain."""
     import tensorflow as tf
 
-    from adapter_bert.io_utils import WriteError
+    from adapter_bert.io_utils import WriteError, folders
     from adapter_bert.serving.export import write_saved_model
     export_dir = tmp_path / "export"
     export_dir.mkdir()
     (export_dir / "saved_model.pb").write_bytes(b"the earlier export")
     (export_dir / "export_info.json").write_text('{"written_by": "adapter_bert"}')
+    folders.write_manifest(str(export_dir), ["saved_model.pb", "export_info.json"])
 
     def save_part_then_fail(module, directory, signatures=None):
         Path(directory, "variables").mkdir()
@@ -218,5 +219,6 @@ def test_a_serving_export_that_cannot_be_written_names_it_and_keeps_the_earlier_
         write_saved_model(str(export_dir), tf.Module(), {}, {})
     assert str(error.value) == f"cannot write {export_dir}: No space left on device"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
-    assert sorted(p.name for p in export_dir.iterdir()) == ["export_info.json", "saved_model.pb"]
+    assert sorted(p.name for p in export_dir.iterdir()) == [
+        folders.MANIFEST, "export_info.json", "saved_model.pb"]
     assert (export_dir / "saved_model.pb").read_bytes() == b"the earlier export"

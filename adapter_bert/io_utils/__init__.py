@@ -1,21 +1,29 @@
 """File helpers for every path the package reads or writes, on any TensorFlow filesystem.
 
-Local paths use Python's `os`/`open`; URLs (`gs://`, `file://`, `ram://`, ...) use
-`tf.io.gfile`. Writes are atomic: a temporary file renamed over the target where rename
-exists, one upload on object stores; a failed write raises `WriteError` naming the path
-and leaves the old content. A store that cannot be reached raises `StorageError` (one
+The one storage layer: every path a user gives (flags, arguments, caches) is joined,
+read, written, listed, renamed and deleted here and nowhere else
+(tests/test_storage_layer.py holds the rest of the package to it). Local paths use
+Python's `os`/`open`; URLs (`gs://`, `file://`, `ram://`, ...) use `tf.io.gfile`. Folders
+the package writes and may later replace or clear are handled by `io_utils.folders`.
+
+Writes are atomic: a temporary file renamed over the target where rename exists, one
+upload on object stores; a failed write raises `WriteError` naming the path and leaves the
+old content. A store that cannot be reached raises `StorageError` (one
 line); "not found" stays False or FileNotFoundError.
 """
 
+import contextlib
 import errno
-from adapter_bert.errors import UserError
 import hashlib
 import io
 import os
+import posixpath
 import re
 import shutil
 import tempfile
 from typing import Callable, Iterator, List, Optional, Tuple
+
+from adapter_bert.errors import UserError
 
 # Names of the temporary files `atomic_write_with` creates:
 # ".<target>.adapter_bert.<random>.tmp". The package's name in it is the mark that lets
@@ -115,6 +123,44 @@ def expand(path: str) -> str:
     return os.path.expanduser(path) if is_local(path) else path
 
 
+def absolute(path: str) -> str:
+    """`path` made absolute (`~` expanded) if local; a URL unchanged (`os.path.abspath`
+    would turn `gs://b/x` into `<cwd>/gs:/b/x`)."""
+    return os.path.abspath(os.path.expanduser(path)) if is_local(path) else path
+
+
+def join(base: str, *names: str) -> str:
+    """`base` and `names` joined with the separator of `base`'s filesystem: the local one,
+    or "/" for a URL on every OS."""
+    if is_local(base):
+        return os.path.join(base, *names)
+    return posixpath.join(base, *names)
+
+
+def is_within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies below it (both absolute, or both URLs)."""
+    path, folder = (str(p).rstrip("/").rstrip(os.sep) for p in (path, folder))
+    return path == folder or path.startswith(folder + "/") or path.startswith(folder + os.sep)
+
+
+def basename(path: str) -> str:
+    """The last part of `path` (`gs://b/x/y` -> `y`; a trailing separator ignored)."""
+    path = str(path)
+    return posixpath.basename(path.rstrip("/")) if not is_local(path) else \
+        os.path.basename(os.path.normpath(path)) if path else ""
+
+
+def is_link(path: str) -> bool:
+    """Whether the local `path` is a symbolic link (URLs have none)."""
+    return is_local(path) and os.path.islink(path)
+
+
+def renames_folders_atomically(path: str) -> bool:
+    """Whether `path`'s filesystem moves a folder in one step (a local disk, `file://`);
+    object stores copy it object by object."""
+    return scheme(path) in ("", "file")
+
+
 def exists(path: str) -> bool:
     """Whether a file or directory exists at `path`."""
     if is_local(path):
@@ -152,7 +198,7 @@ def isfile(path: str) -> bool:
 
 def dirname(path: str) -> str:
     """The parent of `path` (works on URLs: `gs://b/x/y` -> `gs://b/x`)."""
-    return os.path.dirname(path)
+    return os.path.dirname(path) if is_local(path) else posixpath.dirname(path)
 
 
 def makedirs(path: str) -> None:
@@ -293,12 +339,37 @@ def remove_tree(path: str) -> None:
         pass
 
 
+def remove_empty_folders(top: str, keep=()) -> None:
+    """Deletes the folders below `top` that hold nothing (deepest first), then `top` if
+    empty; the top-level entries in `keep` are left alone."""
+    for root, dirs, names in sorted(walk(top), key=lambda entry: -len(str(entry[0]))):
+        relative = _relative(root, top)
+        if names or (relative and relative.split("/", 1)[0] in keep):
+            continue
+        if listdir(root):
+            continue
+        if is_local(root):
+            os.rmdir(root)
+        else:
+            _ask(root, lambda: _gfile().rmtree(root))
+
+
 def rename(source: str, target: str) -> None:
     """Moves `source` over `target` (atomic locally; a copy + delete on object stores)."""
     if is_local(source) and is_local(target):
         os.replace(source, target)
     else:
         _gfile().rename(source, target, overwrite=True)
+
+
+# Called with each path a write here completed: `folders` records the files written into
+# the folders it tracks (it adds itself when imported; nothing is tracked before).
+WRITE_LISTENERS: List[Callable[[str], None]] = []
+
+
+def _written(path: str) -> None:
+    for listener in WRITE_LISTENERS:
+        listener(path)
 
 
 def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
@@ -335,6 +406,7 @@ def _atomic_local(path: str, write: Callable[[str], None]) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, path)
+        _written(path)
     except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -357,6 +429,7 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
         _atomic_remote(path, data)
     except tf.errors.OpError as e:
         raise as_write_error(path, e) from None
+    _written(path)
 
 
 def _atomic_remote(path: str, data: bytes) -> None:
@@ -368,7 +441,7 @@ def _atomic_remote(path: str, data: bytes) -> None:
         with gfile.GFile(path, "wb") as f:  # one upload: the object appears whole
             f.write(data)
         return
-    tmp = f"{directory}/.{os.path.basename(path)}{_TEMPORARY_TAG}{os.urandom(6).hex()[:8]}.tmp"
+    tmp = f"{directory}/.{basename(path)}{_TEMPORARY_TAG}{os.urandom(6).hex()[:8]}.tmp"
     try:
         with gfile.GFile(tmp, "wb") as f:
             f.write(data)
@@ -395,13 +468,104 @@ def remove_stale_temporaries(directory: str) -> List[str]:
     for root, _, names in walk(directory):
         for name in names:
             if _TEMPORARY.match(name):
-                path = os.path.join(root, name)
+                path = join(root, name)
                 try:
                     remove(path)
                 except FileNotFoundError:
                     continue
                 removed.append(path)
     return sorted(removed)
+
+
+def copy_file(source: str, target: str) -> None:
+    """Copies the file `source` over `target` (any filesystems; the target written whole
+    as `atomic_write_bytes` does)."""
+    atomic_write_bytes(target, read_bytes(source))
+
+
+def copy_tree(source: str, target: str) -> List[str]:
+    """Copies every file under the folder `source` to the same place under `target`
+    (made if missing); returns the targets written, in the order written."""
+    written = []
+    for root, _, names in walk(source):
+        relative = _relative(root, source)
+        for name in sorted(names):
+            destination = join(target, relative, name) if relative else join(target, name)
+            copy_file(join(root, name), destination)
+            written.append(destination)
+    makedirs(target)
+    return written
+
+
+def _relative(path: str, top: str) -> str:
+    """`path` relative to `top` ("" for `top` itself), with "/" between parts."""
+    rest = str(path)[len(str(top).rstrip("/").rstrip(os.sep)):].strip("/").strip(os.sep)
+    return rest.replace(os.sep, "/")
+
+
+def files_under(top: str) -> List[str]:
+    """Every file below the folder `top`, as paths relative to it with "/" (sorted)."""
+    found = []
+    for root, _, names in walk(top):
+        relative = _relative(root, top)
+        found.extend(f"{relative}/{name}" if relative else name for name in names)
+    return sorted(found)
+
+
+def make_scratch_dir(prefix: str, parent: Optional[str] = None) -> str:
+    """A new private local folder for the package's own work files (downloads being
+    unpacked, a fit's checkpoints, a worker's copies): under `parent` (a local folder) or
+    the system's temporary folder. The caller deletes it with `remove_tree`."""
+    return tempfile.mkdtemp(prefix=prefix, dir=parent)
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[str]:
+    """`make_scratch_dir` for the length of a `with` block, deleted after it."""
+    directory = make_scratch_dir(prefix)
+    try:
+        yield directory
+    finally:
+        remove_tree(directory)
+
+
+def local_write_problem(path: str) -> Optional[str]:
+    """Why nothing can be written in the local folder `path` (or, if it does not exist,
+    made in its nearest existing parent), or None. Tried with a temporary folder removed
+    at once: permission bits do not stop root, while /proc or a read-only mount do."""
+    path = absolute(path)
+    parent = path
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"cannot create it, {parent} is a file"
+    try:
+        probe = tempfile.mkdtemp(prefix=".adapter_bert_probe_", dir=parent)
+    except OSError as e:
+        where = "directory is not writable" if parent == path else \
+            f"cannot create it in {parent}"
+        return f"{where} ({e.strerror or e})"
+    os.rmdir(probe)
+    return None
+
+
+def create_exclusive(path: str, text: str) -> bool:
+    """Creates the file `path` holding `text` unless something exists there; whether it
+    did. Exclusive on a local disk (O_EXCL); on object stores, which have no exclusive
+    create through `tf.io.gfile`, a check then a whole upload: the caller confirms by
+    reading back after a pause (`tasks.run_lock`)."""
+    if is_local(path):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return True
+    if exists(path):
+        return False
+    atomic_write_text(path, text)
+    return True
 
 
 def file_digest(path: str) -> str:
@@ -411,3 +575,4 @@ def file_digest(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
