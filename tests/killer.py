@@ -17,6 +17,8 @@ first batch): the classifier's dev evaluation is pass 1 and its test prediction 
 KILL_WRITING=name: in the middle of writing the output file called `name`, i.e. after
 half of its bytes reached the temporary file and before it is renamed over the target.
 REPLACED_LOG=path: append the target of every atomic rename (os.replace) to this file.
+KILL_SWAPPING=N: after N files of a new folder were copied into place by the object-store
+swap of `io_utils.folders.replace` (an export or best/ on gs://): the target half-written.
 
 Signals instead of kills (the run handles them, `adapter_bert.training.preemption`): the
 process sends itself SIGTERM, or the signal SIGNAL names (e.g. SIGNAL=SIGINT).
@@ -150,6 +152,20 @@ def _hook_temporaries(full_name: str, denied_name: str):
         builtins.open = open_or_deny
 
 
+def _hook_swap(after: int):
+    from adapter_bert import io_utils
+    copy_file, copied = io_utils.copy_file, [0]
+
+    def copy_or_die(source, target):
+        if ".adapter_bert.staging." in str(source):  # the swap's copies, out of the staging
+            if copied[0] == after:
+                _die()
+            copied[0] += 1
+        return copy_file(source, target)
+
+    io_utils.copy_file = copy_or_die
+
+
 def main():
     runner = sys.argv[1]
     # A script runs with argv[0] its path; run_module(alter_sys=True) sets argv[0] to the
@@ -166,6 +182,8 @@ def main():
         _hook_step(int(os.environ["SIGNAL_AT_STEP"]), _signal)
     if os.environ.get("SIGNAL_PREDICTING"):
         _hook_predict(int(os.environ["SIGNAL_PREDICTING"]), _signal)
+    if os.environ.get("KILL_SWAPPING"):
+        _hook_swap(int(os.environ["KILL_SWAPPING"]))
     _hook_replace(os.environ.get("KILL_WRITING", ""), os.environ.get("REPLACED_LOG", ""))
     _hook_temporaries(os.environ.get("FULL_DISK_WRITING", ""),
                       os.environ.get("DENY_WRITING", ""))
