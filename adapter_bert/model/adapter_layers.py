@@ -21,7 +21,7 @@ import tf_keras as keras
 
 from adapter_bert.model.activations import canonical_activation, get_activation
 from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS, PROJECTIONS,
-                                         AdapterFamily, AdapterOption)
+                                         AdapterFamily, AdapterOption, Bounds)
 from adapter_bert.model.fast_layers import Dropout, float32_sum
 from adapter_bert.errors import UserError
 
@@ -399,14 +399,25 @@ BUILT_IN_FAMILIES = (
         description="one bottleneck per layer at the feed-forward output (AdapterHub's placement)"),
     AdapterFamily(
         "parallel", ParallelAdapter, _bottleneck_params, positions=ADAPTER_POSITIONS,
-        default_positions="ffn", options={"parallel_scaling": AdapterOption(4.0, float)},
+        default_positions="ffn", options={"parallel_scaling": AdapterOption(
+            4.0, float, "Scale of the parallel adapter's output (He et al.'s s).",
+            bounds=Bounds(0, 10**6, low_open=True))},
         description="a scaled bottleneck beside the feed-forward sub-layer"),
     AdapterFamily(
         "lora", LoraAdapter, _lora_params, slot="projections", positions=("attention",),
         default_positions="attention",
-        options={"lora_alpha": AdapterOption(None, _lora_alpha),
-                 "lora_targets": AdapterOption(("query", "value"), _lora_targets),
-                 "lora_dropout": AdapterOption(0.0, _lora_dropout)},
+        options={"lora_alpha": AdapterOption(
+                     None, _lora_alpha, "LoRA scaling numerator (scale = alpha / rank); "
+                     "default: the rank, i.e. scale 1.", "float",
+                     Bounds(0, 10**6, low_open=True)),
+                 "lora_targets": AdapterOption(
+                     ("query", "value"), _lora_targets,
+                     "Projections LoRA updates, comma-separated, of: " + ", ".join(PROJECTIONS)
+                     + " (attention_output: the attention output dense; intermediate and "
+                     "output: the feed-forward up and down projections).", "list"),
+                 "lora_dropout": AdapterOption(
+                     0.0, _lora_dropout, "Dropout rate on the input of LoRA's updates (as "
+                     "PEFT's lora_dropout).", bounds=Bounds(0, 1, high_open=True))},
         projections=lambda config: config.lora_targets,
         description="low-rank updates of the projections --lora_targets (rank --adapter_size)"),
 )

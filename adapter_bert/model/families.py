@@ -8,6 +8,7 @@ slot, options with defaults, parameter count. Slots: "output" (a layer in an out
 """
 
 import dataclasses
+import math
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 from adapter_bert.errors import UserError
 
@@ -36,18 +37,55 @@ GOOGLE_ADAPTER_INIT_SCALE = 1e-3
 COMMON_FIELDS = ("size", "activation", "init_scale", "positions", "leave_out", "adapter_type")
 
 
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values a numeric setting takes: finite, within [low, high] (or the open ends),
+    an integer for integer settings. The ceilings keep a value from overflowing a step
+    count or a tensor shape far later; they lie well above any value that makes sense."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self, integer: bool) -> str:
+        if math.isinf(self.high):
+            return f"a finite number {'>' if self.low_open else '>='} {self.low:g}"
+        if integer:
+            return f"an integer in [{int(self.low)}, {int(self.high)}]"
+        return (f"a finite number in {'(' if self.low_open else '['}{self.low:g}, "
+                f"{self.high:g}{')' if self.high_open else ']'}")
+
+
 class AdapterOption(NamedTuple):
-    """One config option of a family: its default and how a given value is checked.
+    """One config option of a family: its default, how a given value is checked, and what
+    its command-line setting (`--<name>`, made from this declaration) says.
 
     Attributes:
         default: the value when the config does not give one (JSON-compatible).
         parse: maps a given value (from Python or from an adapter file's JSON) to the
             stored one, raising ValueError with a message naming the option when it is
             bad; None stores the value as given.
+        help: the flag's help line.
+        kind: the flag's type, "float", "integer", "string" or "list" (None: that of the
+            default).
+        bounds: a numeric option's `Bounds`, checked with the other flags.
     """
 
     default: Any
     parse: Optional[Callable[[Any], Any]] = None
+    help: str = ""
+    kind: Optional[str] = None
+    bounds: Optional[Bounds] = None
 
 
 @dataclasses.dataclass(frozen=True)

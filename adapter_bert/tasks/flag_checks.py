@@ -1,13 +1,11 @@
 """What the flags must be, checked before anything is loaded: the error a bad value
-raises (`FlagError`, one line naming the flag), the bounds of every numeric flag of every
-entry point (`NUMERIC_BOUNDS`), the checks of the paths flags name, and each runner's one
-validation of its flags (`validate_classifier`, `validate_squad`, `validate_ablation`).
+raises (`FlagError`, one line naming the flag), the bounds of every numeric flag (rows of
+`tasks.settings`), the checks of the paths flags name, and each runner's one validation
+of its flags (`validate_classifier`, `validate_squad`, `validate_ablation`).
 
 The flags themselves are defined in `tasks.flags`.
 """
 
-import dataclasses
-import math
 
 from adapter_bert import io_utils
 from adapter_bert.adapters.files import adapter_config_of
@@ -15,6 +13,7 @@ from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.errors import UserError
 from adapter_bert.model.config import adapter_families
 from adapter_bert.model.families import parse_option
+from adapter_bert.tasks.settings import numeric_bounds
 
 
 class FlagError(UserError):
@@ -29,68 +28,15 @@ def was_set(values, name: str) -> bool:
         return False
 
 
-@dataclasses.dataclass(frozen=True)
-class Bounds:
-    """The values a numeric flag takes: finite, within [low, high] (or the open ends), an
-    integer for integer flags. The ceilings keep a value from overflowing a step count or
-    a tensor shape far later; they lie well above any value that makes sense."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    high_open: bool = False
-
-    def admits(self, value) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if not math.isfinite(value):
-            return False
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def describe(self, integer: bool) -> str:
-        if math.isinf(self.high):
-            return f"a finite number {'>' if self.low_open else '>='} {self.low:g}"
-        if integer:
-            return f"an integer in [{int(self.low)}, {int(self.high)}]"
-        return (f"a finite number in {'(' if self.low_open else '['}{self.low:g}, "
-                f"{self.high:g}{')' if self.high_open else ']'}")
-
-
-_STEPS = Bounds(1, 2**31 - 1)
-_BATCH = Bounds(1, 2**20)
-_TOKENS = Bounds(1, 2**16)
-# A rate has no ceiling: a huge one diverges, which the training loop reports.
-_RATE = Bounds(0, math.inf, low_open=True)
-# Every numeric flag of every entry point (tests/robustness/test_numeric_flags.py walks
-# them all): checked first by `check_numeric_flags`, before anything is loaded.
-NUMERIC_BOUNDS = {
-    "train_batch_size": _BATCH, "eval_batch_size": _BATCH, "predict_batch_size": _BATCH,
-    "max_seq_length": Bounds(2, 2**16),  # [CLS] [SEP] at least; pairs need 3 (checked later)
-    "save_checkpoints_steps": _STEPS, "iterations_per_loop": _STEPS,
-    "num_tpu_cores": Bounds(1, 2**16), "top_k_layers": Bounds(1, 2**10),
-    "adapter_size": _TOKENS, "seed": Bounds(0, 2**32 - 1),  # NumPy's seed range
-    "doc_stride": _TOKENS, "max_query_length": _TOKENS, "n_best_size": Bounds(1, 10**4),
-    "max_answer_length": _TOKENS,
-    "learning_rate": _RATE, "adapter_learning_rate": _RATE,
-    "num_train_epochs": Bounds(0, 10**6, low_open=True),
-    "warmup_proportion": Bounds(0, 1), "adapter_init_scale": Bounds(0, 10),
-    "lora_alpha": Bounds(0, 10**6, low_open=True), "lora_dropout": Bounds(0, 1, high_open=True),
-    "adam_epsilon": Bounds(0, 1, low_open=True),
-    "null_score_diff_threshold": Bounds(-10**6, 10**6),
-    "dev_fraction": Bounds(0, 1, low_open=True, high_open=True),
-}
-
-
 def check_numeric_flags(values) -> None:
-    """Checks every numeric flag `values` has against `NUMERIC_BOUNDS` (None: unset).
+    """Checks every numeric flag `values` has against its setting's bounds (None: unset;
+    `tasks.settings`).
 
     Raises:
         FlagError: the first flag out of bounds, e.g. `--num_train_epochs must be a finite
             number in (0, 1e+06], got nan`.
     """
-    for name, bounds in NUMERIC_BOUNDS.items():
+    for name, bounds in numeric_bounds().items():
         value = getattr(values, name, None)
         if value is None or bounds.admits(value) and (
                 not _is_integer_flag(values, name) or float(value).is_integer()):

@@ -15,6 +15,7 @@ from adapter_bert import io_utils
 from adapter_bert.io_utils import folders
 from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.run_lock import LOCK_NAME
+from adapter_bert.tasks.settings import resume_compared, resume_paths
 
 RECORD_NAME = "run_flags.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -22,34 +23,8 @@ CHECKPOINT_DIR = "checkpoints"
 FEATURE_CACHE_DIR = "feature_cache"
 # --dev_fraction's held-out rows: their line numbers in --train_file.
 HELD_OUT_ROWS = "dev_fraction_rows.txt"
-# Flags whose values define what a training run trains, in the order they are reported.
-# A flag the runner does not define is skipped.
-COMPARED_FLAGS = (
-    # backbone and text
-    "init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case",
-    # task and data
-    "task_name", "data_source", "data_dir", "train_file", "version_2_with_negative",
-    "file_format", "header", "text_column", "text_pair_column", "label_column", "labels",
-    "task_type", "dev_fraction", "tfds_name", "tfds_train_split",
-    "max_seq_length", "doc_stride", "max_query_length", "padding",
-    # schedule and optimizer
-    "train_batch_size", "num_train_epochs", "warmup_proportion", "learning_rate",
-    "adapter_learning_rate", "adam_bias_correction", "adam_epsilon", "seed", "dtype",
-    # which epoch is kept
-    "eval_every_epoch", "select_metric",
-    # which weights train, and the adapters
-    "tuning_mode", "top_k_layers", "train_pooler", "adapter_type", "adapter_size",
-    "adapter_init_scale", "adapter_activation", "adapter_positions", "adapter_leave_out",
-    "lora_alpha", "lora_targets", "lora_dropout", "resadapter_variant", "resadapter_cell",
-    "resadapter_pooling",
-)
-# Flags naming local files or folders: recorded as absolute paths, so that a rerun from
-# another working directory compares equal.
-_PATH_FLAGS = ("init_checkpoint", "bert_config_file", "vocab_file", "data_dir", "train_file")
-
-
 def _value(name: str, value):
-    if value is not None and name in _PATH_FLAGS:
+    if value is not None and name in resume_paths():
         return io_utils.absolute(str(value))
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
@@ -57,9 +32,10 @@ def _value(name: str, value):
 
 
 def training_record(flag_values, runner: str) -> Dict[str, object]:
-    """The runner and the values of `COMPARED_FLAGS` that `flag_values` defines."""
+    """The runner and the values of the settings a resumed run must match
+    (`tasks.settings`, in table order) that `flag_values` defines."""
     values: Dict[str, object] = {"runner": runner}
-    for name in COMPARED_FLAGS:
+    for name in resume_compared():
         if hasattr(flag_values, name):
             values[name] = _value(name, getattr(flag_values, name))
     return values

@@ -25,7 +25,7 @@ from adapter_bert.data.tokenization import checkpoint_lower_case
 from adapter_bert.model.checkpoints import resolve_backbone
 from adapter_bert.model.config import BertConfig
 from adapter_bert.precision import apply_dtype
-from adapter_bert.tasks import base, run_lock
+from adapter_bert.tasks import base, run_lock, settings
 from adapter_bert.tasks.classifier import score_logits
 from adapter_bert.tasks.task_models import (adapter_name_for, build_and_tune, new_task_model,
                                             report_parameters)
@@ -37,11 +37,14 @@ from adapter_bert.errors import UserError
 from adapter_bert import io_utils
 
 INPUT_KEYS = base.INPUT_KEYS
-# The runner's defaults, so that a model built with none of the arguments trains as
-# `run_classifier.py` does with none of the flags.
-SEED = 42
-SAVE_CHECKPOINTS_STEPS = 1000
-MAX_SEQ_LENGTH = 128
+# The runner's defaults (rows of `tasks.settings`), so that a model built with none of the
+# arguments trains as `run_classifier.py` does with none of the flags.
+SEED = settings.default("seed")
+SAVE_CHECKPOINTS_STEPS = settings.default("save_checkpoints_steps")
+MAX_SEQ_LENGTH = settings.default("max_seq_length")
+BATCH_SIZE = settings.default("train_batch_size")
+EPOCHS = settings.default("num_train_epochs")
+WARMUP_PROPORTION = settings.default("warmup_proportion")
 
 
 class TextClassifier(keras.Model):
@@ -160,9 +163,10 @@ class TextClassifier(keras.Model):
         return features
 
     # ------------------------------------------------------------- training
-    def fit(self, x=None, y=None, batch_size: int = 32, epochs: float = 3.0, verbose=1,
-            callbacks=None, learning_rate: Optional[float] = None,
-            warmup_proportion: float = 0.1, checkpoint_dir: Optional[str] = None, **kwargs):
+    def fit(self, x=None, y=None, batch_size: int = BATCH_SIZE, epochs: float = EPOCHS,
+            verbose=1, callbacks=None, learning_rate: Optional[float] = None,
+            warmup_proportion: float = WARMUP_PROPORTION,
+            checkpoint_dir: Optional[str] = None, **kwargs):
         """Trains on texts and labels with the runner's recipe; returns the last logs and
         "global_step".
 

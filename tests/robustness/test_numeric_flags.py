@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from adapter_bert.tasks.flag_checks import NUMERIC_BOUNDS
+from adapter_bert.tasks.settings import numeric_bounds
 from tests.runner_utils import REPO
 
 ENTRY_POINTS = {"run_classifier": "run_classifier.py", "run_squad": "run_squad.py",
@@ -71,13 +71,13 @@ def test_every_numeric_flag_is_bounded_and_named_when_out_of_bounds(module):
     report = _walk(module)
     names = sorted({row[0] for row in report})
     assert names, "no numeric flag found: the walk itself is broken"
-    assert not [n for n in names if n not in NUMERIC_BOUNDS], "flags without bounds"
+    assert not [n for n in names if n not in numeric_bounds()], "flags without bounds"
     for name, kind, value, code, lines in report:
         if code == "absl":  # absl's parser refused it first (e.g. an int out of int64)
             assert name in lines, lines
             continue
         number = int(value) if kind == "int" else float(value)
-        bounds = NUMERIC_BOUNDS[name]
+        bounds = numeric_bounds()[name]
         shown = str(number)
         if bounds.admits(number):
             assert not any(f"--{name} must be" in line for line in lines), (name, value, lines)
@@ -88,6 +88,6 @@ def test_every_numeric_flag_is_bounded_and_named_when_out_of_bounds(module):
 
 
 def test_nan_and_the_infinities_are_never_admitted():
-    for name, bounds in NUMERIC_BOUNDS.items():
+    for name, bounds in numeric_bounds().items():
         for value in (math.nan, math.inf, -math.inf):
             assert not bounds.admits(value), (name, value)

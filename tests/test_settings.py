@@ -1,0 +1,97 @@
+"""The settings table (adapter_bert/tasks/settings.py) is the one place a setting is
+defined: its flag, bounds check, resume comparison, docs lines and TextClassifier's
+defaults are made from its row."""
+
+import json
+import subprocess
+import sys
+
+from adapter_bert.tasks import settings
+from tests.conftest import REPO
+
+# A new row, as a contributor adds one, then everything that must follow from it.
+ADD_A_ROW = r"""
+import json, sys
+from adapter_bert.model.families import Bounds
+from adapter_bert.tasks import settings
+settings.EXTRA = (settings.Setting(
+    "label_smoothing", "float", 0.0, "Label smoothing of the classification loss.",
+    runners=("classifier",), bounds=Bounds(0, 1, high_open=True), resume=True,
+    doc="smoothing of the one-hot targets"),)
+from absl import flags
+from adapter_bert.tasks import flags as runner_flags
+from adapter_bert.tasks.flag_checks import FlagError, check_numeric_flags
+from adapter_bert.tasks.run_record import training_record
+runner_flags.define_classifier_flags()
+FLAGS = flags.FLAGS
+FLAGS(["run_classifier.py", "--label_smoothing=1.5"])
+report = {"help": FLAGS["label_smoothing"].help, "default": FLAGS["label_smoothing"].default}
+try:
+    check_numeric_flags(FLAGS)
+except FlagError as e:
+    report["refused"] = str(e)
+FLAGS.unparse_flags()
+FLAGS(["run_classifier.py", "--label_smoothing=0.1"])
+check_numeric_flags(FLAGS)
+report["recorded"] = training_record(FLAGS, "classifier").get("label_smoothing")
+report["added_table"] = [l for l in settings.docs_table("added").splitlines() if "label_smoothing" in l]
+report["all_table"] = [l for l in settings.docs_table("all").splitlines() if "label_smoothing" in l]
+print(json.dumps(report))
+"""
+
+
+def test_a_new_row_brings_its_flag_bounds_check_resume_comparison_and_docs_lines():
+    done = subprocess.run([sys.executable, "-c", ADD_A_ROW], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["help"] == "Label smoothing of the classification loss."
+    assert report["default"] == 0.0
+    assert report["refused"] == "--label_smoothing must be a finite number in [0, 1), got 1.5"
+    assert report["recorded"] == 0.1
+    assert report["added_table"] == ["| `--label_smoothing` | 0 | smoothing of the one-hot "
+                                     "targets |"]
+    assert report["all_table"] == ["| `--label_smoothing` | run_classifier.py | float | 0 | "
+                                   "a finite number in [0, 1) | yes |"]
+
+
+def test_docs_cli_md_tables_are_made_from_the_table():
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert settings.rewrite_tables(text) == text, (
+        "docs/cli.md's settings tables are stale: python -m adapter_bert.tasks.settings "
+        "docs/cli.md")
+    assert "<!-- settings:added -->" in text and "<!-- settings:all -->" in text
+
+
+def test_every_adapter_family_option_is_a_setting_from_its_declaration():
+    from adapter_bert.model.config import adapter_families
+    rows = settings.by_name()
+    for family in adapter_families():
+        for name, option in family.options.items():
+            row = rows[name]
+            assert row.help == option.help and row.resume and row.bounds == option.bounds
+    assert rows["parallel_scaling"].default == 4.0 and rows["lora_targets"].type == "list"
+
+
+def test_every_setting_names_its_runners_and_a_valid_default():
+    for row in settings.all_settings():
+        assert set(row.runners) <= set(settings.BOTH) and row.help
+        for runner in row.runners:
+            value = row.default_for(runner)
+            if row.choices and value is not None:
+                assert value in row.choices, row.name
+            if row.bounds and value is not None:
+                assert row.bounds.admits(value), row.name
+
+
+def test_text_classifier_starts_from_the_runners_defaults():
+    import inspect
+
+    from adapter_bert.tasks import text_classifier
+    fit = inspect.signature(text_classifier.TextClassifier.fit).parameters
+    assert fit["batch_size"].default == settings.default("train_batch_size") == 32
+    assert fit["epochs"].default == settings.default("num_train_epochs") == 3.0
+    assert fit["warmup_proportion"].default == settings.default("warmup_proportion")
+    assert text_classifier.SEED == settings.default("seed")
+    assert text_classifier.MAX_SEQ_LENGTH == settings.default("max_seq_length") == 128
+    assert settings.default("max_seq_length", settings.SQUAD) == 384
