@@ -312,8 +312,8 @@ def test_eval_loss_is_the_training_loss(regression):
     logits = (3 * rng.normal(size=(257, 1 if regression else 3))).astype(np.float32)
     labels = (rng.normal(size=(257, 1)).astype(np.float32) if regression
               else rng.integers(0, 3, 257).astype(np.int32))
-    run = ClassifierRun.__new__(ClassifierRun)  # only `is_regression` is read by _loss
-    run.is_regression = regression
+    run = ClassifierRun.__new__(ClassifierRun)  # _loss reads these two only
+    run.is_regression, run.class_weights = regression, None
     expected = float(run._loss()(labels, logits).numpy())
     assert isinstance(run._loss(), keras.losses.Loss)
     assert _mean_loss(logits, labels, regression) == pytest.approx(expected, rel=1e-6)

@@ -82,7 +82,7 @@ def test_an_unclosed_quote_is_named(tmp_path):
 def test_json_lines(tmp_path):
     table = _table(tmp_path, "d.jsonl", b'{"text": "a", "label": 1}\n\n{"text": "b", '
                                         b'"label": "x", "extra": [1]}\n')
-    assert table.columns == ["text", "label"]
+    assert table.columns == ["text", "label", "extra"]  # every object's keys
     assert [line for line, _ in table.rows] == [1, 3]
     assert list(table.values("label")) == [(1, 1), (3, "x")]
     with pytest.raises(DataFileError, match=r"e\.jsonl line 2: expected a JSON object, got "

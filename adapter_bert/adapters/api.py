@@ -320,12 +320,14 @@ class AdapterModelMixin:
     # --------------------------------------------------------------- files
     def save_adapter(self, directory: str, name: Optional[str] = None,
                      task: Optional[str] = None,
-                     labels: Optional[Sequence[str]] = None) -> str:
+                     labels: Optional[Sequence[str]] = None,
+                     training: Optional[dict] = None) -> str:
         """Writes adapter `name` (default: the active one) as an adapter directory, the
         files a runner's adapter-mode run writes (without the backbone); returns the weights
         file's path.
 
-        `task` defaults to `name`, `labels` to those given when it was added; existing files
+        `task` defaults to `name`, `labels` to those given when it was added; `training`
+        records how it was trained (e.g. `{"class_weights": {...}}`); existing files
         are replaced atomically. KeyError for an unknown adapter, ValueError for nothing to
         save, AdapterFileError while an adapter is merged.
         """
@@ -342,7 +344,7 @@ class AdapterModelMixin:
                                labels=labels if labels is not None else self.labels.get(name),
                                head=type(head).__name__ if head is not None else None,
                                tuning_mode="adapter", adapter_config=info.adapter_config,
-                               fusion=info.fused)
+                               fusion=info.fused, training=training)
         return write_adapter_files(directory, {k: v.numpy() for k, v in variables.items()},
                                    description)
 

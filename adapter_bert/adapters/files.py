@@ -105,16 +105,18 @@ def write_adapter_files(directory: str, weights: Dict[str, np.ndarray], descript
 
 def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head: Optional[str],
              tuning_mode: str, adapter_config, fusion: Optional[Sequence[str]] = None,
-             resadapter=None) -> dict:
+             resadapter=None, training: Optional[dict] = None) -> dict:
     """The JSON fields of an adapter directory, the one description every writer uses: the
     backbone's config and fingerprint, `task`, `labels` in logit order, the `head` class
-    name, `tuning_mode`, and the `adapter_config`, `fusion` or `resadapter` it holds.
+    name, `tuning_mode`, the `adapter_config`, `fusion` or `resadapter` it holds, and how
+    it was trained where that changes what it learnt (`training`: e.g. `class_weights`).
     """
     return {
         "task": task,
         "labels": list(labels) if labels is not None else None,
         "head": head,
         "tuning_mode": tuning_mode,
+        "training": dict(training) if training else None,
         "adapter_config": adapter_config.to_dict() if adapter_config else None,
         "fusion": list(fusion) if fusion else None,
         "resadapter": resadapter.to_dict() if resadapter else None,
@@ -125,17 +127,18 @@ def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head
 
 def save_trained_weights(model, directory: str, task: Optional[str] = None,
                          labels: Optional[Sequence[str]] = None,
-                         tuning_mode: str = "adapter") -> str:
+                         tuning_mode: str = "adapter", training: Optional[dict] = None) -> str:
     """Writes a model's trained weights and their description to `directory`; returns the
     weights file's path.
 
     A model with an active named adapter writes that adapter (the adapter API's
     `save_adapter`); other models their trainable weights plus the state training updates
-    (a ResAdapter's BatchNorm statistics). `tuning_mode` is recorded for readers.
+    (a ResAdapter's BatchNorm statistics). `tuning_mode` and `training` (`describe`) are
+    recorded for readers.
     """
     name = getattr(model, "active_adapter", None)
     if name is not None and tuning_mode == "adapter":
-        return model.save_adapter(directory, name, task, labels)
+        return model.save_adapter(directory, name, task, labels, training=training)
     bert = backbone_of(model)
     # Trainable weights plus the state training updates (BatchNorm moving statistics).
     trained = {id(v) for v in trained_weights(model)}
@@ -143,7 +146,8 @@ def save_trained_weights(model, directory: str, task: Optional[str] = None,
     head = type(getattr(model, "head", None)).__name__ if hasattr(model, "head") else None
     description = describe(bert, task=task, labels=labels, head=head, tuning_mode=tuning_mode,
                            adapter_config=None,
-                           resadapter=getattr(model, "resadapter_config", None))
+                           resadapter=getattr(model, "resadapter_config", None),
+                           training=training)
     return write_adapter_files(directory, weights, description)
 
 
@@ -194,7 +198,8 @@ def current_adapter_fields(stored: dict) -> dict:
 # the field is required: "backbone").
 _DESCRIPTION_TYPES = {"task": str, "labels": list, "head": str, "tuning_mode": str,
                       "adapter_config": dict, "resadapter": dict, "backbone": dict,
-                      "backbone_fingerprint": str, "weights_sha256": str, "fusion": list}
+                      "backbone_fingerprint": str, "weights_sha256": str, "fusion": list,
+                      "training": dict}
 
 
 def _check_description_types(description: dict, path: str) -> None:

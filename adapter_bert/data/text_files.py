@@ -86,7 +86,7 @@ class Table:
         text = _read_text(path)
         if kind == "jsonl":
             rows = list(_json_lines(text, path))
-            return cls(path, kind, list(rows[0][1]) if rows else None, rows)
+            return cls(path, kind, _union_of_keys(rows), rows)
         rows = list(_delimited(text, path, kind))
         columns = None
         if header and rows:
@@ -98,7 +98,7 @@ class Table:
     def of_records(cls, source: str, records: Sequence[Dict[str, object]]) -> "Table":
         """Named records (a TFDS split) as a table; record i is "line" i + 1."""
         rows = [(i + 1, record) for i, record in enumerate(records)]
-        return cls(source, "jsonl", list(records[0]) if records else None, rows)
+        return cls(source, "jsonl", _union_of_keys(rows), rows)
 
     def _check_widths(self) -> None:
         width = len(self.columns) if self.columns is not None else len(self.rows[0][1]) \
@@ -136,12 +136,26 @@ class Table:
         if self.columns is None or column not in self.columns:
             raise DataFileError(f"--{flag}={column}: {self.path} has no such column; "
                                 f"{self.describe_columns()}")
+        if self.columns.count(column) > 1:
+            places = [str(i) for i, name in enumerate(self.columns) if name == column]
+            raise DataFileError(f"--{flag}={column}: {self.path}'s header names {column!r} "
+                                f"{len(places)} times (positions {', '.join(places)}); rename "
+                                f"them or pass the position")
         return column if self.kind == "jsonl" else self.columns.index(column)
 
     def values(self, index: Union[int, str]) -> Iterator[Tuple[int, object]]:
         """(line, value) of one column over the rows (JSON Lines: None when absent)."""
         for line, fields in self.rows:
             yield line, fields.get(index) if isinstance(fields, dict) else fields[index]
+
+
+def _union_of_keys(rows) -> Optional[List[str]]:
+    """A JSON Lines file's columns: every key of any of its objects, in order of first
+    appearance (an object without a key reads as a missing value, named by its line)."""
+    keys: Dict[str, None] = {}
+    for _, record in rows:
+        keys.update(dict.fromkeys(record))
+    return list(keys) if rows else None
 
 
 def _quote_hint(kind: str) -> str:

@@ -75,8 +75,10 @@ class TextTask:
 
     def __init__(self, name: str, files: Dict[str, str], columns: Columns,
                  file_format: Optional[str] = None, labels: Optional[Sequence[str]] = None,
-                 task_type: str = "classification"):
+                 task_type: str = "classification", labels_source: str = "--labels"):
         self.task = name
+        # Where given `labels` come from, for the line that refuses a label outside them.
+        self.labels_source = labels_source if labels is not None else "the training file"
         self.files = dict(files)
         self.columns = columns
         self.file_format = file_format
@@ -161,14 +163,34 @@ class TextTask:
         self.pair = self.pair or pair is not None
         label = columns.label if columns.label is not None else find_column(table.columns,
                                                                             LABEL_NAMES)
+        _check_distinct(table, text, pair, label)
         if label is None and labeled:
             raise DataFileError(f"{table.path}: no label column found; pass --label_column "
                                 f"(a name or a 0-based position): {table.describe_columns()}")
         if not labeled:
-            label = None  # test rows are predicted: a label column there is not read
+            label = self._test_label(table, label)
+        elif getattr(self, "target", None) is None:
+            self.target = label  # the label column's name (or position), for the records
         return (table.index_of(text, "text_column"),
                 table.index_of(pair, "text_pair_column") if pair is not None else None,
                 table.index_of(label, "label_column") if label is not None else None)
+
+    @staticmethod
+    def _test_label(table: Table, label):
+        """The label column of a test file when it has one with a value in every row (the
+        file is then scored as well as predicted), else None (predicted only)."""
+        if label is None:
+            return None
+        try:
+            index = table.index_of(label, "label_column")
+        except DataFileError:  # a test file need not have the label column
+            return None
+        if any(value is None or (isinstance(value, str) and not value.strip())
+               for _, value in table.values(index)):
+            logging.info("%s: its label column has empty values: predicted, not scored",
+                         table.path)
+            return None
+        return label
 
     @staticmethod
     def _texts(table: Table, index, flag: str) -> List[Tuple[int, str]]:
@@ -201,9 +223,8 @@ class TextTask:
             return score
         name = _label_string(value, where)
         if self.labels is not None and name not in self.labels:
-            source = "--labels" if "train" not in self.files else "the training file"
             raise DataFileError(f"{where()}: label {name!r} is not one of the labels of "
-                                f"{source} ({', '.join(self.labels)})")
+                                f"{self.labels_source} ({', '.join(self.labels)})")
         return name
 
     def _log(self, split, table, text, pair, label, examples) -> None:
@@ -263,7 +284,26 @@ def _label_string(value, where) -> str:
     if _is_fraction(text):
         raise DataFileError(f"{where()}: label {text!r} is a fraction: for a float target "
                             f"pass --task_type=regression")
+    if re.fullmatch(r"-?\d+\.0*", text):  # "1.0" is the label 1, as JSON's 1.0 is
+        text = text.split(".")[0]
     return text
+
+
+def _check_distinct(table: Table, text, pair, label) -> None:
+    """The text, pair and label columns are three different columns."""
+    roles = []
+    for flag, column in (("text_column", text), ("text_pair_column", pair),
+                         ("label_column", label)):
+        try:
+            roles.append((flag, table.index_of(column, flag)))
+        except DataFileError:  # absent (a test file's label): said where it is read
+            continue
+    for i, (flag, index) in enumerate(roles):
+        for other, other_index in roles[i + 1:]:
+            if index == other_index:
+                raise DataFileError(f"--{flag} and --{other} both name column "
+                                    f"{_column_name(table, index)} of {table.path}: each "
+                                    f"role needs its own column")
 
 
 def _is_fraction(text: str) -> bool:
@@ -321,6 +361,11 @@ def hold_out_indices(examples: Sequence, fraction: float, seed: int,
         count = int(round(fraction * len(members)))
         if count == 0 and len(members) >= 2 and fraction > 0:
             count = 1
+        if count >= len(members) and not regression:
+            raise DataFileError(f"--dev_fraction={fraction} would hold out every training "
+                                f"row of label {key!r} ({len(members)} row"
+                                f"{'s' if len(members) > 1 else ''}): lower it, or give "
+                                f"--dev_file")
         held.extend(generator.permutation(members)[:count].tolist())
     if len(set(held)) == len(examples):
         raise DataFileError(f"--dev_fraction={fraction} holds out every training row")

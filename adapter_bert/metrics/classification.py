@@ -132,3 +132,27 @@ def _binary(labels, predictions, score) -> float:
 def _correlations(predictions, labels):
     return (float(scipy.stats.pearsonr(predictions, labels)[0]),
             float(scipy.stats.spearmanr(predictions, labels)[0]))
+
+
+def per_class_report(predictions, labels, names) -> list:
+    """scikit-learn's `classification_report` as rows: for each of `names` (label ids in
+    order) then "macro avg" and "weighted avg", (name, precision, recall, f1, support);
+    a class never predicted or never present scores 0, as with `zero_division=0`."""
+    predictions, labels = _prepare(predictions, labels, None, regression=False)
+    ids = list(range(len(names)))
+    columns = sk_metrics.precision_recall_fscore_support(labels, predictions, labels=ids,
+                                                         zero_division=0.0)
+    rows = [(name, *(float(c[i]) for c in columns[:3]), int(columns[3][i]))
+            for i, name in enumerate(names)]
+    for average in ("macro", "weighted"):
+        precision, recall, f1, _ = sk_metrics.precision_recall_fscore_support(
+            labels, predictions, labels=ids, average=average, zero_division=0.0)
+        rows.append((f"{average} avg", float(precision), float(recall), float(f1),
+                     int(labels.size)))
+    return rows
+
+
+def confusion(predictions, labels, num_labels: int) -> np.ndarray:
+    """Counts [true label id, predicted label id] (scikit-learn's `confusion_matrix`)."""
+    predictions, labels = _prepare(predictions, labels, None, regression=False)
+    return sk_metrics.confusion_matrix(labels, predictions, labels=list(range(num_labels)))

@@ -38,6 +38,10 @@ class _LinearHead(keras.layers.Layer):
 
     def call(self, hidden, training=None):
         hidden = self.dropout(hidden, training=training)
+        if self.num_outputs == 1:
+            # A regression head's output is the prediction itself: computed in float32, as
+            # Keras' mixed-precision guide has the last layer, not rounded to bfloat16.
+            hidden = tf.cast(hidden, tf.float32)
         logits = tf.matmul(hidden, tf.cast(self.output_weights, hidden.dtype), transpose_b=True)
         # Logits in float32: losses and softmax stay stable under mixed precision.
         return tf.cast(logits + tf.cast(self.output_bias, hidden.dtype), tf.float32)

@@ -131,12 +131,13 @@ class TaskRun:
         return InputPipeline.for_run(self.flags, self.backbone, self.static_shapes,
                                      self.strategy, self.write_dir)
 
-    def save_trained_adapter(self, task: str, labels) -> None:
-        """Writes the trained weights into <output_dir>/adapter (see `adapters.files`)."""
+    def save_trained_adapter(self, task: str, labels, training=None) -> None:
+        """Writes the trained weights into <output_dir>/adapter (see `adapters.files`;
+        `training`: how they were trained, recorded with them)."""
         if self.lock is not None:
             self.lock.check()
         save_trained_weights(self.model, io_utils.join(self.write_dir, ADAPTER_DIR), task,
-                             labels, self.flags.tuning_mode)
+                             labels, self.flags.tuning_mode, training)
 
     def restore_trained_weights(self) -> int:
         """For eval/predict without training: --load_adapter, else output_dir's checkpoint.

@@ -4,6 +4,8 @@ Flow: flags -> examples -> features -> tf.data -> model -> fit -> predictions ->
 metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory).
 """
 
+import collections
+import math
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -22,7 +24,7 @@ from adapter_bert.tasks.flag_checks import uses_own_data, validate_classifier
 from adapter_bert.tasks.own_data import own_task
 from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text
-from adapter_bert.metrics.classification import compute_metrics
+from adapter_bert.metrics.classification import compute_metrics, confusion, per_class_report
 from adapter_bert.data.feature_cache import records_digest
 from adapter_bert.tasks import base
 from adapter_bert.tasks.epoch_selection import (BEST_DIR, STATE, EpochSelection,
@@ -109,6 +111,9 @@ class ClassifierRun(base.TaskRun):
                             f"({', '.join(self.labels)}): a classifier needs two or more")
         if uses_own_data(self.flags):  # known now that the files are read
             self._check_room_for_text(self.flags.max_seq_length)
+        self.class_weights = class_weights_for(
+            getattr(self.flags, "class_weights", None), self.labels, self.is_regression,
+            self._examples.get("train"))
 
     def _held_out_glue_dev(self, fraction: float) -> Dict[str, list]:
         """--dev_fraction on a GLUE task: a stratified part of its training set becomes
@@ -206,7 +211,7 @@ class ClassifierRun(base.TaskRun):
                                extra_callbacks=callbacks, write_dir=self.write_dir)
         if getattr(flag_values, "eval_every_epoch", False):
             self._restore_kept_epoch(flag_values.num_train_epochs)
-        self.save_trained_adapter(self.task, self.labels)
+        self.save_trained_adapter(self.task, self.labels, self.training_record)
         return logs
 
     def _score_selection_split(self) -> Dict[str, float]:
@@ -215,7 +220,7 @@ class ClassifierRun(base.TaskRun):
 
     def _save_weights(self, directory: str) -> None:
         save_trained_weights(self.model, directory, self.task, self.labels,
-                             self.flags.tuning_mode)
+                             self.flags.tuning_mode, self.training_record)
 
     def _restore_kept_epoch(self, epochs: float) -> None:
         """--eval_every_epoch: the best epoch's weights back into the model."""
@@ -230,10 +235,26 @@ class ClassifierRun(base.TaskRun):
         self.kept_epoch = {"kept_epoch": kept["epoch"], "kept_epoch_step": kept["step"]}
 
     def _loss(self):
-        # The training loss; `_mean_loss` is the same loss for evaluation (see there).
+        # The training loss; `_mean_loss` is the same loss, unweighted, for evaluation.
         if self.is_regression:
             return keras.losses.MeanSquaredError()
+        if self.class_weights:
+            return ClassWeightedCrossEntropy(list(self.class_weights.values()))
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @property
+    def training_record(self) -> Optional[Dict[str, object]]:
+        """What the adapter records of how it was trained (`adapters.files.describe`): the
+        class weights; for a regression on your own data its task type and target column,
+        so that evaluating, predicting and exporting with it need no --task_type."""
+        record: Dict[str, object] = {}
+        if self.class_weights:
+            record["class_weights"] = self.class_weights
+        if self.is_regression and uses_own_data(self.flags):
+            target = getattr(self.processor, "target", None)
+            record.update(task_type="regression",
+                          target=None if target is None else str(target))
+        return record or None
 
     def load_checked_adapter(self, path: str) -> Dict:
         # The label sets are compared before loading: a head for another number of labels
@@ -263,22 +284,33 @@ class ClassifierRun(base.TaskRun):
 
     def score_split(self, split: str, label: Optional[str]) -> Dict[str, float]:
         """The loss and metrics of one labelled split (`label`: its progress display)."""
+        return self._scored_split(split, label)[0]
+
+    def _scored_split(self, split: str, label: Optional[str]):
+        """(scores, logits, label ids) of one labelled split."""
         features, count = self.features(split)
         log = logging.debug if self.quiet_evaluation or not label else logging.info
         log("***** Evaluating %s: %d examples, batch %d *****", split, count,
             self.flags.eval_batch_size)
         logits = self.logits(features, count, self.flags.eval_batch_size, label)
-        return score_logits(logits, features["label_ids"][:count], self.processor.metrics,
-                            self.is_regression)
+        label_ids = features["label_ids"][:count]
+        return (score_logits(logits, label_ids, self.processor.metrics, self.is_regression),
+                logits, label_ids)
 
     def evaluate(self, global_step: int) -> Dict[str, object]:
+        """eval_results.txt's figures; beside them, per split, the per-class report, the
+        confusion matrix and each row's prediction (`write_split_report`)."""
         results: Dict[str, object] = {"global_step": global_step}
         for split, prefix in self.eval_splits:
-            scores = self.score_split(split, None if self.quiet_evaluation else f"eval {split}")
+            scores, logits, label_ids = self._scored_split(
+                split, None if self.quiet_evaluation else f"eval {split}")
             if prefix == "eval_":
                 results["loss"] = scores["loss"]
             for name, value in scores.items():
                 results[prefix + name] = value
+            if not self.quiet_evaluation:
+                write_split_report(self.write_dir, prefix, self._examples[split], logits,
+                                   label_ids, self.labels, self.is_regression)
         results.update(self.param_results)
         results.update(self.kept_epoch)
         return results
@@ -296,7 +328,21 @@ class ClassifierRun(base.TaskRun):
             # main prints the path on stdout.
             logging.debug("Wrote %d predictions to %s", count, path)
             written.append(path)
+            if all(e.label is not None for e in self._examples[split]) and \
+                    uses_own_data(self.flags):
+                written.extend(self._score_test_split(split, logits, features, count))
         return written
+
+    def _score_test_split(self, split: str, logits, features, count: int) -> List[str]:
+        """A labelled --test_file is also scored: test_eval_results.txt (eval_results.txt's
+        figures with the test_ prefix), test_per_class.tsv and test_confusion.tsv."""
+        label_ids = features["label_ids"][:count]
+        scores = score_logits(logits, label_ids, self.processor.metrics, self.is_regression)
+        path = io_utils.join(self.write_dir, "test_eval_results.txt")
+        base.write_results(path, {f"test_{k}": v for k, v in scores.items()})
+        write_split_report(self.write_dir, "test_", self._examples[split], logits, label_ids,
+                           self.labels, self.is_regression, predictions=False)
+        return [path]
 
 
     def _prediction_lines(self, logits: np.ndarray) -> str:
@@ -312,6 +358,105 @@ class ClassifierRun(base.TaskRun):
         header = "\t".join(self.labels + ["predicted_label"])
         return header + "\n" + "".join(f"{line}\t{label}\n"
                                        for line, label in zip(lines, predicted))
+
+
+class ClassWeightedCrossEntropy(keras.losses.Loss):
+    """Softmax cross-entropy of each row times its true class's weight, averaged over the
+    batch as Keras' `class_weight` does: a rare class's errors count `weight` times."""
+
+    def __init__(self, weights, name: str = "class_weighted_crossentropy"):
+        super().__init__(name=name)
+        self.weights = [float(w) for w in weights]
+
+    def call(self, y_true, y_pred):
+        ids = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
+        loss = keras.losses.sparse_categorical_crossentropy(ids, tf.cast(y_pred, tf.float32),
+                                                            from_logits=True)
+        return loss * tf.gather(tf.constant(self.weights, tf.float32), ids)
+
+    def get_config(self):
+        return {**super().get_config(), "weights": self.weights}
+
+
+def class_weights_for(text: Optional[str], labels: List[str], regression: bool,
+                      train) -> Optional[Dict[str, float]]:
+    """--class_weights as {label: weight} in logit order (None when not given): `balanced`
+    is scikit-learn's n_rows / (n_classes * rows of the class) over the training rows;
+    `name:weight,...` names labels (the others weigh 1). Raises FlagError naming the flag."""
+    if not text:
+        return None
+    if regression:
+        raise FlagError("--class_weights weighs classes: a regression task has none")
+    if train is None:
+        raise FlagError("--class_weights weighs the training loss: it needs --do_train")
+    if text.strip() == "balanced":
+        counts = collections.Counter(example.label for example in train)
+        missing = [label for label in labels if not counts[label]]
+        if missing:
+            raise FlagError(f"--class_weights=balanced: the training data has no row of "
+                            f"{', '.join(missing)}")
+        total = sum(counts[label] for label in labels)
+        return {label: total / (len(labels) * counts[label]) for label in labels}
+    weights = {label: 1.0 for label in labels}
+    for item in text.split(","):
+        name, _, value = item.strip().rpartition(":")
+        if name not in weights:
+            raise FlagError(f"--class_weights={text}: {name or item.strip()!r} is not a label "
+                            f"of the task ({', '.join(labels)}); expected balanced or "
+                            f"label:weight,...")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = math.nan
+        if not (math.isfinite(weight) and weight > 0):
+            raise FlagError(f"--class_weights={text}: the weight of {name} must be a finite "
+                            f"number > 0, got {value!r}")
+        weights[name] = weight
+    return weights
+
+
+def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray,
+                       label_ids: np.ndarray, labels: List[str], regression: bool,
+                       predictions: bool = True) -> None:
+    """Beside eval_results.txt, for the split whose figures start `prefix` ("eval_"):
+    `<prefix>predictions.tsv` (each row's id, label, predicted label and probabilities, or
+    label and score; left out with `predictions=False`), and for classes
+    `<prefix>per_class.tsv` (scikit-learn's classification_report) and
+    `<prefix>confusion.tsv` (true label by predicted label). A class the split lacks is
+    named in one warning: its recall and F1 are 0 there and pull the macro average down."""
+    ids = [example.guid for example in examples][:len(logits)]
+    if regression and not predictions:
+        return
+    if regression:
+        rows = [f"{i}\t{float(t)}\t{float(p)}" for i, t, p in
+                zip(ids, label_ids[:, 0], logits[:, 0])]
+        io_utils.atomic_write_text(io_utils.join(directory, f"{prefix}predictions.tsv"),
+                                   "id\tlabel\tscore\n" + "".join(r + "\n" for r in rows))
+        return
+    probabilities = tf.nn.softmax(logits, -1).numpy()
+    predicted = probabilities.argmax(-1)
+    if predictions:
+        lines = [f"{i}\t{labels[t]}\t{labels[p]}\t" + "\t".join(f"{float(v):.6g}" for v in row)
+                 for i, t, p, row in zip(ids, label_ids, predicted, probabilities)]
+        io_utils.atomic_write_text(
+            io_utils.join(directory, f"{prefix}predictions.tsv"),
+            "\t".join(["id", "label", "predicted_label", *labels]) + "\n"
+            + "".join(line + "\n" for line in lines))
+    report = per_class_report(predicted, label_ids, labels)
+    io_utils.atomic_write_text(
+        io_utils.join(directory, f"{prefix}per_class.tsv"),
+        "label\tprecision\trecall\tf1\tsupport\n" + "".join(
+            f"{name}\t{p:.6g}\t{r:.6g}\t{f:.6g}\t{n}\n" for name, p, r, f, n in report))
+    counts = confusion(predicted, label_ids, len(labels))
+    io_utils.atomic_write_text(
+        io_utils.join(directory, f"{prefix}confusion.tsv"),
+        "\t".join(["true \\ predicted", *labels]) + "\n" + "".join(
+            "\t".join([labels[i], *map(str, row)]) + "\n" for i, row in enumerate(counts)))
+    absent = [name for name, *_, support in report[:len(labels)] if support == 0]
+    if absent:
+        logging.warning("The %s set has no row of %s: their recall and F1 are 0 in "
+                        "%sper_class.tsv and pull macro-averaged figures down", prefix[:-1],
+                        ", ".join(absent), prefix)
 
 
 def score_logits(logits: np.ndarray, label_ids: np.ndarray, kind: str,

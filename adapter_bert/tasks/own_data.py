@@ -15,7 +15,7 @@ from adapter_bert.data.text_files import parse_column
 from adapter_bert.data.text_task import Columns, TextTask, task_name_of
 from adapter_bert.data.tfds_text import TfdsTextTask
 from adapter_bert.tasks.base import ADAPTER_DIR
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.tasks.flag_checks import FlagError, was_set
 
 
 def own_task(values) -> TextTask:
@@ -30,7 +30,10 @@ def own_task(values) -> TextTask:
                       header=None if values.header is None else values.header == "true")
     stored = None if values.do_train else _trained_description(values)
     name = values.task_name or (stored or {}).get("task") or _default_name(values)
+    _check_labels_flag(values.labels)
     labels = values.labels or (None if values.do_train else (stored or {}).get("labels"))
+    source = "--labels" if values.labels else "the adapter this run loads"
+    task_type = _task_type(values, stored)
     if values.data_source == "tfds":
         splits = {"train": values.tfds_train_split} if values.do_train else {}
         if values.do_eval and values.dev_fraction is None:
@@ -38,16 +41,41 @@ def own_task(values) -> TextTask:
         if values.do_predict:
             splits["test"] = values.tfds_test_split
         return TfdsTextTask(name, values.tfds_name, splits, columns, labels=labels,
-                            task_type=values.task_type)
+                            task_type=task_type)
     files = {split: getattr(values, f"{split}_file")
              for split, action in (("train", "do_train"), ("dev", "do_eval"),
                                    ("test", "do_predict"))
              if getattr(values, f"{split}_file") and getattr(values, action)}
-    if not values.do_train and values.task_type == "classification" and not labels:
+    if not values.do_train and task_type == "classification" and not labels:
         raise FlagError("no label names for an evaluation without training: pass "
                         "--labels=a,b,... in the trained order, or --load_adapter (or the "
                         "--output_dir of the training run)")
-    return TextTask(name, files, columns, values.file_format, labels, values.task_type)
+    return TextTask(name, files, columns, values.file_format, labels, task_type, source)
+
+
+def _check_labels_flag(labels) -> None:
+    """--labels names each label once, none empty."""
+    if not labels:
+        return
+    given = "--labels=" + ",".join(labels)
+    if any(not name.strip() for name in labels):
+        raise FlagError(f"{given}: an empty label name; name each label once, "
+                        f"comma-separated")
+    repeated = sorted({name for name in labels if labels.count(name) > 1})
+    if repeated:
+        raise FlagError(f"{given}: {', '.join(repr(n) for n in repeated)} named more than "
+                        f"once; the head gets one output per label")
+
+
+def _task_type(values, stored: Optional[dict]) -> str:
+    """--task_type, or, for a run that does not train, the one the adapter records."""
+    recorded = ((stored or {}).get("training") or {}).get("task_type")
+    if recorded is None:
+        return values.task_type
+    if was_set(values, "task_type") and values.task_type != recorded:
+        raise FlagError(f"--task_type={values.task_type}: the adapter this run loads was "
+                        f"trained as a {recorded} task; leave --task_type out")
+    return recorded
 
 
 def _default_name(values) -> str:

@@ -341,8 +341,10 @@ _PORT_AFTER_FAMILIES = (
 _OWN_DATA = (
     _s("dev_file", "string", None, "Your own dev data (CSV, TSV or JSON Lines), read by "
                                    "--do_eval.", runners=(CLASSIFIER,), path=True),
-    _s("test_file", "string", None, "Your own test data, predicted by --do_predict (labels "
-                                    "not needed).", runners=(CLASSIFIER,), path=True),
+    _s("test_file", "string", None,
+       "Your own test data, predicted by --do_predict (labels not needed; with a label in "
+       "every row it is also scored: test_eval_results.txt).", runners=(CLASSIFIER,),
+       path=True),
     _s("file_format", "enum", None,
        "Format of --train_file/--dev_file/--test_file. Default: from the extension (.csv; "
        ".tsv, .tab; .jsonl, .json, .ndjson).", runners=(CLASSIFIER,),
@@ -393,6 +395,13 @@ _OWN_DATA = (
        "better, except loss and mse). Default: the task's main metric (mcc for CoLA, f1 for "
        "MRPC and QQP, accuracy for your own classes, pearson for your own regression).",
        runners=(CLASSIFIER,), resume=True),
+    _s("class_weights", "string", None,
+       "Weights of the classes in the training loss: balanced (scikit-learn's n_rows / "
+       "(n_classes * rows of the class)) or label:weight,... (unnamed labels weigh 1). "
+       "Recorded in the adapter; the reported eval_loss stays unweighted.",
+       runners=(CLASSIFIER,), resume=True,
+       doc="`balanced` or `label:weight,...`: weights of the classes in the training loss, "
+           "for imbalanced sets ([own-data.md](own-data.md#imbalanced-classes))"),
     _s("export_dir", "string", None,
        "Write the trained model as a SavedModel here (after training, or of "
        "--load_adapter, or of the latest checkpoint in --output_dir); needs the [serving] "

@@ -62,7 +62,7 @@ def test_training_records_its_flags(trained, backbone):
 @pytest.mark.slow
 @pytest.mark.parametrize("changes, named", [
     ({"learning_rate": 2e-3}, "--learning_rate 0.001 -> 0.002"),
-    ({"adapter_size": 4, "seed": 7}, "--seed 42 -> 7; --adapter_size 8 -> 4"),
+    ({"adapter_size": 4, "seed": 7}, "--adapter_size 8 -> 4; --seed 42 -> 7"),  # table order
 ])
 def test_other_training_flags_stop_before_loading(changes, named, trained, backbone, tmp_path,
                                                   capfd, monkeypatch):
