@@ -166,6 +166,9 @@ def test_a_glue_task_selects_on_held_out_training_rows_and_predicts(backbone, tm
      r"--select_on=train_fraction:2: expected dev or train_fraction:F"),
     (["--grid=learning_rate=1e-3,3e-3", "--select_metric=bleu"], r"--select_metric=bleu"),
     ([], "--grid is required"),
+    # Checks that need the backbone, and the sweep's own --do_predict, before any point.
+    (["--grid=learning_rate=1e-3,3e-3", "--do_predict"],
+     r"grid point learning_rate=1e-3: --do_predict on your own data needs --test_file"),
 ])
 def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, extra,
                                                      message):
@@ -179,7 +182,7 @@ def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, 
 @SHARES_THE_SWEEP
 @pytest.mark.parametrize("extra, message", [
     (["--grid=learning_rate=1e-3,3e-3", "--grid=num_train_epochs=1"],
-     r"--grid leaves out 2 point\(s\)"),
+     r"--grid leaves out 2 finished point\(s\)"),
     ([*GRID, "--seed=7"], "holds a sweep with other passed"),
 ])
 def test_a_finished_sweep_refuses_another_grid_or_other_flags(whole, backbone, files, extra,
@@ -209,6 +212,41 @@ def test_the_papers_grid_has_its_eighteen_points():
     assert len(sweep.points(grid)) == 18
     assert sweep.point_name(sweep.points(grid)[0]) == \
         "learning_rate_3e-5__num_train_epochs_3__adapter_size_8"
+
+
+def test_a_value_the_backbone_refuses_is_named_before_anything_runs(backbone, files,
+                                                                     tmp_path):
+    out = tmp_path / "sweep"
+    argv = [a for a in common(backbone, files, out) if not a.startswith("--max_seq_length")]
+    with pytest.raises(FlagError, match=r"grid point max_seq_length=600: Cannot use sequence "
+                                        r"length 600 because the BERT model was only trained "
+                                        r"up to sequence length 64"):
+        sweep.main([*argv, "--grid=max_seq_length=32,600"])
+    assert not out.exists()
+
+
+def test_a_sweep_stopped_before_any_point_finished_continues_with_fixed_flags(
+        backbone, files, tmp_path, monkeypatch):
+    """A point that fails (here: its runner exits 1) stops the sweep with nothing finished;
+    the same folder then takes a corrected command and another grid."""
+    out = tmp_path / "sweep"
+    monkeypatch.setattr(sweep.subprocess, "run",
+                        lambda *a, **k: type("Done", (), {"returncode": 1})())
+    with pytest.raises(sweep.SweepStopped, match="point 1/2 .* stopped"):
+        sweep.main([*common(backbone, files, out), "--grid=learning_rate=1e-3,3e-3"])
+    assert not sweep._finished(str(out / "learning_rate_1e-3"))
+    sweep.check_record(str(out), {"runner": "classifier", "passed": ["--seed=7"],
+                                  "select_on": "dev"}, {"adapter_size": ["4", "8"]})
+
+
+def test_a_sweep_record_the_sweep_did_not_write_is_one_line(tmp_path):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text('{"mine": true}')
+    with pytest.raises(FlagError, match=r"sweep.json was not written by a sweep: move it "
+                                        r"away, or use another --output_dir"):
+        sweep.check_record(str(out), {"runner": "classifier"}, {"learning_rate": ["1", "2"]})
+    assert (out / "sweep.json").read_text() == '{"mine": true}'
 
 
 def test_a_best_folder_the_sweep_did_not_write_is_left_alone(tmp_path):

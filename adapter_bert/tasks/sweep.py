@@ -21,6 +21,7 @@ from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text, folders
 from adapter_bert.tasks.base import read_results
 from adapter_bert.tasks.epoch_selection import is_better
+from adapter_bert.errors import UserError
 from adapter_bert.tasks.flag_checks import FlagError
 
 RUNNERS = {"classifier": "run_classifier", "squad": "run_squad"}
@@ -126,10 +127,12 @@ def selection(spec: str, runner: str) -> Optional[float]:
 
 # ---------------------------------------------------------------- checking
 def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
-                 fraction: Optional[float], output_dir: str) -> str:
-    """Parses every point's flags as the runner would, before anything runs; returns the
-    selection metric (--select_metric, else the task's main one). Raises FlagError for an
-    unknown flag, a grid flag also passed on its own, or a value the runner refuses.
+                 fraction: Optional[float], output_dir: str, predict: bool = False) -> str:
+    """Checks every point's flags as the runner would, before anything runs: parsed,
+    validated, and against the backbone (its config, vocabulary and casing); with
+    `predict` (the sweep's --do_predict), also as the chosen point's prediction run.
+    Returns the selection metric (--select_metric, else the task's main one). Raises
+    FlagError (naming the point), or the backbone's error, for the first refusal.
     """
     from absl import flags as absl_flags
 
@@ -146,19 +149,34 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
         if name in given:
             raise FlagError(f"--{name} is given on its own and in --grid: pass it once")
     metric = None
+    backbones: Dict[tuple, None] = {}
     for point in points(grid):
         argv = point_argv(runner, passed, point, io_utils.join(output_dir, point_name(point)),
                           fraction)
+        if predict and runner == "classifier":
+            argv.append("--do_predict")  # what the chosen point's prediction run needs
         try:
             values.unparse_flags()
             values([RUNNERS[runner] + ".py", *argv])
             metric = _validate(runner, values)
-        except (absl_flags.Error, FlagError) as e:
+            _check_backbone(values, backbones)
+        except (absl_flags.Error, UserError) as e:
             where = ", ".join(f"{k}={v}" for k, v in point.items())
             raise FlagError(f"grid point {where}: {str(e).splitlines()[0]}") from None
         finally:
             values.unparse_flags()
     return metric
+
+
+def _check_backbone(values, checked: Dict[tuple, None]) -> None:
+    """The point's backbone takes its sequence length, casing and vocabulary, as the
+    runner checks it after loading (`base.load_backbone`); each combination once."""
+    from adapter_bert.tasks.base import load_backbone
+    key = (values.init_checkpoint, values.bert_config_file, values.vocab_file,
+           values.do_lower_case, values.max_seq_length)
+    if key not in checked:
+        load_backbone(*key)
+        checked[key] = None
 
 
 def _validate(runner: str, values) -> str:
@@ -191,24 +209,56 @@ def point_argv(runner: str, passed: List[str], point: Dict[str, str], out: str,
 
 # ----------------------------------------------------------------- the record
 def check_record(output_dir: str, settings: dict, grid: Dict[str, List[str]]) -> None:
-    """Refuses to continue a sweep of `output_dir` made with other flags, or with points
-    the new grid leaves out; then records this one (`sweep.json`)."""
-    path = io_utils.join(output_dir, RECORD)
-    if io_utils.exists(path):
-        earlier = json.loads(io_utils.read_text(path))
+    """Refuses to continue a sweep of `output_dir` whose finished points were trained with
+    other flags, or that the new grid leaves out (points that never finished may change or
+    go); then records this one (`sweep.json`, trusted only where the sweep's own manifest
+    lists it: `io_utils.folders`)."""
+    earlier = _read_record(output_dir)
+    if earlier is not None:
+        finished = [point_name(p) for p in points(earlier["grid"])
+                    if _finished(io_utils.join(output_dir, point_name(p)))]
         changed = [k for k in settings if earlier.get(k) != settings[k]]
-        if changed:
+        if changed and finished:
             raise FlagError(f"{output_dir} holds a sweep with other {', '.join(changed)} "
-                            f"({_describe(earlier, changed)}): pass the same flags to continue "
-                            f"it, or another --output_dir")
+                            f"({_describe(earlier, changed)}) whose points "
+                            f"{', '.join(finished[:3])} finished: pass the same flags to "
+                            f"continue it, or another --output_dir")
         new = {point_name(p) for p in points(grid)}
-        dropped = [point_name(p) for p in points(earlier["grid"]) if point_name(p) not in new]
+        dropped = [name for name in finished if name not in new]
         if dropped:
-            raise FlagError(f"--grid leaves out {len(dropped)} point(s) {output_dir} already "
-                            f"swept ({', '.join(dropped[:3])}): a grid may add values, not drop "
-                            f"them; use another --output_dir for another grid")
+            raise FlagError(f"--grid leaves out {len(dropped)} finished point(s) of "
+                            f"{output_dir} ({', '.join(dropped[:3])}): a grid may add values, "
+                            f"and drop only points that never finished; use another "
+                            f"--output_dir for another grid")
     io_utils.makedirs(output_dir)
-    atomic_write_text(path, json.dumps({**settings, "grid": grid}, indent=2) + "\n")
+    atomic_write_text(io_utils.join(output_dir, RECORD),
+                      json.dumps({**settings, "grid": grid}, indent=2) + "\n")
+
+
+def _read_record(output_dir: str) -> Optional[dict]:
+    """The sweep record of `output_dir`, None where there is none; FlagError (one line)
+    for a file of that name the sweep did not write, or one it cannot read."""
+    path = io_utils.join(output_dir, RECORD)
+    if not io_utils.exists(path):
+        return None
+    if RECORD not in (folders.read_manifest(output_dir) or ()):
+        raise FlagError(f"{path} was not written by a sweep: move it away, or use another "
+                        f"--output_dir")
+    try:
+        record = json.loads(io_utils.read_text(path))
+        points(record["grid"])
+        return record
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise FlagError(f"{path}: not a sweep record this version reads; use another "
+                        f"--output_dir") from None
+
+
+def _finished(folder: str) -> bool:
+    path = io_utils.join(folder, POINT_RECORD)
+    try:
+        return bool(json.loads(io_utils.read_text(path)).get("done"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _describe(record: dict, keys: List[str]) -> str:
@@ -335,7 +385,13 @@ def main(argv: Sequence[str]) -> int:
     grid = parse_grid(own["grid"])
     fraction = selection(own["select_on"], runner)
     output_dir = own["output_dir"]
-    metric = check_points(runner, passed, grid, fraction, output_dir)
+    with folders.tracking(output_dir):  # what the sweep writes there is listed as its own
+        return _sweep(own, runner, passed, grid, fraction, output_dir)
+
+
+def _sweep(own: dict, runner: str, passed: List[str], grid: Dict[str, List[str]],
+           fraction: Optional[float], output_dir: str) -> int:
+    metric = check_points(runner, passed, grid, fraction, output_dir, own["do_predict"])
     key = result_key(runner, metric)
     check_record(output_dir, {"runner": runner, "passed": sorted(passed),
                               "select_on": own["select_on"]}, grid)
