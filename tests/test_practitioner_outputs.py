@@ -206,3 +206,59 @@ def test_a_labelled_test_file_is_scored_and_an_unlabelled_one_only_predicted(bac
     assert code == 0
     assert (tmp_path / "blank_out" / "test_results.tsv").is_file()
     assert not (tmp_path / "blank_out" / "test_eval_results.txt").exists()
+
+
+def test_keep_columns_lead_the_dev_and_test_outputs(backbone, tmp_path):
+    words = {"calm": "quiet still evening", "happy": "great joy fun"}
+    with open(tmp_path / "tweets.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["tweet_id", "airline", "text", "label"])
+        for i in range(40):
+            label = ("calm", "happy")[i % 2]
+            writer.writerow([9000 + i, ("Delta", "United")[i % 3 == 0], f"{words[label]} {i}",
+                             label])
+    common = {"init_checkpoint": f"{backbone}/bert_model.ckpt", "max_seq_length": 16,
+              "train_batch_size": 16, "eval_batch_size": 64, "predict_batch_size": 64,
+              "learning_rate": 1e-3, "adapter_size": 8, "num_train_epochs": 1,
+              "output_dir": tmp_path / "out"}
+    data = tmp_path / "tweets.csv"
+    code, _ = run_in_process("run_classifier", [
+        f"--train_file={data}", f"--dev_file={data}", f"--test_file={data}",
+        "--keep_columns=tweet_id,airline", "--do_train", "--do_eval", "--do_predict",
+        *flag_list(common, {})])
+    assert code == 0
+    header, rows = read_tsv(tmp_path / "out" / "eval_predictions.tsv")
+    assert header[:4] == ["tweet_id", "airline", "id", "label"]
+    assert rows[0][:4] == ["9000", "United", "dev-2", "calm"] and len(rows) == 40
+    header, rows = read_tsv(tmp_path / "out" / "test_results.tsv")
+    assert header == ["tweet_id", "airline", "calm", "happy", "predicted_label"]
+    assert [r[0] for r in rows] == [str(9000 + i) for i in range(40)]
+    # A dev file without a kept column is named in one line, before training.
+    (tmp_path / "dev.csv").write_text("text,label\na,calm\nb,happy\n")
+    code, _ = run_in_process("run_classifier", [
+        f"--train_file={data}", f"--dev_file={tmp_path / 'dev.csv'}",
+        "--keep_columns=tweet_id", "--do_train", "--do_eval",
+        *flag_list(common, {"output_dir": tmp_path / "bad"})])
+    assert code == 1
+
+
+def test_text_classifier_weighs_classes_and_reports_them_per_class(backbone, tmp_path):
+    import adapter_bert as ab
+    texts = [f"{word} {i}" for i in range(12) for word in ("calm", "calm", "calm", "happy")]
+    labels = ["calm" if t.startswith("calm") else "happy" for t in texts]
+    model = ab.TextClassifier.from_pretrained(labels=["calm", "happy"], backbone=str(backbone),
+                                              adapter={"size": 8}, max_seq_length=16)
+    model.fit(texts, labels, batch_size=16, epochs=1, verbose=0, class_weight="balanced")
+    assert model.class_weights == pytest.approx({"calm": 48 / 72, "happy": 48 / 24})
+    results = model.evaluate(texts, labels)
+    predicted = model.predict(texts, return_labels=True)
+    expected = classification_report(labels, predicted, labels=["calm", "happy"],
+                                      output_dict=True, zero_division=0)
+    for name in ("calm", "happy"):
+        assert results["per_class"][name]["recall"] == pytest.approx(expected[name]["recall"])
+        assert results["per_class"][name]["support"] == expected[name]["support"]
+    model.save_adapter(str(tmp_path / "a"))
+    config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
+    assert config["training"]["class_weights"] == pytest.approx({"calm": 2 / 3, "happy": 2.0})
+    with pytest.raises(FlagError, match=r"class_weight=\{'angry': 2\}: 'angry' is not a label"):
+        model.fit(texts, labels, batch_size=16, epochs=1, verbose=0, class_weight={"angry": 2})

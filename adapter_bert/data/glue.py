@@ -42,12 +42,14 @@ class InputExample:
       text_b: The second sequence for pair tasks, else None.
       label: The label string ("0", "entailment", ...), a float for STS-B, or
         None for unlabeled (test) examples.
+      kept: the values of the row's --keep_columns, copied into the outputs.
     """
 
     guid: str
     text_a: str
     text_b: Optional[str] = None
     label: Optional[object] = None
+    kept: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

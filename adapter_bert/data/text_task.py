@@ -38,13 +38,16 @@ class Columns:
 
     Each is a header name, a 0-based position or None (found from the header, or absent).
     `header`: whether the files start with a header line; None: they do unless the
-    columns are given by position.
+    columns are given by position. `keep`: columns of the dev and test files whose values
+    the outputs carry (--keep_columns).
     """
 
     text: Optional[Column] = None
     pair: Optional[Column] = None
     label: Optional[Column] = None
     header: Optional[bool] = None
+    # Columns of the dev and test files copied, first, into the rows' outputs.
+    keep: Tuple[Column, ...] = ()
 
     @property
     def has_header(self) -> bool:
@@ -134,6 +137,7 @@ class TextTask:
             self.labels = _sorted_labels(_label_strings(raw_labels, table, label))
         # Label names exactly as the file spells them need no more checking: the common case.
         known = frozenset(self.labels or ()) if not self.is_regression else frozenset()
+        kept = self._kept(table, required=split != "train")
         examples = []
         for i, (line, text_a) in enumerate(texts):
             value = None
@@ -142,7 +146,8 @@ class TextTask:
                 if not (isinstance(value, str) and value in known):
                     value = self._label(value, table, line, label)
             examples.append(InputExample(guid=f"{split}-{line}", text_a=text_a,
-                                         text_b=pairs[i][1] if pairs else None, label=value))
+                                         text_b=pairs[i][1] if pairs else None, label=value,
+                                         kept=kept[i] if kept else ()))
         self._log(split, table, text, pair, label, examples)
         return examples
 
@@ -174,6 +179,25 @@ class TextTask:
         return (table.index_of(text, "text_column"),
                 table.index_of(pair, "text_pair_column") if pair is not None else None,
                 table.index_of(label, "label_column") if label is not None else None)
+
+    @property
+    def kept_names(self) -> List[str]:
+        """The headers of the --keep_columns in the outputs."""
+        return [c if isinstance(c, str) else f"column_{c}" for c in self.columns.keep]
+
+    def _kept(self, table: Table, required: bool) -> Optional[List[Tuple[str, ...]]]:
+        """Each row's values of the --keep_columns: a dev or test file lacking one is
+        named; a training file (whose rows --dev_fraction holds out) may lack them."""
+        if not self.columns.keep:
+            return None
+        try:
+            indices = [table.index_of(c, "keep_columns") for c in self.columns.keep]
+        except DataFileError:
+            if required:
+                raise
+            return None
+        columns = [[("" if v is None else str(v)) for _, v in table.values(i)] for i in indices]
+        return list(zip(*columns))
 
     @staticmethod
     def _test_label(table: Table, label):

@@ -45,7 +45,7 @@ class TfdsTextTask(TextTask):
         return Columns(text=columns.text if columns.text is not None else keys[0],
                        pair=columns.pair,
                        label=columns.label if columns.label is not None else keys[1],
-                       header=True)
+                       header=True, keep=columns.keep)
 
     def _class_names(self, columns: Columns) -> Optional[List[str]]:
         features = self.builder.info.features

@@ -6,7 +6,7 @@ metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory)
 
 import collections
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -310,7 +310,8 @@ class ClassifierRun(base.TaskRun):
                 results[prefix + name] = value
             if not self.quiet_evaluation:
                 write_split_report(self.write_dir, prefix, self._examples[split], logits,
-                                   label_ids, self.labels, self.is_regression)
+                                   label_ids, self.labels, self.is_regression,
+                                   kept_names=self.kept_names)
         results.update(self.param_results)
         results.update(self.kept_epoch)
         return results
@@ -324,7 +325,7 @@ class ClassifierRun(base.TaskRun):
             logits = self.logits(features, count, self.flags.predict_batch_size,
                                  f"predict {split}")
             path = io_utils.join(self.write_dir, filename)
-            atomic_write_text(path, self._prediction_lines(logits))
+            atomic_write_text(path, self._prediction_lines(logits, self._examples[split]))
             # main prints the path on stdout.
             logging.debug("Wrote %d predictions to %s", count, path)
             written.append(path)
@@ -345,19 +346,26 @@ class ClassifierRun(base.TaskRun):
         return [path]
 
 
-    def _prediction_lines(self, logits: np.ndarray) -> str:
+    @property
+    def kept_names(self) -> List[str]:
+        """The --keep_columns' headers in the outputs ([] for GLUE tasks)."""
+        return list(getattr(self.processor, "kept_names", []))
+
+    def _prediction_lines(self, logits: np.ndarray, examples) -> str:
         """test_results.tsv: Google's rows of probabilities (GLUE's score), and for your
-        own data a header naming the columns and the predicted label name."""
+        own data a header naming the columns (the --keep_columns first) and the predicted
+        label name."""
         rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
         lines = ["\t".join(str(float(p)) for p in row) for row in rows]
         if not uses_own_data(self.flags):
             return "".join(line + "\n" for line in lines)
-        if self.is_regression:
-            return "score\n" + "".join(line + "\n" for line in lines)
-        predicted = [self.labels[i] for i in rows.argmax(-1)]
-        header = "\t".join(self.labels + ["predicted_label"])
-        return header + "\n" + "".join(f"{line}\t{label}\n"
-                                       for line, label in zip(lines, predicted))
+        kept = [(*example.kept, "")[:len(self.kept_names)] for example in examples]
+        header = self.kept_names + (["score"] if self.is_regression
+                                    else self.labels + ["predicted_label"])
+        if not self.is_regression:
+            lines = [f"{line}\t{self.labels[i]}" for line, i in zip(lines, rows.argmax(-1))]
+        return "\t".join(header) + "\n" + "".join(
+            "\t".join([*values, line]) + "\n" for values, line in zip(kept, lines))
 
 
 class ClassWeightedCrossEntropy(keras.losses.Loss):
@@ -378,60 +386,68 @@ class ClassWeightedCrossEntropy(keras.losses.Loss):
         return {**super().get_config(), "weights": self.weights}
 
 
-def class_weights_for(text: Optional[str], labels: List[str], regression: bool,
-                      train) -> Optional[Dict[str, float]]:
-    """--class_weights as {label: weight} in logit order (None when not given): `balanced`
-    is scikit-learn's n_rows / (n_classes * rows of the class) over the training rows;
-    `name:weight,...` names labels (the others weigh 1). Raises FlagError naming the flag."""
-    if not text:
+def class_weights_for(spec, labels: List[str], regression: bool, train,
+                      name: str = "--class_weights") -> Optional[Dict[str, float]]:
+    """Class weights as {label: weight} in logit order (None when `spec` is empty):
+    `balanced` is scikit-learn's n_rows / (n_classes * rows of the class) over the
+    training examples `train`; `label:weight,...`, or a dict keyed by label names or ids
+    (`TextClassifier.fit`'s `class_weight`), sets them (the others weigh 1). Raises
+    FlagError naming `name` (the flag or argument) and what was expected."""
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
         return None
     if regression:
-        raise FlagError("--class_weights weighs classes: a regression task has none")
+        raise FlagError(f"{name} weighs classes: a regression task has none")
     if train is None:
-        raise FlagError("--class_weights weighs the training loss: it needs --do_train")
-    if text.strip() == "balanced":
+        raise FlagError(f"{name} weighs the training loss: it needs --do_train")
+    if isinstance(spec, str) and spec.strip() == "balanced":
         counts = collections.Counter(example.label for example in train)
         missing = [label for label in labels if not counts[label]]
         if missing:
-            raise FlagError(f"--class_weights=balanced: the training data has no row of "
+            raise FlagError(f"{name}=balanced: the training data has no row of "
                             f"{', '.join(missing)}")
         total = sum(counts[label] for label in labels)
         return {label: total / (len(labels) * counts[label]) for label in labels}
+    given = spec if isinstance(spec, dict) else dict(
+        item.strip().rpartition(":")[::2] for item in spec.split(","))
     weights = {label: 1.0 for label in labels}
-    for item in text.split(","):
-        name, _, value = item.strip().rpartition(":")
-        if name not in weights:
-            raise FlagError(f"--class_weights={text}: {name or item.strip()!r} is not a label "
-                            f"of the task ({', '.join(labels)}); expected balanced or "
-                            f"label:weight,...")
+    for key, value in given.items():
+        label = labels[key] if isinstance(key, int) and 0 <= key < len(labels) else key
+        if label not in weights:
+            raise FlagError(f"{name}={spec}: {key or spec!r} is not a label of the task "
+                            f"({', '.join(labels)}); expected balanced or label:weight,...")
         try:
             weight = float(value)
-        except ValueError:
+        except (TypeError, ValueError):
             weight = math.nan
         if not (math.isfinite(weight) and weight > 0):
-            raise FlagError(f"--class_weights={text}: the weight of {name} must be a finite "
-                            f"number > 0, got {value!r}")
-        weights[name] = weight
+            raise FlagError(f"{name}={spec}: the weight of {label} must be a finite number "
+                            f"> 0, got {value!r}")
+        weights[label] = weight
     return weights
 
 
 def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray,
                        label_ids: np.ndarray, labels: List[str], regression: bool,
-                       predictions: bool = True) -> None:
+                       predictions: bool = True, kept_names: Sequence[str] = ()) -> None:
     """Beside eval_results.txt, for the split whose figures start `prefix` ("eval_"):
     `<prefix>predictions.tsv` (each row's id, label, predicted label and probabilities, or
     label and score; left out with `predictions=False`), and for classes
     `<prefix>per_class.tsv` (scikit-learn's classification_report) and
     `<prefix>confusion.tsv` (true label by predicted label). A class the split lacks is
-    named in one warning: its recall and F1 are 0 there and pull the macro average down."""
-    ids = [example.guid for example in examples][:len(logits)]
+    named in one warning: its recall and F1 are 0 there and pull the macro average down.
+    `kept_names`: the --keep_columns, whose values (`InputExample.kept`) lead each row."""
+    width = len(kept_names)
+    ids = ["\t".join([*(*example.kept, *[""] * width)[:width], example.guid])
+           for example in examples][:len(logits)]
+    id_header = "\t".join([*kept_names, "id"])
     if regression and not predictions:
         return
     if regression:
         rows = [f"{i}\t{float(t)}\t{float(p)}" for i, t, p in
                 zip(ids, label_ids[:, 0], logits[:, 0])]
         io_utils.atomic_write_text(io_utils.join(directory, f"{prefix}predictions.tsv"),
-                                   "id\tlabel\tscore\n" + "".join(r + "\n" for r in rows))
+                                   f"{id_header}\tlabel\tscore\n"
+                                   + "".join(r + "\n" for r in rows))
         return
     probabilities = tf.nn.softmax(logits, -1).numpy()
     predicted = probabilities.argmax(-1)
@@ -440,7 +456,7 @@ def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray
                  for i, t, p, row in zip(ids, label_ids, predicted, probabilities)]
         io_utils.atomic_write_text(
             io_utils.join(directory, f"{prefix}predictions.tsv"),
-            "\t".join(["id", "label", "predicted_label", *labels]) + "\n"
+            "\t".join([id_header, "label", "predicted_label", *labels]) + "\n"
             + "".join(line + "\n" for line in lines))
     report = per_class_report(predicted, label_ids, labels)
     io_utils.atomic_write_text(

@@ -27,7 +27,8 @@ def own_task(values) -> TextTask:
     columns = Columns(text=parse_column(values.text_column),
                       pair=parse_column(values.text_pair_column),
                       label=parse_column(values.label_column),
-                      header=None if values.header is None else values.header == "true")
+                      header=None if values.header is None else values.header == "true",
+                      keep=tuple(parse_column(c) for c in values.keep_columns or ()))
     stored = None if values.do_train else _trained_description(values)
     name = values.task_name or (stored or {}).get("task") or _default_name(values)
     _check_labels_flag(values.labels)

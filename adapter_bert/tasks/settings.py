@@ -395,6 +395,10 @@ _OWN_DATA = (
        "better, except loss and mse). Default: the task's main metric (mcc for CoLA, f1 for "
        "MRPC and QQP, accuracy for your own classes, pearson for your own regression).",
        runners=(CLASSIFIER,), resume=True),
+    _s("keep_columns", "list", None,
+       "Columns of --dev_file and --test_file (names, or 0-based positions) copied, first, "
+       "into eval_predictions.tsv and test_results.tsv, e.g. tweet_id,airline.",
+       runners=(CLASSIFIER,)),
     _s("class_weights", "string", None,
        "Weights of the classes in the training loss: balanced (scikit-learn's n_rows / "
        "(n_classes * rows of the class)) or label:weight,... (unnamed labels weigh 1). "

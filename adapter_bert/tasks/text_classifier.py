@@ -26,7 +26,9 @@ from adapter_bert.model.checkpoints import resolve_backbone
 from adapter_bert.model.config import BertConfig
 from adapter_bert.precision import apply_dtype
 from adapter_bert.tasks import base, run_lock, settings
-from adapter_bert.tasks.classifier import score_logits
+from adapter_bert.metrics.classification import per_class_report
+from adapter_bert.tasks.classifier import (ClassWeightedCrossEntropy, class_weights_for,
+                                           score_logits)
 from adapter_bert.tasks.task_models import (adapter_name_for, build_and_tune, new_task_model,
                                             report_parameters)
 from adapter_bert.training.distribute import get_strategy
@@ -166,9 +168,10 @@ class TextClassifier(keras.Model):
     def fit(self, x=None, y=None, batch_size: int = BATCH_SIZE, epochs: float = EPOCHS,
             verbose=1, callbacks=None, learning_rate: Optional[float] = None,
             warmup_proportion: float = WARMUP_PROPORTION,
-            checkpoint_dir: Optional[str] = None, **kwargs):
+            checkpoint_dir: Optional[str] = None, class_weight=None, **kwargs):
         """Trains on texts and labels with the runner's recipe; returns the last logs and
-        "global_step".
+        "global_step". `class_weight`: "balanced", or {label name or id: weight}, as
+        `run_classifier.py --class_weights` weighs the loss (recorded by `save_adapter`).
 
         Unless compiled with an optimizer of one's own, each call trains as one
         `run_classifier.py` run: `int(len(x) / batch_size * epochs)` steps of Google's AdamW
@@ -186,6 +189,11 @@ class TextClassifier(keras.Model):
         features = self.features(x, y)
         self.pair = isinstance(x, tuple)
         count = len(features["input_ids"])
+        labels = list(self.labels)
+        self.class_weights = class_weights_for(
+            class_weight, labels, not labels, [InputExample(str(i), "", label=labels[int(k)])
+                                               for i, k in enumerate(features["label_ids"])]
+            if labels else [], name="class_weight")
         choice = choose_optimizer(self.tuning_mode, learning_rate)
         schedule = schedule_for(choice, count, batch_size, epochs, warmup_proportion)
         optimizer = self._training_optimizer(choice, schedule)
@@ -211,7 +219,9 @@ class TextClassifier(keras.Model):
             return self.optimizer
         with self.distribute_strategy.scope():
             optimizer = optimizer_for(choice, schedule, self.classifier)
+            weights = getattr(self, "class_weights", None)
             loss = (keras.losses.MeanSquaredError() if not self.labels
+                    else ClassWeightedCrossEntropy(list(weights.values())) if weights
                     else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
             self.compile(optimizer=optimizer, loss=loss)
         self._recipe_optimizer = optimizer
@@ -250,14 +260,22 @@ class TextClassifier(keras.Model):
         logits = predict_features(self, features, INPUT_KEYS, batch_size, dynamic=True,
                                   static_shapes=False, verbose=verbose)
         kind = "classification" if self.labels else "regression"
-        return dict(score_logits(logits, features["label_ids"], kind, not self.labels))
+        results = dict(score_logits(logits, features["label_ids"], kind, not self.labels))
+        if self.labels:  # eval_per_class.tsv's figures, by label
+            results["per_class"] = {
+                name: {"precision": p, "recall": r, "f1": f, "support": n}
+                for name, p, r, f, n in per_class_report(logits.argmax(-1),
+                                                         features["label_ids"], self.labels)}
+        return results
 
     # --------------------------------------------------------------- files
     def save_adapter(self, directory: str) -> str:
         """Writes the adapter directory `run_classifier.py` writes (weights, backbone
         description, task, label names); returns the weights file's path."""
+        weights = getattr(self, "class_weights", None)
         return save_trained_weights(self.classifier, directory, self.task,
-                                    list(self.labels), self.tuning_mode)
+                                    list(self.labels), self.tuning_mode,
+                                    {"class_weights": weights} if weights else None)
 
 
 def _checked_labels(labels, regression: bool) -> List[str]:
