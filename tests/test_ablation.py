@@ -237,3 +237,20 @@ def test_entry_point_refuses_training_and_missing_weights(tiny_mrpc_adapter, mrp
     assert "drop --do_train" in capsys.readouterr().err
     assert _run_ablation_cli([*common, f"--output_dir={tmp_path / 'b'}"]) == 1
     assert "no trained weights" in capsys.readouterr().err
+
+
+def test_an_unknown_ablation_metric_is_refused_before_anything_loads(tiny_mrpc_adapter,
+                                                                     mrpc_dir, tmp_path,
+                                                                     capsys, monkeypatch):
+    from adapter_bert.tasks import base
+    backbone, run_dir = tiny_mrpc_adapter
+    monkeypatch.setattr(base, "prepare_backbone", lambda *a, **k: pytest.fail("loaded"))
+    code = _run_ablation_cli(["--task_name=MRPC", f"--data_dir={mrpc_dir}",
+                              f"--init_checkpoint={backbone / 'bert_model.ckpt'}",
+                              "--max_seq_length=32", f"--output_dir={tmp_path / 'a'}",
+                              f"--load_adapter={run_dir / 'adapter'}",
+                              "--ablation_metric=eval_bleu"])
+    assert code == 1
+    assert ("--ablation_metric=eval_bleu: the evaluation reports eval_loss, eval_accuracy, "
+            "eval_f1") in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()

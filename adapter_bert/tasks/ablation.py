@@ -24,11 +24,21 @@ from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of, holders, reset_compiled_functions
 
 # The metric shown by default for each GLUE task (the first leaderboard figure).
+def check_metric(metric, metrics_kind: str) -> None:
+    """--ablation_metric names a figure the evaluation writes (`eval_<metric>` of the
+    task's kind, or eval_loss); refused in one line before anything is loaded."""
+    from adapter_bert.metrics.classification import METRIC_NAMES
+    from adapter_bert.tasks.flag_checks import FlagError
+    known = ["eval_loss"] + [f"eval_{name}" for name in METRIC_NAMES[metrics_kind]]
+    if metric is not None and metric not in known:
+        raise FlagError(f"--ablation_metric={metric}: the evaluation reports "
+                        f"{', '.join(known)}")
+
+
 def default_metric(metrics_kind: str) -> str:
     """The dev metric an ablation reports: the main metric of the task's kind of metrics
     (`metrics.classification.main_metric`), e.g. eval_mcc for CoLA."""
     return "eval_" + main_metric(metrics_kind)
-
 
 
 def adapter_blocks_by_layer(model) -> List[list]:
@@ -324,6 +334,10 @@ def classifier_main(flag_values) -> int:
     class AblationRun(ClassifierRun):
         check_flags = staticmethod(validate_ablation)
         quiet_evaluation = True  # one printed line per span (below), not a progress display
+
+        def validate_flags(self, values) -> None:
+            super().validate_flags(values)
+            check_metric(values.ablation_metric, self.processor.metrics)
 
     run = AblationRun(flag_values)
     try:
