@@ -84,8 +84,10 @@ def write_own_data(folder):
 
 
 def check_own_data_results(namespace, folder):
-    assert {"accuracy", "macro_f1", "mcc", "precision", "recall", "f1", "loss"} == \
-        set(namespace["spam_scores"])
+    assert {"accuracy", "macro_f1", "mcc", "precision", "recall", "f1", "loss",
+            "per_class"} == set(namespace["spam_scores"])
+    assert set(namespace["spam_scores"]["per_class"]) == {"ham", "spam", "macro avg",
+                                                          "weighted avg"}
     assert namespace["spam_predicted"][0] in ("ham", "spam")
     assert set(namespace["emotion_predicted"]) <= set(EMOTIONS)
     assert namespace["emotion"].labels == EMOTIONS

@@ -31,7 +31,9 @@ from tests.runner_utils import read_results, run_subprocess, write_tiny_backbone
 PROCESS_TIMEOUT = 420
 METRICS = ("eval_accuracy", "eval_f1", "eval_loss", "loss")
 CHIEF_OUTPUTS = {"eval_results.txt", "test_results.tsv", "adapter", "checkpoints", "logs",
-                 "feature_cache", "run_flags.json"}  # the run's training flags, chief only
+                 "feature_cache", "run_flags.json",  # the run's training flags, chief only
+                 "eval_per_class.tsv", "eval_confusion.tsv", "eval_predictions.tsv",
+                 ".adapter_bert_files.json"}  # the manifest of what the chief wrote
 
 
 @pytest.fixture(scope="module")

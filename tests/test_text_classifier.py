@@ -88,7 +88,14 @@ def test_library_and_runner_agree_on_the_same_file(library_model, runner_run, mo
     runner = read_results(runner_run / "eval_results.txt")
     for key in ("accuracy", "macro_f1", "mcc", "loss"):
         assert library[key] == pytest.approx(float(runner["eval_" + key]), abs=1e-6), key
-    assert set(library) == {"loss", "accuracy", "macro_f1", "mcc"}
+    assert set(library) == {"loss", "accuracy", "macro_f1", "mcc", "per_class"}
+    # The per-class figures are the runner's eval_per_class.tsv.
+    with open(runner_run / "eval_per_class.tsv") as f:
+        per_class = {r["label"]: r for r in csv.DictReader(f, delimiter="\t")}
+    for name, figures in library["per_class"].items():
+        for key in ("precision", "recall", "f1"):
+            assert figures[key] == pytest.approx(float(per_class[name][key]), abs=1e-5)
+        assert figures["support"] == int(per_class[name]["support"])
     # The runner's test_results.tsv names the predicted labels; the library's predict too.
     with open(runner_run / "test_results.tsv") as f:
         rows = list(csv.reader(f, delimiter="\t"))
