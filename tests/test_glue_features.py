@@ -134,6 +134,23 @@ def test_empty_text_b_is_a_single_sentence(tokenizer, text_b):
     assert tokenizer.convert_ids_to_tokens(tiny["input_ids"][0].tolist()) == ["[CLS]", "[SEP]"]
 
 
+def test_a_set_of_several_chunks_shows_its_tokenising_progress(tokenizer, monkeypatch,
+                                                               capsys):
+    from adapter_bert.data import features as features_module
+    monkeypatch.setattr(features_module, "_TOKENIZE_CHUNK", 4)
+    examples = [glue.InputExample(str(i), f"word {i}", None, "0") for i in range(10)]
+    chunked = glue.convert_examples_to_features(examples, ["0"], 6, tokenizer,
+                                                label="tokenise train")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("tokenise train: 10/10 rows (100%)")
+    # Chunks change nothing in the features; one chunk shows no line.
+    monkeypatch.setattr(features_module, "_TOKENIZE_CHUNK", 8192)
+    whole = glue.convert_examples_to_features(examples, ["0"], 6, tokenizer)
+    assert "tokenise" not in capsys.readouterr().err
+    for key in whole:
+        np.testing.assert_array_equal(chunked[key], whole[key])
+
+
 def test_features_errors(tokenizer):
     with pytest.raises(ValueError, match=r"example x: label 'maybe' is not in"):
         glue.convert_examples_to_features(

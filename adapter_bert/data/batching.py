@@ -40,13 +40,14 @@ def padded_widths(lengths: np.ndarray, max_seq_length: int) -> np.ndarray:
 
 def training_batch_plan(num_examples: int, batch_size: int, num_steps: int, seed: int,
                         lengths: Optional[np.ndarray] = None,
-                        pool_batches: int = POOL_BATCHES) -> np.ndarray:
+                        pool_batches: int = POOL_BATCHES, shuffle: bool = True) -> np.ndarray:
     """Example indices of every training batch, `[num_steps, batch_size]`, from the seed
     alone.
 
     Epochs are seeded permutations; without `lengths` they are cut in order (Google's
     shuffle-and-repeat), with them each pool of `pool_batches` batches is sorted by length,
-    cut, and its batches shuffled.
+    cut, and its batches shuffled. `shuffle=False`: the examples in their order, epoch
+    after epoch (Keras' `fit(shuffle=False)`).
     """
     if num_examples < 1 or batch_size < 1 or num_steps < 1:
         raise UserError(f"cannot plan {num_steps} batches of {batch_size} from "
@@ -56,6 +57,8 @@ def training_batch_plan(num_examples: int, batch_size: int, num_steps: int, seed
     pool = batch_size * max(1, pool_batches)
     # One extra epoch so the last (possibly partial) pool still yields full batches.
     epochs = math.ceil(needed / num_examples) + 1
+    if not shuffle:
+        return np.tile(np.arange(num_examples), epochs)[:needed].reshape(num_steps, batch_size)
     stream = np.concatenate([rng.permutation(num_examples) for _ in range(epochs)])
     if lengths is None:
         return stream[:needed].reshape(num_steps, batch_size)
@@ -75,48 +78,51 @@ def _sequence_keys(features: Dict[str, np.ndarray], input_keys: Sequence[str]):
     return [k for k in input_keys if features[k].ndim == 2]
 
 
-def _trimmer(sequence_keys: Sequence[str]):
-    """A tf.data map function cutting the sequence inputs to the batch's `width`."""
-
-    def trim(element, width):
-        inputs = dict(element[0]) if isinstance(element, tuple) else dict(element)
-        for key in sequence_keys:
-            inputs[key] = inputs[key][:, :width]
-        return (inputs, *element[1:]) if isinstance(element, tuple) else inputs
-
-    return trim
-
-
-def _split_element(columns, input_keys, label_keys):
+def _split_element(columns, input_keys, label_keys, weight_key=None):
+    """(inputs, labels) of a dict of columns, or (inputs, labels, weights) with `weight_key`;
+    the inputs alone without `label_keys`."""
     inputs = {k: columns[k] for k in input_keys}
+    if not label_keys:
+        return inputs
     labels = ({k: columns[k] for k in label_keys} if len(label_keys) > 1
               else columns[label_keys[0]])
-    return inputs, labels
+    return (inputs, labels, columns[weight_key]) if weight_key else (inputs, labels)
 
 
 def training_dataset(features: Dict[str, np.ndarray], plan: np.ndarray,
                      input_keys: Sequence[str], label_keys: Sequence[str],
-                     dynamic: bool) -> tf.data.Dataset:
+                     dynamic: bool, weight_key: Optional[str] = None) -> tf.data.Dataset:
     """The batches of a training plan as `(inputs, labels)`: exactly `len(plan)` of them (so
     `.skip(n)` resumes after n steps), each cut to its widest example when `dynamic`.
-    Several `label_keys` give labels as a dict.
+    Several `label_keys` give labels as a dict; `weight_key` adds each example's weight
+    (`(inputs, labels, weights)`, Keras' `sample_weight`).
+
+    Each batch is gathered from the NumPy arrays where they lie: a `tf.constant` of them
+    would hold a second copy of every feature for the whole run (gigabytes for a file of
+    a few hundred thousand rows).
     """
-    keys = list(dict.fromkeys([*input_keys, *label_keys]))
-    columns = {k: tf.constant(features[k]) for k in keys}
-    max_len = features[input_keys[0]].shape[1]
-    widths = tf.constant(padded_widths(example_lengths(features), max_len))
-    trim = _trimmer(_sequence_keys(features, input_keys))
+    keys = list(dict.fromkeys([*input_keys, *label_keys, *([weight_key] if weight_key else [])]))
+    sequence_keys = _sequence_keys(features, input_keys)
+    batch = plan.shape[1]
+    widths = padded_widths(example_lengths(features), features[input_keys[0]].shape[1]) \
+        if dynamic else None
 
-    def gather(indices):
-        element = _split_element({k: tf.gather(v, indices) for k, v in columns.items()},
-                                 input_keys, label_keys)
-        if not dynamic:
-            return element
-        return trim(element, tf.reduce_max(tf.gather(widths, indices)))
+    def batches():
+        for rows in plan:
+            width = int(widths[rows].max()) if dynamic else None
+            yield _split_element(
+                {k: features[k][rows, :width] if k in sequence_keys else features[k][rows]
+                 for k in keys}, input_keys, label_keys, weight_key)
 
-    dataset = tf.data.Dataset.from_tensor_slices(plan)
-    return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE,
-                       deterministic=True).prefetch(tf.data.AUTOTUNE)
+    def spec(key):
+        shape = (batch,) + features[key].shape[1:]
+        if dynamic and key in sequence_keys:
+            shape = (batch, None)
+        return tf.TensorSpec(shape, tf.as_dtype(features[key].dtype))
+
+    signature = _split_element({k: spec(k) for k in keys}, input_keys, label_keys, weight_key)
+    return tf.data.Dataset.from_generator(batches, output_signature=signature).prefetch(
+        tf.data.AUTOTUNE)
 
 
 def inference_order(features: Dict[str, np.ndarray], dynamic: bool) -> np.ndarray:
@@ -129,20 +135,25 @@ def inference_order(features: Dict[str, np.ndarray], dynamic: bool) -> np.ndarra
 
 def inference_dataset(features: Dict[str, np.ndarray], input_keys: Sequence[str],
                       batch_size: int, order: np.ndarray, dynamic: bool,
-                      drop_remainder: bool = False) -> tf.data.Dataset:
-    """Batches of model inputs in `order`, each cut to its widest example if dynamic."""
-    inputs = {k: features[k][order] for k in input_keys}
-    max_len = inputs[input_keys[0]].shape[1]
+                      drop_remainder: bool = False, label_keys: Sequence[str] = (),
+                      weight_key: Optional[str] = None) -> tf.data.Dataset:
+    """Batches of model inputs in `order`, each cut to its widest example if dynamic; with
+    `label_keys` (and `weight_key`) as `(inputs, labels[, weights])`, for Keras' evaluate."""
+    keys = list(dict.fromkeys([*input_keys, *label_keys, *([weight_key] if weight_key else [])]))
+    columns = {k: features[k][order] for k in keys}
+    max_len = columns[input_keys[0]].shape[1]
     widths = padded_widths(example_lengths({"input_mask": features["input_mask"][order]}),
                            max_len)
-    dataset = tf.data.Dataset.from_tensor_slices((inputs, widths))
+    dataset = tf.data.Dataset.from_tensor_slices((columns, widths))
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    trim = _trimmer(_sequence_keys(features, input_keys))
-    if dynamic:
-        dataset = dataset.map(lambda x, w: trim(x, tf.reduce_max(w)))
-    else:
-        dataset = dataset.map(lambda x, w: x)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    sequence_keys = _sequence_keys(features, input_keys)
+
+    def element(batch, width):
+        width = tf.reduce_max(width) if dynamic else max_len
+        return _split_element({k: v[:, :width] if k in sequence_keys else v
+                               for k, v in batch.items()}, input_keys, label_keys, weight_key)
+
+    return dataset.map(element).prefetch(tf.data.AUTOTUNE)
 
 
 def _to_numpy(output, width: int, per_token: bool) -> np.ndarray:

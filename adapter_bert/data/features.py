@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 from adapter_bert.errors import UserError
+from adapter_bert.progress import Progress
 
 # Examples are tokenised this many at a time, to bound memory on MNLI/QQP.
 _TOKENIZE_CHUNK = 8192
@@ -75,14 +76,16 @@ def _log_example(tokenizer, example, ids, features: Dict[str, np.ndarray], row: 
 def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
                                  max_seq_length: int, tokenizer,
                                  is_regression: bool = False,
-                                 log_examples: int = 5) -> Dict[str, np.ndarray]:
+                                 log_examples: int = 5,
+                                 label: str = "tokenise") -> Dict[str, np.ndarray]:
     """Tokenises examples into fixed-length BERT inputs.
 
     As in Google's code, an empty or missing `text_b` gives a single sentence, and
     `label=None` (test) gives label id 0. Label ids are positions in `label_list` (unused
     for regression, whose `label_ids` are float32). `tokenizer`:
     `tokenization.load_tokenizer`'s (or a transformers `BertTokenizerFast`); the first
-    `log_examples` are logged at DEBUG.
+    `log_examples` are logged at DEBUG. More examples than one chunk of `_TOKENIZE_CHUNK`
+    show a progress line under `label` (a large file takes a while).
 
     Returns int32 arrays `[N, max_seq_length]` `input_ids`, `input_mask`, `segment_ids`,
     plus `label_ids` and `is_real_example` (all ones). Raises ValueError for a
@@ -101,6 +104,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     features = {key: np.zeros((n, max_seq_length), dtype=np.int32)
                 for key in ("input_ids", "input_mask", "segment_ids")}
     features["label_ids"] = np.zeros((n,), dtype=np.float32 if is_regression else np.int32)
+    progress = Progress(label, n, unit="rows") if n > _TOKENIZE_CHUNK else None
     for start in range(0, n, _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
         ids_a, ids_b = _chunk_ids(tokenizer, chunk)
@@ -113,6 +117,10 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
             features["label_ids"][row] = _label_id(example, label_map, is_regression)
             if row < log_examples:
                 _log_example(tokenizer, example, ids, features, row)
+        if progress:
+            progress.update(start + len(chunk))
+    if progress:
+        progress.finish()
     features["is_real_example"] = np.ones((n,), dtype=np.int32)
     return features
 

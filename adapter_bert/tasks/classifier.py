@@ -178,7 +178,8 @@ class ClassifierRun(base.TaskRun):
             f"{self.task}-{split}", key,
             lambda: convert_examples_to_features(examples, self.labels,
                                                  self.flags.max_seq_length,
-                                                 self.backbone.tokenizer, self.is_regression))
+                                                 self.backbone.tokenizer, self.is_regression,
+                                                 label=f"tokenise {split}"))
         if self.is_regression:
             features["label_ids"] = features["label_ids"].reshape(-1, 1)
         return features, len(examples)
