@@ -11,7 +11,9 @@ Examples:
 """
 
 import importlib
+import importlib.util
 import os
+import sys
 
 # TensorFlow 2.21 turns its oneDNN CPU kernels on by default only on CPUs with AVX-512
 # deep-learning extensions. Without them (AVX2-only x86 CPUs) batched matmuls fall back
@@ -36,6 +38,8 @@ _EXPORTS = {
     "MacroF1": "adapter_bert.metrics.keras_metrics",
     "MatthewsCorrelation": "adapter_bert.metrics.keras_metrics",
     "PositiveClassF1": "adapter_bert.metrics.keras_metrics",
+    "OnPositiveClass": "adapter_bert.metrics.keras_metrics",
+    "PearsonCorrelation": "adapter_bert.metrics.keras_metrics",
     "AdapterConfig": "adapter_bert.model.config",
     "ConfigError": "adapter_bert.model.config",
     "UserError": "adapter_bert.errors",
@@ -80,6 +84,58 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+# Classes a Keras SavedModel names by their registered name ("adapter_bert>TextClassifier"):
+# `tf_keras.models.load_model` finds them once the package is imported, without
+# importing them (and TensorFlow) before they are needed.
+_KERAS_CLASSES = ("TextClassifier", "MacroF1", "MatthewsCorrelation", "PositiveClassF1",
+                  "OnPositiveClass", "PearsonCorrelation")
+
+
+class _OnFirstUse:
+    """Stands in Keras' registry for an exported class until a SavedModel needs it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def from_config(self, config, custom_objects=None):
+        return __getattr__(self.name).from_config(config)
+
+    def __call__(self, *args, **kwargs):  # Keras instantiates some classes directly
+        return __getattr__(self.name)(*args, **kwargs)
+
+
+def _register_keras_classes(keras_module) -> None:
+    registry = keras_module.utils.get_custom_objects()
+    for name in _KERAS_CLASSES:
+        registry.setdefault(f"adapter_bert>{name}", _OnFirstUse(name))
+
+
+class _RegisterWhenKerasLoads:
+    """A `sys.meta_path` finder that registers `_KERAS_CLASSES` when tf_keras has loaded
+    (it never finds a module itself)."""
+
+    def find_spec(self, fullname, path=None, target=None):  # noqa: D102 (finder protocol)
+        if fullname != "tf_keras":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            load = spec.loader.exec_module
+
+            def exec_module(module):
+                load(module)
+                _register_keras_classes(module)
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+if "tf_keras" in sys.modules:
+    _register_keras_classes(sys.modules["tf_keras"])
+else:
+    sys.meta_path.insert(0, _RegisterWhenKerasLoads())
 
 
 def __getattr__(name):

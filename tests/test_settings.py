@@ -89,7 +89,9 @@ def test_text_classifier_starts_from_the_runners_defaults():
 
     from adapter_bert.tasks import text_classifier
     fit = inspect.signature(text_classifier.TextClassifier.fit).parameters
-    assert fit["batch_size"].default == settings.default("train_batch_size") == 32
+    # Keras' batch_size=None is the runner's default; Keras' epochs are whole.
+    assert fit["batch_size"].default is None
+    assert text_classifier.BATCH_SIZE == settings.default("train_batch_size") == 32
     assert fit["epochs"].default == settings.default("num_train_epochs") == 3.0
     assert fit["warmup_proportion"].default == settings.default("warmup_proportion")
     assert text_classifier.SEED == settings.default("seed")

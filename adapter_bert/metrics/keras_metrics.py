@@ -54,6 +54,7 @@ def _f1(tp, fp, fn):
     return tf.math.divide_no_nan(2 * tp, denominator)
 
 
+@keras.utils.register_keras_serializable(package="adapter_bert")
 class MacroF1(_ConfusionMetric):
     """The mean over all `num_classes` classes of each class's F1 (0 for a class never
     predicted nor seen), as scikit-learn's `f1_score(average="macro")`."""
@@ -65,6 +66,7 @@ class MacroF1(_ConfusionMetric):
         return tf.cast(tf.reduce_mean(_f1(*self._counts())), tf.float32)
 
 
+@keras.utils.register_keras_serializable(package="adapter_bert")
 class MatthewsCorrelation(_ConfusionMetric):
     """Matthews correlation of all classes (GLUE's CoLA metric; multi-class for more)."""
 
@@ -82,6 +84,7 @@ class MatthewsCorrelation(_ConfusionMetric):
         return tf.cast(tf.math.divide_no_nan(numerator, denominator), tf.float32)
 
 
+@keras.utils.register_keras_serializable(package="adapter_bert")
 class PositiveClassF1(_ConfusionMetric):
     """F1 of the second label (id 1) of a two-class task: GLUE's MRPC/QQP F1, and the
     `f1` of eval_results.txt for your own two-label data."""
@@ -93,3 +96,76 @@ class PositiveClassF1(_ConfusionMetric):
     def result(self):
         tp, fp, fn = (count[1] for count in self._counts())
         return tf.cast(_f1(tp, fp, fn), tf.float32)
+
+
+# tf_keras metrics that score one probability per example (the shape of the targets).
+_BINARY_METRICS = tuple(getattr(keras.metrics, name) for name in (
+    "AUC", "Precision", "Recall", "TruePositives", "TrueNegatives", "FalsePositives",
+    "FalseNegatives", "PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
+    "SpecificityAtSensitivity", "BinaryAccuracy"))
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class OnPositiveClass(keras.metrics.Metric):
+    """A tf_keras metric of one probability per example (`AUC`, `Precision`, `Recall`, ...)
+    read on a two-class model's logits: it scores the second label's softmax probability,
+    as `tf_keras.metrics.AUC()` on a sigmoid output would."""
+
+    def __init__(self, metric: keras.metrics.Metric, **kwargs):
+        super().__init__(name=metric.name, **kwargs)
+        self.metric = metric
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        probability = tf.nn.softmax(tf.cast(y_pred, tf.float32), axis=-1)[:, 1]
+        return self.metric.update_state(tf.reshape(y_true, [-1]), probability, sample_weight)
+
+    def result(self):
+        return self.metric.result()
+
+    def reset_state(self):
+        self.metric.reset_state()
+
+    def get_config(self):
+        return {**super().get_config(), "metric": keras.metrics.serialize(self.metric)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("name", None)
+        return cls(keras.metrics.deserialize(config.pop("metric")), **config)
+
+
+def for_logits(metric, num_labels: int):
+    """`metric` as a `compile` of a model of `num_labels` logits can use it: a one-probability
+    metric of a two-class model wrapped in `OnPositiveClass`, anything else as it is."""
+    if num_labels == 2 and isinstance(metric, _BINARY_METRICS):
+        return OnPositiveClass(metric)
+    return metric
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class PearsonCorrelation(keras.metrics.Metric):
+    """Pearson's r of a one-output regression over the batches of an epoch (the `pearson`
+    of eval_results.txt for a regression), from running sums in float64."""
+
+    def __init__(self, name: str = "pearson", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.sums = self.add_weight("sums", shape=(6,), initializer="zeros", dtype=tf.float64)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        x = tf.reshape(tf.cast(y_pred, tf.float64), [-1])
+        y = tf.reshape(tf.cast(y_true, tf.float64), [-1])
+        w = tf.ones_like(x) if sample_weight is None else \
+            tf.reshape(tf.cast(sample_weight, tf.float64), [-1])
+        self.sums.assign_add(tf.stack([tf.reduce_sum(w), tf.reduce_sum(w * x),
+                                       tf.reduce_sum(w * y), tf.reduce_sum(w * x * x),
+                                       tf.reduce_sum(w * y * y), tf.reduce_sum(w * x * y)]))
+
+    def result(self):
+        n, sx, sy, sxx, syy, sxy = tf.unstack(self.sums)
+        covariance = sxy - sx * sy / n
+        spread = tf.sqrt((sxx - sx * sx / n) * (syy - sy * sy / n))
+        return tf.cast(tf.math.divide_no_nan(covariance, spread), tf.float32)
+
+    def reset_state(self):
+        self.sums.assign(tf.zeros_like(self.sums))

@@ -22,6 +22,7 @@ from adapter_bert import io_utils
 from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
 from adapter_bert.model.blocks import branch_variables
 from adapter_bert.model.encoder import backbone_of
+from adapter_bert.model.inputs import dummy_features
 from adapter_bert.model.naming import tf1_variables
 
 log = logging.getLogger(__name__)
@@ -358,7 +359,7 @@ def _shared_names(model, variables: Dict[str, tf.Variable],
 
 def build_model(model, seq_length: int = 2) -> None:
     """Creates all weights of a model of this package by calling it on a tiny batch."""
-    model({"input_ids": tf.zeros([1, seq_length], tf.int32)}, training=False)
+    model(dummy_features(seq_length), training=False)
 
 
 def checkpoint_variables(model) -> Dict[str, tf.Variable]:

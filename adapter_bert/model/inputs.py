@@ -28,6 +28,15 @@ _KERAS3_HINT = ("adapter_bert models are tf-keras (Keras 2) models: use tf_keras
                 "keras.{kind} (Keras 3)")
 
 
+def dummy_features(seq_length: int = 2) -> Dict[str, tf.Tensor]:
+    """A one-row batch of every feature: what building a model runs. All three keys, so that
+    every call a SavedModel traces takes the same structure (Keras cannot load one whose
+    calls took different keys)."""
+    return {"input_ids": tf.zeros([1, seq_length], tf.int32),
+            "input_mask": tf.ones([1, seq_length], tf.int32),
+            "segment_ids": tf.zeros([1, seq_length], tf.int32)}
+
+
 def expected_keys(extra: Iterable[str] = ()) -> str:
     """The accepted names, as error messages list them."""
     names = list(FEATURE_NAMES) + [f"{alias} (= {name})" for alias, name in ALIASES.items()]
@@ -177,7 +186,7 @@ class FeatureInputs:
 
     def build_with_dummy_inputs(self, seq_length: int = 2) -> None:
         """Creates every weight by running a tiny batch (weights must exist to load them)."""
-        self({"input_ids": tf.zeros([1, seq_length], tf.int32)}, training=False)
+        self(dummy_features(seq_length), training=False)
 
     def build_from_config(self, config):
         # Keras' default builds from input shapes with float placeholders, which the

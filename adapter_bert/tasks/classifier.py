@@ -251,6 +251,8 @@ class ClassifierRun(base.TaskRun):
         record: Dict[str, object] = {}
         if self.class_weights:
             record["class_weights"] = self.class_weights
+        if uses_own_data(self.flags) and self.processor.pair:
+            record["pair"] = True  # read back by TextClassifier.from_adapter
         if self.is_regression and uses_own_data(self.flags):
             target = getattr(self.processor, "target", None)
             record.update(task_type="regression",

@@ -341,12 +341,13 @@ class _GlobalStepTensorBoard(keras.callbacks.TensorBoard):
     restarts the model's step counter at 0, so without this a resumed run would log its
     steps over those of the run it resumes, and its curve would start again at 0."""
 
-    def __init__(self, log_dir: str, start: int):
+    def __init__(self, log_dir: str, optimizer):
         super().__init__(log_dir, update_freq=10)
-        self.start = start
+        self.optimizer = optimizer
 
     def on_train_begin(self, logs=None):
-        self.model._train_counter.assign(self.start)  # pylint: disable=protected-access
+        step = self.optimizer.iterations  # pylint: disable=protected-access
+        self.model._train_counter.assign(tf.cast(step, self.model._train_counter.dtype))
         super().on_train_begin(logs)
         self._note_event_files()
 
@@ -420,9 +421,14 @@ class KerasProgress(keras.callbacks.Callback):
         self._begin("steps")
 
     def on_train_batch_end(self, batch, logs=None):
+        # `batch` counts from 0 in each epoch (the last step of an execution of several).
         loss = (logs or {}).get("loss")
         fields = {} if loss is None else {"loss": float(loss)}
         self.progress.update(self.first + batch + 1, **fields)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.progress is not None:
+            self.first = self.progress.done
 
     def on_train_end(self, logs=None):
         self._end()
@@ -453,7 +459,8 @@ def steps_per_execution(iterations_per_loop: int, explicitly_set: bool, on_tpu: 
 def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.Dataset],
                     num_train_steps: int, output_dir: str, save_checkpoints_steps: int,
                     verbose: int = 1, extra_callbacks: Sequence = (),
-                    write_dir: Optional[str] = None) -> Dict[str, float]:
+                    write_dir: Optional[str] = None, epoch_steps: Optional[int] = None,
+                    validation_data=None) -> Dict[str, float]:
     """Trains for `num_train_steps` steps in total, resuming from the latest checkpoint.
 
     The model must be compiled with `optimizer`. The training stream is replayed and the
@@ -463,17 +470,58 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     `preemption.handle_signals` a signal ends training after the step in flight, with a
     checkpoint. `verbose`: 1 `KerasProgress`, 0 nothing, 2 Keras' line per epoch.
 
+    By default the steps are one Keras epoch (the runners'). With `epoch_steps` (which
+    divides `num_train_steps`) they are Keras epochs of that many steps, each ending with
+    the `validation_data` scored and the callbacks' `on_epoch_end` (the library's `fit`);
+    a run resumed within an epoch first finishes that epoch, and a callback that stops
+    training (`EarlyStopping`) ends the run there.
+
     Returns the last logged metrics and "global_step". Raises TrainingError when the loss or
     weights become non-finite (the last good checkpoint is kept), `preemption.Preempted`,
     CheckpointError (none reads) and `io_utils.WriteError`.
     """
     with preemption.deferred("training", "stopped at the end of training (checkpoint saved)"):
         return _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
-                    save_checkpoints_steps, verbose, extra_callbacks, write_dir or output_dir)
+                    save_checkpoints_steps, verbose, extra_callbacks, write_dir or output_dir,
+                    epoch_steps, validation_data)
+
+
+class _StopOnNaN(keras.callbacks.TerminateOnNaN):
+    """Keras' TerminateOnNaN, remembering that it stopped the run (another callback may
+    stop it for its own reasons: `EarlyStopping`)."""
+
+    stopped = False
+
+    def on_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        self.stopped = self.stopped or (loss is not None and not np.isfinite(float(loss)))
+        super().on_batch_end(batch, logs)
+
+
+def _keras_fit(model, make_train_dataset, done: int, total: int, callbacks, verbose: int,
+               epoch_steps: Optional[int], validation_data) -> None:
+    """Keras `fit` over steps `done + 1 .. total`: one epoch, or epochs of `epoch_steps`.
+    A model whose `fit` takes other data (`TextClassifier`) has Keras' as `keras_fit`."""
+    fit = getattr(model, "keras_fit", model.fit)
+    if not epoch_steps:
+        fit(make_train_dataset().skip(done), steps_per_epoch=total - done, epochs=1,
+                  callbacks=callbacks, verbose=verbose)
+        return
+    epoch, into = divmod(done, epoch_steps)
+    runs = [(epoch, epoch + 1, epoch_steps - into)] if into else []
+    runs.append((epoch + bool(into), total // epoch_steps, epoch_steps))
+    for first, end, steps in runs:
+        if first >= end or (first > epoch and model.stop_training):
+            continue
+        fit(make_train_dataset().skip(done), steps_per_epoch=steps, initial_epoch=first,
+                  epochs=end, callbacks=callbacks, verbose=verbose,
+                  validation_data=validation_data)
+        done = end * epoch_steps
 
 
 def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
-         save_checkpoints_steps, verbose, extra_callbacks, write_dir):
+         save_checkpoints_steps, verbose, extra_callbacks, write_dir, epoch_steps=None,
+         validation_data=None):
     checkpoints = TrainingCheckpoints(model, optimizer, output_dir, write_dir=write_dir)
     checkpoints.remove_partial_saves()
     checkpoints.restore_latest()
@@ -487,25 +535,26 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
                  num_train_steps)
     step_checkpoints = _StepCheckpointCallback(checkpoints, optimizer, save_checkpoints_steps)
     stop = _StopOnSignal(checkpoints, optimizer, num_train_steps)
+    nan_stop = _StopOnNaN()
     callbacks = [
         step_checkpoints,
         stop,
-        _GlobalStepTensorBoard(io_utils.join(write_dir, "logs"), start=done),
-        keras.callbacks.TerminateOnNaN(),
+        _GlobalStepTensorBoard(io_utils.join(write_dir, "logs"), optimizer),
+        nan_stop,
         *extra_callbacks,
     ]
     if verbose == 1:
         callbacks.append(KerasProgress("train", num_train_steps, start=done))
         verbose = 0
-    history = model.fit(make_train_dataset().skip(done), steps_per_epoch=remaining, epochs=1,
-                        callbacks=callbacks, verbose=verbose)
-    logs = {k: float(v[-1]) for k, v in history.history.items()}
+    _keras_fit(model, make_train_dataset, done, num_train_steps, callbacks, verbose,
+               epoch_steps, validation_data)
+    logs = {k: float(v[-1]) for k, v in model.history.history.items()}
     step = int(optimizer.iterations.numpy())
     what = None
     if step_checkpoints.diverged or stop.diverged or (
             step == num_train_steps and not checkpoints.weights_are_finite()):
         what = f"the trained weights became NaN or infinite at step {step}"
-    elif not np.isfinite(logs.get("loss", 0.0)) or (step < num_train_steps and not stop.stopped):
+    elif not np.isfinite(logs.get("loss", 0.0)) or nan_stop.stopped:
         what = f"the training loss became NaN near step {step}"
     if what:
         latest = checkpoints.manager.latest_checkpoint
