@@ -167,7 +167,6 @@ def add_adapters(model, adapter_config: Optional[AdapterConfig] = None, freeze: 
             adapter.build(tf.TensorShape([None, None, hidden]))
         block.dropout = DropoutThenAdapter(block.dropout, adapter)
         adapters.append(adapter)
-    object.__setattr__(model, "_adapter_bert_config", config)  # read by adapter_config_of
     if freeze:
         freeze_for_adapter_tuning(model, train_pooler=train_pooler, train_head=train_head)
     reset_compiled_functions(model)
@@ -188,16 +187,10 @@ def remove_adapters(model, unfreeze_weights: bool = True) -> int:
         if isinstance(block.dropout, DropoutThenAdapter):
             block.dropout = block.dropout.dropout
             removed += 1
-    object.__setattr__(model, "_adapter_bert_config", None)
     if unfreeze_weights:
         unfreeze(model)
     reset_compiled_functions(model)
     return removed
-
-
-def adapter_config_of(model) -> Optional[AdapterConfig]:
-    """The `AdapterConfig` of the adapters `add_adapters` inserted (None if none)."""
-    return getattr(model, "_adapter_bert_config", None)
 
 
 def adapters_by_position(model) -> Dict[Tuple[int, str], HoulsbyAdapter]:
