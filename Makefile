@@ -68,7 +68,7 @@ test: setup
 	$(PYTEST) -m "not slow"
 
 test-slow: setup
-	$(PYTEST) -m slow
+	$(PYTEST) -m slow --durations=25
 
 # Everything in one run (what `make test` and `make test-slow` run between them).
 test-all: setup
