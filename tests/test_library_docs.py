@@ -94,7 +94,7 @@ def check_own_data_results(namespace, folder):
     saved = json.loads((folder / "adapters" / "emotion" / "adapter_config.json").read_text())
     assert saved["labels"] == list(EMOTIONS) and saved["task"] == "emotion"
     # Keras' contract: a History of the epochs trained, and the best epoch's file.
-    history = namespace["history"]
+    history = namespace["spam_history"]
     assert 1 <= len(history.epoch) <= 3 and namespace["val_auc"] == history.history["val_auc"]
     assert {"loss", "auc", "f1", "val_loss", "val_f1"} <= set(history.history)
     assert (folder / "spam_best.keras").is_file() and (folder / "spam.keras").is_file()
