@@ -124,3 +124,23 @@ def test_an_unreachable_store_is_one_line_naming_the_path(monkeypatch):
     assert not io_utils.isfile(missing)
     with pytest.raises(FileNotFoundError):
         io_utils.read_bytes(missing)
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, r"x\.json: file not found"),
+    (b"{not json", r"x\.json: not valid JSON \(line 1, column 2: "),
+    (b"\xff\xfe{}", r"x\.json: not UTF-8 text"),
+    (b"[1, 2]", r"x\.json: expected a JSON object at the top level, got list"),
+    (b"[" * 100000 + b"]" * 100000, r"x\.json: (JSON nested too deeply|not valid JSON)"),
+])
+def test_the_json_reader_names_the_file_and_what_was_expected(tmp_path, content, message):
+    class Refused(ValueError):
+        pass
+
+    path = tmp_path / "x.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(Refused, match=message):
+        io_utils.read_json_object(str(path), Refused)
+    path.write_text('{"a": [1, 2]}')
+    assert io_utils.read_json_object(str(path)) == {"a": [1, 2]}

@@ -161,13 +161,7 @@ def read_adapter_config(directory: str) -> dict:
     path = io_utils.join(directory, CONFIG_NAME)
     if not io_utils.isfile(path):
         raise AdapterFileError(f"{directory}: no {CONFIG_NAME}; not an adapter directory")
-    try:
-        description = json.loads(io_utils.read_text(path))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise AdapterFileError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(description, dict):
-        raise AdapterFileError(f"{path}: expected a JSON object at the top level, got "
-                               f"{type(description).__name__}")
+    description = io_utils.read_json_object(path, AdapterFileError)
     version = description.get("format_version")
     if version != FORMAT_VERSION:
         newer = isinstance(version, int) and version > FORMAT_VERSION

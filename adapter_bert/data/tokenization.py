@@ -1,7 +1,6 @@
 """The WordPiece tokenizer (on the `tokenizers` library) and its sanity checks."""
 
 import io
-import json
 import re
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -271,10 +270,10 @@ def checkpoint_lower_case(init_checkpoint: Optional[str]) -> Optional[bool]:
     config_path = io_utils.join(folder, "tokenizer_config.json")
     if io_utils.isfile(config_path):
         try:
-            value = json.loads(io_utils.read_text(config_path)).get("do_lower_case")
+            value = io_utils.read_json_object(config_path).get("do_lower_case")
             if isinstance(value, bool):
                 return value
-        except (OSError, ValueError):
+        except UserError:  # a tokenizer file we cannot read says nothing about casing
             pass
     match = _CASE_HINT.search(io_utils.basename(folder))
     if match:

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import hashlib
 import io
+import json
 import os
 import posixpath
 import re
@@ -300,6 +301,32 @@ def decode_utf8(data: bytes, where: str, error=UserError) -> str:
 def read_text(path: str, encoding: str = "utf-8") -> str:
     """The whole file decoded (raises UnicodeDecodeError like `open`)."""
     return read_bytes(path).decode(encoding)
+
+
+def read_json_object(path: str, error: Callable[[str], Exception] = UserError) -> dict:
+    """The JSON object in the file `path`: the one reader of the package's JSON files.
+
+    Raises:
+        `error` (UserError by default), one line naming the file and what was expected:
+        missing or unreadable, not UTF-8, not JSON, or not an object at the top level.
+    """
+    try:
+        value = json.loads(read_text(path))
+    except FileNotFoundError:
+        raise error(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
+                    f"{e.msg})") from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested too deeply") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read it ({error_reason(e)})") from None
+    if not isinstance(value, dict):
+        raise error(f"{path}: expected a JSON object at the top level, got "
+                    f"{type(value).__name__}")
+    return value
 
 
 def modified_time(path: str) -> float:

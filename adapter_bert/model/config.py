@@ -433,16 +433,7 @@ def check_types(values: Dict[str, Any], types: Dict[str, Any]) -> None:
 def _read_json_object(path: str) -> dict:
     if not io_utils.isfile(path):
         raise ConfigError(f"{path}: config file not found")
-    try:
-        values = json.loads(io_utils.read_text(path))
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})")
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply to be a config") from None
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a JSON object at the top level")
+    values = io_utils.read_json_object(path, ConfigError)
     return values
 
 

@@ -352,10 +352,7 @@ def _unpack(zip_path: str, target: str, entry: GoogleCheckpoint) -> None:
 
 def _check_config(folder: str, entry: GoogleCheckpoint) -> None:
     """The config says what the name says, and the weights agree with the config."""
-    try:
-        config = json.loads(io_utils.read_text(io_utils.join(folder, "bert_config.json")))
-    except (OSError, ValueError) as e:
-        raise _Failure(f"unreadable bert_config.json ({e})") from None
+    config = io_utils.read_json_object(io_utils.join(folder, "bert_config.json"), _Failure)
     expected = {"num_hidden_layers": entry.num_layers, "hidden_size": entry.hidden_size,
                 "num_attention_heads": entry.num_heads}
     wrong = [f"{key}={config.get(key)} (expected {value})" for key, value in expected.items()

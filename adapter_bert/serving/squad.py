@@ -14,7 +14,6 @@ package's own code (`data.squad.convert_examples_to_features`,
     answerer.answer("Who wrote Hamlet?", "Hamlet is a tragedy by William Shakespeare.")
 """
 
-import json
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -84,7 +83,7 @@ class SquadAnswerer:
 
     def __init__(self, export_dir: str, batch_size: int = 64):
         from adapter_bert.data.tokenization import load_tokenizer
-        self.info = json.loads(io_utils.read_text(io_utils.join(export_dir, INFO_FILE)))
+        self.info = io_utils.read_json_object(io_utils.join(export_dir, INFO_FILE))
         if self.info.get("kind") != "span":
             raise UserError(f"{export_dir} is a {self.info.get('kind')!r} export, not a SQuAD "
                             f"span model")

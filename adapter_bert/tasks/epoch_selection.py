@@ -110,4 +110,4 @@ def read_state(directory: str) -> Optional[dict]:
     path = io_utils.join(directory, STATE)
     if not io_utils.exists(path):
         return None
-    return json.loads(io_utils.read_text(path))
+    return io_utils.read_json_object(path)

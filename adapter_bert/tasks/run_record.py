@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 from absl import logging
 
 from adapter_bert import io_utils
+from adapter_bert.errors import UserError
 from adapter_bert.io_utils import folders
 from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.run_lock import LOCK_NAME
@@ -52,11 +53,11 @@ def read_record(output_dir: str) -> Optional[Dict[str, object]]:
     if not io_utils.isfile(path):
         return None
     try:
-        record = json.loads(io_utils.read_text(path))
-    except (OSError, ValueError, RecursionError) as e:
-        logging.warning("%s could not be read (%s): flags not compared", path, e)
+        record = io_utils.read_json_object(path)
+    except UserError as e:
+        logging.warning("%s: flags not compared", e)
         return None
-    flags = record.get("flags") if isinstance(record, dict) else None
+    flags = record.get("flags")
     if not isinstance(flags, dict):
         logging.warning("%s holds no flags record: flags not compared", path)
         return None

@@ -245,10 +245,10 @@ def _read_record(output_dir: str) -> Optional[dict]:
         raise FlagError(f"{path} was not written by a sweep: move it away, or use another "
                         f"--output_dir")
     try:
-        record = json.loads(io_utils.read_text(path))
+        record = io_utils.read_json_object(path)
         points(record["grid"])
         return record
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (UserError, KeyError, TypeError, AttributeError):
         raise FlagError(f"{path}: not a sweep record this version reads; use another "
                         f"--output_dir") from None
 
@@ -256,8 +256,8 @@ def _read_record(output_dir: str) -> Optional[dict]:
 def _finished(folder: str) -> bool:
     path = io_utils.join(folder, POINT_RECORD)
     try:
-        return bool(json.loads(io_utils.read_text(path)).get("done"))
-    except (OSError, ValueError, AttributeError):
+        return bool(io_utils.read_json_object(path).get("done"))
+    except UserError:  # absent or half-written: the point has not finished
         return False
 
 
@@ -270,7 +270,7 @@ def run_point(runner: str, argv: List[str], out: str, label: str) -> dict:
     """Runs (or resumes) one point in a process of its own, unless it finished; returns
     its record: wall time and the eval_results.txt figures."""
     record_path = io_utils.join(out, POINT_RECORD)
-    record = json.loads(io_utils.read_text(record_path)) if io_utils.exists(record_path) \
+    record = io_utils.read_json_object(record_path) if io_utils.exists(record_path) \
         else {"wall_s": 0.0, "done": False}
     if not record["done"]:
         print(f"sweep: {label}: running", flush=True)
