@@ -17,8 +17,8 @@ import sys
 
 # TensorFlow 2.21 turns its oneDNN CPU kernels on by default only on CPUs with AVX-512
 # deep-learning extensions. Without them (AVX2-only x86 CPUs) batched matmuls fall back
-# to Eigen, which ran BERT's attention products 4-5x slower on a 2-core AVX2 EPYC
-# (16-36 vs 6-9.5 ms per [32, 12, 128, 32] product) and an adapter-tuning step 1.6x slower.
+# to Eigen, which runs BERT's attention products several times slower and so an
+# adapter-tuning step markedly slower (docs/performance.md).
 # TensorFlow reads the switch once, while it loads, so it is set here, where importing
 # any part of the package sets it before the package imports TensorFlow. An explicit
 # TF_ENABLE_ONEDNN_OPTS (0 turns oneDNN off) is left as it is.
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 
 # TensorFlow 2.20 or 2.21 with the matching tf-keras must be installed (pip does not add
 # them: see install_check). The check reads package metadata only when TensorFlow is
-# first imported, so importing the package stays cheap (about 2 ms more).
+# first imported, so importing the package stays cheap.
 from adapter_bert import install_check as _install_check  # noqa: E402
 
 _install_check.check_before_import()

@@ -46,7 +46,7 @@ def _minor_text(version: str) -> str:
 
 def installed_versions(names) -> Dict[str, str]:
     """{distribution name: version} of those of `names` that are installed, in order."""
-    import importlib.metadata  # Imported here: about 50 ms, paid only when checking.
+    import importlib.metadata  # Imported here: paid only when checking.
     found = {}
     for name in names:
         try:
