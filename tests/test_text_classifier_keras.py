@@ -87,6 +87,14 @@ def test_from_adapter_is_quiet_and_keeps_the_pair_flag(backbone, tmp_path, capsy
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
+def test_ab_save_adapter_writes_its_directory(model, tmp_path):
+    ab.save_adapter(model, str(tmp_path / "adapter"), task="moods")
+    written = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert written["labels"] == list(MOODS) and written["task"] == "moods"
+    with pytest.raises(ValueError, match=r"labels \['a', 'b'\] are not the model's"):
+        ab.save_adapter(model, str(tmp_path / "other"), labels=["a", "b"])
+
+
 def test_one_probability_metrics_read_the_second_labels_probability():
     logits = np.array([[2.0, -1.0], [0.0, 1.0], [-1.0, 3.0], [1.0, 0.0], [0.2, 0.1]])
     labels = np.array([0, 1, 1, 0, 1])
