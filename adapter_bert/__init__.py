@@ -119,7 +119,8 @@ class _RegisterWhenKerasLoads:
     def find_spec(self, fullname, path=None, target=None):  # noqa: D102 (finder protocol)
         if fullname != "tf_keras":
             return None
-        sys.meta_path.remove(self)
+        if self in sys.meta_path:  # only this finder, once (another thread may be first)
+            sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
             load = spec.loader.exec_module

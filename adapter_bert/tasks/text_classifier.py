@@ -14,7 +14,7 @@ SavedModels load back with `tf_keras.models.load_model` once the package is impo
 """
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -34,6 +34,10 @@ from adapter_bert.metrics.keras_metrics import PearsonCorrelation, for_logits
 from adapter_bert.model.checkpoints import resolve_backbone
 from adapter_bert.model.config import BertConfig
 from adapter_bert.model.inputs import FeatureInputs, check_tf_keras
+from adapter_bert.tasks.keras_inputs import (checked_labels, holds_features, is_empty,
+                                             materialised, refuse_other_arguments, split_off,
+                                             label_values, sample_weights, text_columns,
+                                             whole_epochs)
 from adapter_bert.precision import apply_dtype
 from adapter_bert.tasks import base, run_lock, settings
 from adapter_bert.tasks.classifier import (ClassWeightedCrossEntropy, class_weights_for,
@@ -126,7 +130,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         Raises ValueError for missing or repeated labels, or labels with `regression`;
         CheckpointError, ConfigError or TokenizerError for unusable backbone files.
         """
-        labels = _checked_labels(labels, regression)
+        labels = checked_labels(labels, regression)
         if tuning_mode == "top_k":
             raise UserError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
                             "--tuning_mode=top_k --top_k_layers=N")
@@ -227,8 +231,8 @@ class TextClassifier(FeatureInputs, keras.Model):
         regression; None: ids 0), with `sample_weight` (one number per text) if given.
         ValueError naming the first text or label not as expected.
         """
-        texts, second = _texts(x)
-        targets = _targets(y, len(texts), self.labels)
+        texts, second = text_columns(x)
+        targets = label_values(y, len(texts), self.labels)
         examples = [InputExample(str(i), a, None if second is None else second[i], target)
                     for i, (a, target) in enumerate(zip(texts, targets))]
         features = convert_examples_to_features(examples, list(self.labels), self.max_seq_length,
@@ -236,7 +240,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         if not self.labels:
             features[LABEL_KEY] = features[LABEL_KEY].reshape(-1, 1)
         if sample_weight is not None:
-            features[WEIGHT_KEY] = _weights(sample_weight, len(texts))
+            features[WEIGHT_KEY] = sample_weights(sample_weight, len(texts))
         return features
 
     # ------------------------------------------------------------- compiling
@@ -310,22 +314,22 @@ class TextClassifier(FeatureInputs, keras.Model):
         expected, TrainingError for a NaN loss, FlagError when another run holds
         `checkpoint_dir`.
         """
-        _refuse_other_arguments("fit", kwargs)
+        refuse_other_arguments("fit", kwargs)
         callbacks = list(callbacks or [])
         check_tf_keras(callbacks, "callbacks", "fit(callbacks=...)")
         verbose = 1 if verbose == "auto" else verbose
-        if _holds_features(x):
+        if holds_features(x):
             if not self._is_compiled:
                 raise UserError("fit: a dataset of features trains with Keras' own fit: "
                                 "compile the model first, or pass texts")
             return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks,
                                validation_data=validation_data, initial_epoch=initial_epoch,
                                class_weight=class_weight)
-        x, y, sample_weight = _materialised(x, y, sample_weight, "fit")
+        x, y, sample_weight = materialised(x, y, sample_weight, "fit")
         if y is None:
             raise UserError("fit needs y: a label (name, id or float) for each text")
         if validation_split and validation_data is None:
-            x, y, sample_weight, validation_data = _split_off(x, y, sample_weight,
+            x, y, sample_weight, validation_data = split_off(x, y, sample_weight,
                                                               validation_split)
         features = self.features(x, y, sample_weight)
         self.pair = isinstance(x, tuple)
@@ -336,7 +340,7 @@ class TextClassifier(FeatureInputs, keras.Model):
             if labels else [], name="class_weight")
         count = len(features["input_ids"])
         batch = min(int(batch_size or BATCH_SIZE), count)
-        epoch_steps, epochs = math.ceil(count / batch), _whole_epochs(epochs, initial_epoch)
+        epoch_steps, epochs = math.ceil(count / batch), whole_epochs(epochs, initial_epoch)
         total = epoch_steps * epochs
         choice = choose_optimizer(self.tuning_mode, learning_rate)
         schedule = TrainSchedule(total, choice.warmup_steps(int(total * warmup_proportion),
@@ -386,10 +390,10 @@ class TextClassifier(FeatureInputs, keras.Model):
 
     def _validation_dataset(self, data, batch_size: Optional[int]):
         """Keras' validation batches (inputs, labels[, weights]) of `validation_data`."""
-        if data is None or _holds_features(data):
+        if data is None or holds_features(data):
             return data
         if isinstance(data, tf.data.Dataset):
-            x, y, weights = _materialised(data, None, None, "validation_data")
+            x, y, weights = materialised(data, None, None, "validation_data")
         elif isinstance(data, tuple) and len(data) in (2, 3):
             x, y, weights = (*data, None)[:3]
         else:
@@ -412,11 +416,11 @@ class TextClassifier(FeatureInputs, keras.Model):
         Batches are sorted by length and padded to their longest row, as the runner
         predicts. A features dict or dataset of features goes to Keras' own `predict`.
         """
-        if isinstance(x, dict) or _holds_features(x):
+        if isinstance(x, dict) or holds_features(x):
             return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
-        _refuse_other_arguments("predict", kwargs, allowed=("callbacks", "steps"))
-        x, _, _ = _materialised(x, None, None, "predict")
-        if _is_empty(x):
+        refuse_other_arguments("predict", kwargs, allowed=("callbacks", "steps"))
+        x, _, _ = materialised(x, None, None, "predict")
+        if is_empty(x):
             outputs = max(1, len(self.labels))
             return [] if return_labels else np.zeros((0, outputs), np.float32)
         logits = predict_features(self, self.features(x), INPUT_KEYS, batch_size,
@@ -435,12 +439,12 @@ class TextClassifier(FeatureInputs, keras.Model):
         recall and f1 of the second; pearson, spearmanr and mse for regression), and
         "per_class". A dataset of features goes to Keras' own `evaluate`.
         """
-        if _holds_features(x):
+        if holds_features(x):
             return super().evaluate(x, y, verbose=verbose, sample_weight=sample_weight,
                                     **kwargs)
-        _refuse_other_arguments("evaluate", kwargs, allowed=("callbacks", "steps",
+        refuse_other_arguments("evaluate", kwargs, allowed=("callbacks", "steps",
                                                              "return_dict"))
-        x, y, _ = _materialised(x, y, None, "evaluate")
+        x, y, _ = materialised(x, y, None, "evaluate")
         if y is None:
             raise UserError("evaluate needs y: a label (name, id or float) for each text")
         features = self.features(x, y)
@@ -470,185 +474,3 @@ class TextClassifier(FeatureInputs, keras.Model):
         return save_trained_weights(self.classifier, directory, task or self.task,
                                     list(self.labels), self.tuning_mode,
                                     {k: v for k, v in training.items() if v} or None)
-
-
-# Keras `Model.fit` arguments this `fit` does not take, and why (one line each).
-_NOT_TAKEN = {
-    "steps_per_epoch": "an epoch is every text once (batch_size sets the steps)",
-    "validation_steps": "the whole validation set is scored",
-    "validation_batch_size": "validation runs at batch_size",
-    "validation_freq": "every epoch is validated",
-}
-
-
-def _refuse_other_arguments(method: str, kwargs: dict, allowed: Sequence[str] = ()) -> None:
-    """One line naming a keyword argument `method` does not take (a typo trains nothing)."""
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        why = _NOT_TAKEN.get(unknown[0])
-        raise UserError(f"{method}() got {unknown[0]}=, which it does not take"
-                        + (f" ({why})" if why else "; see help(TextClassifier." + method + ")"))
-
-
-def _holds_features(x) -> bool:
-    """Whether `x` is a tf.data.Dataset whose inputs are the features dict."""
-    if not isinstance(x, tf.data.Dataset):
-        return False
-    spec = x.element_spec
-    first = spec[0] if isinstance(spec, tuple) else spec
-    return isinstance(first, dict) and "input_ids" in first
-
-
-def _materialised(x, y, weights, method: str):
-    """(x, y, weights) with a dataset of raw strings read into lists: its elements are
-    text or `(first, second)`, alone (predict) or with a label and a weight, batched or not."""
-    if not isinstance(x, tf.data.Dataset):
-        return x, y, weights
-    if y is not None:
-        raise UserError(f"{method}: y must be None when x is a dataset (its elements hold "
-                        f"the labels)")
-    spec = x.element_spec
-    text = spec[0] if isinstance(spec, tuple) else spec
-    one = text[0] if isinstance(text, tuple) else text
-    if not isinstance(one, tf.TensorSpec) or one.dtype != tf.string:
-        raise UserError(f"{method}: a dataset's elements must be texts, (text, label) or "
-                        f"(text, label, weight) (a text may be a (first, second) pair); got "
-                        f"{spec}")
-    dataset = x.unbatch() if one.shape.rank else x
-    columns: List[list] = []
-    for element in dataset.as_numpy_iterator():
-        element = element if isinstance(spec, tuple) else (element,)
-        if not columns:
-            columns = [[] for _ in element]
-        for column, value in zip(columns, element):
-            column.append(value)
-    if not columns:
-        return [], None, None
-    texts = columns[0]
-    if isinstance(text, tuple):
-        texts = ([a for a, _ in texts], [b for _, b in texts])
-    labels = columns[1] if len(columns) > 1 and method != "predict" else None
-    return texts, labels, columns[2] if len(columns) > 2 else None
-
-
-def _split_off(x, y, weights, fraction: float):
-    """Keras' validation_split: the last `fraction` of the rows, before any shuffling."""
-    if not 0 < fraction < 1:
-        raise UserError(f"validation_split={fraction}: expected a fraction between 0 and 1")
-    count = len(x[0]) if isinstance(x, tuple) else len(x)
-    cut = int(count * (1 - fraction))
-    if not 0 < cut < count:
-        raise UserError(f"validation_split={fraction} of {count} texts leaves no training or "
-                        f"no validation row")
-
-    def part(values, rows):
-        if values is None:
-            return None
-        if isinstance(values, tuple):
-            return tuple(list(v)[rows] for v in values)
-        return list(values)[rows] if not isinstance(values, np.ndarray) else values[rows]
-
-    head, tail = slice(0, cut), slice(cut, None)
-    return (part(x, head), part(y, head), part(weights, head),
-            (part(x, tail), part(y, tail), part(weights, tail)) if weights is not None
-            else (part(x, tail), part(y, tail)))
-
-
-def _whole_epochs(epochs, initial_epoch: int) -> int:
-    """Keras' epochs: a whole number above initial_epoch."""
-    if float(epochs) != int(epochs) or int(epochs) < 1:
-        raise UserError(f"epochs={epochs}: Keras epochs are whole passes (run_classifier.py "
-                        f"--num_train_epochs takes fractions)")
-    if not 0 <= int(initial_epoch) < int(epochs):
-        raise UserError(f"initial_epoch={initial_epoch}: expected 0 <= initial_epoch < "
-                        f"epochs={epochs}")
-    return int(epochs)
-
-
-def _weights(values, count: int) -> np.ndarray:
-    weights = np.asarray(values.numpy() if isinstance(values, tf.Tensor) else values,
-                         np.float32).reshape(-1)
-    if len(weights) != count:
-        raise UserError(f"sample_weight: {len(weights)} weights for {count} texts")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise UserError("sample_weight: weights must be finite numbers >= 0")
-    return weights
-
-
-def _is_empty(x) -> bool:
-    if isinstance(x, tuple):
-        return all(len(part) == 0 for part in x)
-    return not isinstance(x, (str, bytes)) and x is not None and len(x) == 0
-
-
-def _checked_labels(labels, regression: bool) -> List[str]:
-    if regression:
-        if labels:
-            raise UserError("regression=True takes no labels (one float output)")
-        return []
-    if labels is None or isinstance(labels, str) or len(labels) < 2:
-        raise UserError(f"labels: need a list of two or more label names, got {labels!r}")
-    names = [str(label) for label in labels]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise UserError(f"labels: {', '.join(repeated)} given more than once")
-    return names
-
-
-def _texts(x):
-    """(texts, second texts or None) of `features`' `x`, checked."""
-    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], (str, bytes)):
-        first, second = _strings(x[0], "x[0]"), _strings(x[1], "x[1]")
-        if len(first) != len(second):
-            raise UserError(f"x: a sentence pair needs as many second texts as first ones "
-                            f"({len(first)} and {len(second)})")
-        return first, second
-    return _strings(x, "x"), None
-
-
-def _strings(values, what: str) -> List[str]:
-    if isinstance(values, (str, bytes)) or values is None:
-        raise UserError(f"{what}: expected a sequence of texts, got {type(values).__name__}")
-    values = values.numpy() if isinstance(values, tf.Tensor) else values
-    texts = []
-    for i, value in enumerate(values):
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if not isinstance(value, str):
-            raise UserError(f"{what}[{i}]: expected a text, got {type(value).__name__} "
-                            f"{value!r}")
-        texts.append(value)
-    if not texts:
-        raise UserError(f"{what}: no texts")
-    return texts
-
-
-def _targets(y, count: int, labels: Sequence[str]) -> list:
-    """Label names (classification) or floats (regression) of `y`; None when no `y`."""
-    if y is None:
-        return [None] * count
-    y = y.numpy() if isinstance(y, tf.Tensor) else y
-    values = list(np.asarray(y).reshape(-1)) if isinstance(y, np.ndarray) else list(y)
-    if len(values) != count:
-        raise UserError(f"y: {len(values)} labels for {count} texts")
-    if not labels:
-        try:
-            return [float(v) for v in values]
-        except (TypeError, ValueError):
-            raise UserError("y: regression targets must be numbers") from None
-    known = set(labels)
-    targets = []
-    for i, value in enumerate(values):
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and \
-                str(value) not in known:
-            if not 0 <= value < len(labels):
-                raise UserError(f"y[{i}]: label id {value} is not in 0..{len(labels) - 1}")
-            value = labels[value]
-        value = str(value)
-        if value not in known:
-            raise UserError(f"y[{i}]: {value!r} is not one of the labels "
-                            f"({', '.join(labels)})")
-        targets.append(value)
-    return targets
