@@ -41,12 +41,9 @@ import tf_keras as keras  # noqa: E402
 
 from adapter_bert.model.adapter_layers import HoulsbyAdapter  # noqa: E402
 from adapter_bert.model.config import AdapterConfig  # noqa: E402
-from adapter_bert.adapters.tuning import parameter_line  # noqa: E402
+from adapter_bert.adapters.tuning import parameter_line, train_only  # noqa: E402
+from adapter_bert.model.naming import direct_weights  # noqa: E402
 from adapter_bert.model.encoder import backbone_of, reset_compiled_functions  # noqa: E402
-
-# Attribute under which frozen weights of layers that also own trainable children are kept.
-_FROZEN = "_adapter_bert_frozen_weights"
-
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class DropoutThenAdapter(keras.layers.Layer):
@@ -215,44 +212,9 @@ def _all_layers(model) -> List[keras.layers.Layer]:
     return list(model._flatten_layers(include_self=True, recursive=True))  # noqa: SLF001
 
 
-def _has_children(layer) -> bool:
-    return any(True for _ in layer._flatten_layers(include_self=False, recursive=False))  # noqa: SLF001
-
-
-def _own_weights(layer) -> list:
-    return list(layer._trainable_weights) + list(getattr(layer, _FROZEN, []))  # noqa: SLF001
-
-
-def _set_own_weights_trainable(layer, trainable: bool) -> None:
-    """Freezes or unfreezes the weights a layer owns itself, leaving its children alone.
-
-    Keras 2 hides every child's weights when a container is frozen, so a layer that owns
-    weights and has children to train (transformers' `TFBertEmbeddings` owns the tables
-    and has the embedding LayerNorm as a child) stays trainable and its own weights are
-    moved to its non-trainable list instead. Leaf layers use Keras' `trainable` flag.
-    """
-    if not _has_children(layer):
-        layer.trainable = trainable
-        return
-    layer._trainable = True  # noqa: SLF001 - the public setter would recurse into children
-    frozen = list(getattr(layer, _FROZEN, []))
-    if trainable:
-        for variable in frozen:
-            layer._non_trainable_weights.remove(variable)  # noqa: SLF001
-            layer._trainable_weights.append(variable)  # noqa: SLF001
-        object.__setattr__(layer, _FROZEN, [])
-    else:
-        for variable in list(layer._trainable_weights):  # noqa: SLF001
-            layer._trainable_weights.remove(variable)  # noqa: SLF001
-            layer._non_trainable_weights.append(variable)  # noqa: SLF001
-            frozen.append(variable)
-        # Plain attribute: Keras would track a list of variables set the usual way as
-        # the layer's own (trainable) weights.
-        object.__setattr__(layer, _FROZEN, frozen)
-
-
 def freeze_for_adapter_tuning(model, train_pooler: bool = False, train_head: bool = True) -> None:
-    """Makes only the adapters, every LayerNorm, and optionally pooler and head trainable.
+    """Makes only the adapters, every LayerNorm, and optionally pooler and head trainable
+    (through `tuning.train_only`, as the package's own models).
 
     Args:
         model: a transformers TF BERT model (built).
@@ -262,31 +224,20 @@ def freeze_for_adapter_tuning(model, train_pooler: bool = False, train_head: boo
     """
     bert = main_layer(model)
     in_bert = {id(layer) for layer in _all_layers(bert)}
-    in_pooler = ({id(layer) for layer in _all_layers(bert.pooler)}
-                 if getattr(bert, "pooler", None) is not None else set())
-    for layer in _all_layers(model):
-        if not _own_weights(layer):
-            layer._trainable = True  # noqa: SLF001 - containers stay open
-            continue
-        if isinstance(layer, (HoulsbyAdapter, keras.layers.LayerNormalization)):
-            train = True
-        elif id(layer) in in_pooler:
-            train = train_pooler
-        elif id(layer) not in in_bert:
-            train = train_head
-        else:
-            train = False
-        _set_own_weights_trainable(layer, train)
+    chosen = [layer for layer in _all_layers(model)
+              if isinstance(layer, (HoulsbyAdapter, keras.layers.LayerNormalization))]
+    if train_pooler and getattr(bert, "pooler", None) is not None:
+        chosen.append(bert.pooler)
+    if train_head:
+        chosen += [layer for layer in _all_layers(model)
+                   if id(layer) not in in_bert and direct_weights(layer)]
+    train_only(model, chosen)
     reset_compiled_functions(model)
 
 
 def unfreeze(model) -> None:
     """Makes every weight of the model trainable again (undoes the freezing)."""
-    for layer in _all_layers(model):
-        if _own_weights(layer):
-            _set_own_weights_trainable(layer, True)
-        else:
-            layer._trainable = True  # noqa: SLF001
+    train_only(model, [model])
     reset_compiled_functions(model)
 
 

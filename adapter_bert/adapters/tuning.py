@@ -5,8 +5,9 @@ Modes: `adapter` (adapters, every LayerNorm and the head, as google-research/ada
 `train_pooler` ("auto", as `--train_pooler`) trains the pooler in the first two only when
 the backbone's was never trained (`pooler_is_untrained`). A model with named adapters
 trains the active one; a `frozen_backbone` model (ResAdapter) its side network and head.
-Freezing applies to leaf layers only (a frozen Keras 2 container hides its children's
-weights) and depends only on each layer's role, never on build order.
+Freezing applies to the layers owning weights only (a frozen Keras 2 container hides its
+children's weights; one that owns weights too freezes just its own, as transformers'
+models need) and depends only on each layer's role, never on build order.
 """
 
 import logging
@@ -37,6 +38,9 @@ _LAYER_INDEX = re.compile(r"/layer_(\d+)(/|$)")
 
 # Scopes of side networks that live beside the backbone and count as adapters.
 _SIDE_NETWORK_SCOPES = ("resadapter",)
+
+# Where a layer that owns weights and has children keeps its frozen own weights.
+_FROZEN = "_adapter_bert_frozen_weights"
 
 
 def _component(scope: str, layer) -> str:
@@ -170,10 +174,40 @@ def train_only(model, layers) -> None:
     own = {id(sub) for layer in layers
            for sub in layer._flatten_layers(include_self=True)}  # noqa: SLF001
     for _, layer in walk_layers(model):
-        if _is_leaf(layer):
-            layer.trainable = id(layer) in own
-        else:
+        if not _is_leaf(layer):
             layer._trainable = True  # noqa: SLF001 - the setter would recurse into children
+        elif _has_children(layer):
+            _set_own_weights_trainable(layer, id(layer) in own)
+        else:
+            layer.trainable = id(layer) in own
+
+
+def _has_children(layer) -> bool:
+    return any(True for _ in layer._flatten_layers(include_self=False, recursive=False))  # noqa: SLF001
+
+
+def _set_own_weights_trainable(layer, trainable: bool) -> None:
+    """Freezes or unfreezes the weights a layer that has children owns itself.
+
+    Keras 2 hides every child's weights when a container is frozen, so such a layer
+    (transformers' `TFBertEmbeddings` owns the tables and has the embedding LayerNorm as a
+    child) stays trainable and its own weights move to its non-trainable list instead.
+    """
+    layer._trainable = True  # noqa: SLF001 - the public setter would recurse into children
+    frozen = list(getattr(layer, _FROZEN, []))
+    if trainable:
+        for variable in frozen:
+            layer._non_trainable_weights.remove(variable)  # noqa: SLF001
+            layer._trainable_weights.append(variable)  # noqa: SLF001
+        frozen = []
+    else:
+        for variable in list(layer._trainable_weights):  # noqa: SLF001
+            layer._trainable_weights.remove(variable)  # noqa: SLF001
+            layer._non_trainable_weights.append(variable)  # noqa: SLF001
+            frozen.append(variable)
+    # Plain attribute: Keras would track a list of variables set the usual way as the
+    # layer's own (trainable) weights.
+    object.__setattr__(layer, _FROZEN, frozen)
 
 
 def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool = True) -> bool:
