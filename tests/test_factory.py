@@ -15,7 +15,7 @@ from adapter_bert.model.encoder import backbone_of
 from adapter_bert.model.factory import task_model
 from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.model.naming import tf1_variables
-from adapter_bert.tasks.task_models import new_task_model
+from adapter_bert.tasks.task_models import ModelRecipe
 
 
 @pytest.mark.parametrize("head,cls", [(None, BertNetwork), ("classifier", BertClassifierNetwork),
@@ -32,7 +32,7 @@ def test_task_model_picks_the_class_of_the_head(tiny_config, head, cls):
 
 
 def test_task_model_refuses_unknown_heads_and_classifiers_without_labels(tiny_config):
-    with pytest.raises(ValueError, match="head must be None, 'classifier' or 'span'"):
+    with pytest.raises(ValueError, match="head must be one of None, 'classifier', 'span'"):
         task_model(tiny_config, "tagger")
     with pytest.raises(ValueError, match="needs num_labels"):
         task_model(tiny_config, "classifier")
@@ -41,7 +41,7 @@ def test_task_model_refuses_unknown_heads_and_classifiers_without_labels(tiny_co
 def test_runners_build_the_librarys_models_with_the_task_named_adapter(tiny_config):
     from adapter_bert.adapters.models import MODELS
     from adapter_bert.model.checkpoints import build_model
-    ours = new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4), adapter_name="mrpc")
+    ours = ModelRecipe("classifier", 2, AdapterConfig(size=4), task="MRPC").new_model(tiny_config)
     theirs = task_model(tiny_config, "classifier", 2, AdapterConfig(size=4), classes=MODELS)
     build_model(ours)
     build_model(theirs)
@@ -52,15 +52,16 @@ def test_runners_build_the_librarys_models_with_the_task_named_adapter(tiny_conf
         sorted(n.replace("/adapter/", "/") for n in tf1_variables(theirs))
 
 
-def test_runners_build_a_resadapter_beside_the_factory(tiny_config):
-    model = new_task_model(tiny_config, "classifier", 2,
-                           resadapter_config=ResAdapterConfig(size=4))
-    assert isinstance(model, ResAdapterClassifier)
+def test_runners_build_a_resadapter_through_the_factory(tiny_config):
+    recipe = ModelRecipe("classifier", 2, resadapter_config=ResAdapterConfig(size=4))
+    assert isinstance(recipe.new_model(tiny_config), ResAdapterClassifier)
     with pytest.raises(ValueError, match="free of inner adapters"):
-        new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4),
-                       ResAdapterConfig(size=4))
-    with pytest.raises(ValueError, match="head must be one of"):
-        new_task_model(tiny_config, None)
+        ModelRecipe("classifier", 2, AdapterConfig(size=4),
+                    ResAdapterConfig(size=4)).new_model(tiny_config)
+    with pytest.raises(ValueError, match="head must be one of 'classifier', 'span', got None"):
+        ModelRecipe(None, resadapter_config=ResAdapterConfig(size=4)).new_model(tiny_config)
+    with pytest.raises(ValueError, match="head must be one of None, 'classifier', 'span', got 'x'"):
+        ModelRecipe("x").new_model(tiny_config)
 
 
 @pytest.mark.parametrize("task, name", [

@@ -350,3 +350,7 @@ class ResAdapterSpanModel(_ResAdapterTaskModel):
         config = dict(config)
         return cls(BertConfig.from_dict(config.pop("config")),
                    ResAdapterConfig.from_dict(config.pop("resadapter_config")), **config)
+
+
+# The classes `model.factory.task_model` builds for a ResAdapter run, by head.
+MODELS = {"classifier": ResAdapterClassifier, "span": ResAdapterSpanModel}

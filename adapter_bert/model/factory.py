@@ -19,8 +19,6 @@ from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.precision import apply_dtype
 from adapter_bert.errors import UserError
 
-HEADS = ("classifier", "span")
-
 # The class built for each head (None: the bare encoder). `adapter_bert.adapters.models`
 # passes its subclasses, which add the adapter API (`ab.load_pretrained` builds those).
 NETWORKS = {None: BertNetwork, "classifier": BertClassifierNetwork, "span": BertSpanNetwork}
@@ -31,26 +29,28 @@ _ADAPTER_CONFIG_FILE = "adapter_config.json"
 
 def task_model(bert_config: BertConfig, head: Optional[str] = None,
                num_labels: Optional[int] = None, adapter_config=None,
-               classes: Optional[Mapping] = None):
+               classes: Optional[Mapping] = None, **options):
     """An unbuilt model: `BertNetwork` (head None), `BertClassifierNetwork` or
-    `BertSpanNetwork`, or the classes `classes` maps heads to. Only classes with the adapter
-    API (`adapters.models.MODELS`) take an `adapter_config`. Raises ValueError for an
-    unknown head, a classifier without `num_labels`, or an adapter the classes cannot hold.
+    `BertSpanNetwork`, or the class `classes` maps the head to (the adapter API's
+    `adapters.models.MODELS`, a ResAdapter's `adapters.resadapter.MODELS`); `options` go to
+    that class (`adapter_name`, `resadapter_config`). Only classes with the adapter API take
+    an `adapter_config`. Raises ValueError for a head the classes lack, a classifier without
+    `num_labels`, or an adapter the classes cannot hold.
     """
     classes = NETWORKS if classes is None else classes
-    if head is not None and head not in HEADS:
-        raise UserError(f"head must be None, 'classifier' or 'span', got {head!r}")
+    if head not in classes:
+        raise UserError(f"head must be one of {', '.join(map(repr, classes))}, got {head!r}")
     if head == "classifier" and num_labels is None:
         raise UserError("a classifier head needs num_labels")
-    adapter = {}
     if adapter_config is not None:
-        if classes[head] is NETWORKS[head]:
+        if classes[head] is NETWORKS.get(head):
             raise UserError("model/'s networks hold no adapters: build the model with "
                             "ab.load_pretrained(..., adapter_config=...)")
-        adapter = {"adapter_config": adapter_config}
-    if head == "classifier":
-        return classes["classifier"](bert_config, num_labels, **adapter)
-    return classes[head](bert_config, **adapter)
+        if "resadapter_config" in options:
+            raise UserError("a ResAdapter model keeps BERT free of inner adapters")
+        options["adapter_config"] = adapter_config
+    labels = (num_labels,) if head == "classifier" else ()
+    return classes[head](bert_config, *labels, **options)
 
 
 def build_pretrained(path: Optional[str] = None, adapter_config=None, head: Optional[str] = None,

@@ -21,7 +21,7 @@ from adapter_bert.adapters.files import load_trained_weights, save_trained_weigh
 from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.console import configure_logging
 from adapter_bert.errors import UserError
-from adapter_bert.data.tokenization import (check_vocab_matches_config,
+from adapter_bert.data.tokenization import (check_vocab_matches_config, checkpoint_lower_case,
                                             load_tokenizer, validate_case_matches_checkpoint)
 from adapter_bert.io_utils import (atomic_write_text, makedirs, read_text,
                                    remove_stale_temporaries)
@@ -32,7 +32,7 @@ from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output_dir,
                                            write_record)
-from adapter_bert.tasks.task_models import build_task_model_for_flags
+from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, set_seed, steps_per_execution)
@@ -95,9 +95,11 @@ class TaskRun:
         if static_shapes is not None:
             self.static_shapes = bool(static_shapes)
         try:
-            self.model, self.param_results = build_task_model_for_flags(
-                self.strategy, self.backbone, flag_values, self.HEAD,
-                num_labels=self.num_labels, train_pooler=self.train_pooler, task=self.task)
+            recipe = ModelRecipe.from_flags(flag_values, self.HEAD, self.num_labels,
+                                            self.train_pooler, self.task)
+            self.model = recipe.build(self.strategy, self.backbone,
+                                      training=bool(getattr(flag_values, "do_train", True)))
+            self.param_results = report_parameters(self.model)
         except BaseException:
             self.close()
             raise
@@ -171,10 +173,11 @@ def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
 
 
 def load_backbone(init_checkpoint: Optional[str], config_file: Optional[str],
-                  vocab_file: Optional[str], do_lower_case: bool,
-                  max_seq_length: int) -> Backbone:
+                  vocab_file: Optional[str], do_lower_case: Optional[bool],
+                  max_seq_length: Optional[int]) -> Backbone:
     """Resolves checkpoint, config and vocabulary and checks they fit the sequence length
-    and the casing.
+    and the casing. `do_lower_case` None: as the checkpoint says (lower case when it says
+    nothing); `max_seq_length` None: not checked here.
 
     Raises:
         FlagError, CheckpointError, ConfigError, TokenizerError: with a clear message.
@@ -183,10 +186,12 @@ def load_backbone(init_checkpoint: Optional[str], config_file: Optional[str],
     if files.vocab_file is None:
         raise FlagError(f"no vocab.txt beside {files.weights}; pass --vocab_file")
     config = BertConfig.from_json_file(files.config_file)
-    if max_seq_length > config.max_position_embeddings:
+    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise FlagError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
                         f"only trained up to sequence length {config.max_position_embeddings} "
                         f"(--max_seq_length)")
+    if do_lower_case is None:
+        do_lower_case = checkpoint_lower_case(files.weights) is not False
     validate_case_matches_checkpoint(do_lower_case, files.weights)
     tokenizer = load_tokenizer(files.vocab_file, do_lower_case)
     check_vocab_matches_config(tokenizer, config, files.vocab_file)

@@ -1,31 +1,32 @@
 """Which task model a run builds: the one seam between the flags and the model classes.
 
-`build_task_model_for_flags` is what both runners call. It builds
+`ModelRecipe` is what both runners (`ModelRecipe.from_flags`) and `TextClassifier` build:
 - a `ResAdapterClassifier` / `ResAdapterSpanModel` with `--adapter_type=resadapter`
   (a side network of cells beside a wholly frozen BERT, see `resadapter`), or
 - a `BertClassifier` / `BertSpanModel` otherwise (adapters inside BERT, or none),
 
-then loads the pretrained backbone under the run's strategy, applies the tuning mode and
-prints the parameter line. With `--load_adapter` the adapter directory, not the flags,
-says which kind of model to build, so an evaluation run needs no architecture flags.
+with the pretrained backbone's weights under the run's strategy and the tuning mode
+applied; `report_parameters` prints the parameter line. With `--load_adapter` the adapter
+directory, not the flags, says which kind of model to build, so an evaluation run needs no
+architecture flags.
 """
 
+import dataclasses
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from absl import logging
 
 from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
-from adapter_bert.adapters.resadapter import (ResAdapterClassifier, ResAdapterConfig,
-                                              ResAdapterSpanModel)
+from adapter_bert.adapters import resadapter
+from adapter_bert.adapters.resadapter import ResAdapterConfig
 from adapter_bert.adapters.tuning import (apply_tuning, parameter_report, parameter_summary,
                                           resolve_train_pooler)
 from adapter_bert.model.config import AdapterConfig, adapter_family
-from adapter_bert.adapters.models import BertClassifier, BertSpanModel
+from adapter_bert.adapters.models import MODELS
 from adapter_bert.adapters.named import RESERVED_NAMES
-from adapter_bert.model.factory import HEADS, load_backbone_weights
+from adapter_bert.model.factory import load_backbone_weights, task_model
 from adapter_bert.tasks.flag_checks import FlagError, adapter_type, was_set
-from adapter_bert.errors import UserError
 
 
 def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
@@ -50,32 +51,6 @@ def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
                             pooling=flag_values.resadapter_pooling)
 
 
-def new_task_model(bert_config, head: str, num_labels: Optional[int] = None,
-                   adapter_config=None, resadapter_config: Optional[ResAdapterConfig] = None,
-                   adapter_name: Optional[str] = None):
-    """An unbuilt task model: a ResAdapter one when `resadapter_config` is given.
-
-    `head` is "classifier" (with `num_labels`, 1 for regression) or "span"; `adapter_config`
-    becomes the named adapter `adapter_name` (the task's, `adapter_name_for`). Raises
-    ValueError for an unknown head, a classifier without `num_labels`, or both kinds of
-    adapter at once.
-    """
-    if head not in HEADS:
-        raise UserError(f"head must be one of {HEADS}, got {head!r}")
-    if resadapter_config is None:
-        if head == "classifier":
-            return BertClassifier(bert_config, num_labels, adapter_config,
-                                  adapter_name=adapter_name)
-        return BertSpanModel(bert_config, adapter_config, adapter_name=adapter_name)
-    if head == "classifier" and num_labels is None:
-        raise UserError("a classifier head needs num_labels")
-    if adapter_config is not None:
-        raise UserError("a ResAdapter model keeps BERT free of inner adapters")
-    if head == "classifier":
-        return ResAdapterClassifier(bert_config, num_labels, resadapter_config)
-    return ResAdapterSpanModel(bert_config, resadapter_config)
-
-
 def adapter_name_for(task: str) -> str:
     """The name of a run's adapter: its task's name, as an adapter name allows it
     (letters, digits, `_`, `.`, `-`; others become `_`)."""
@@ -83,27 +58,63 @@ def adapter_name_for(task: str) -> str:
     return name if name not in RESERVED_NAMES else f"{name}_task"
 
 
-def build_task_model_for_flags(strategy, backbone, flag_values, head: str,
-                               num_labels: Optional[int] = None,
-                               train_pooler: str = "false",
-                               task: str = "task") -> Tuple[object, Dict[str, str]]:
-    """Builds the run's task model under `strategy`, with pretrained weights and tuning.
+@dataclasses.dataclass(frozen=True)
+class ModelRecipe:
+    """What a run's task model is: the one recipe both runners and `TextClassifier` build.
 
-    `backbone` is the resolved `base.Backbone`; `train_pooler` "true", "false" or "auto" (a
-    ResAdapter never trains it); `task` names the adapter. Prints the parameter line and
-    returns (model, parameter figures for eval_results.txt). Raises FlagError when
-    --adapter_type contradicts --load_adapter's file.
+    `head` "classifier" (with `num_labels`, 1 for regression) or "span"; `adapter_config`
+    becomes the named adapter of `task` (`adapter_name_for`); a `resadapter_config` builds
+    a ResAdapter model instead; `tuning_mode`, `top_k` and `train_pooler` ("true",
+    "false", "auto"; a ResAdapter never trains it) go to `tuning.apply_tuning`.
     """
-    resadapter_config = resadapter_config_for_run(flag_values)
-    adapter_config = None if resadapter_config else adapter_config_for_run(flag_values)
-    # The model object itself is created under the scope: Keras records the strategy when
-    # a Model is constructed, and under MultiWorkerMirroredStrategy a model created outside
-    # it updates its loss metric in cross-replica context and fails in `fit`.
-    with strategy.scope():
-        model = new_task_model(backbone.config, head, num_labels, adapter_config,
-                               resadapter_config, adapter_name_for(task))
-    return build_task_model(strategy, model, backbone, flag_values,
-                                   "false" if resadapter_config else train_pooler)
+
+    head: str
+    num_labels: Optional[int] = None
+    adapter_config: Optional[AdapterConfig] = None
+    resadapter_config: Optional[ResAdapterConfig] = None
+    task: str = "task"
+    tuning_mode: str = "adapter"
+    top_k: Optional[int] = None
+    train_pooler: str = "false"
+
+    @classmethod
+    def from_flags(cls, flag_values, head: str, num_labels: Optional[int] = None,
+                   train_pooler: str = "false", task: str = "task") -> "ModelRecipe":
+        """The run's recipe. Raises FlagError when --adapter_type contradicts
+        --load_adapter's file."""
+        resadapter_config = resadapter_config_for_run(flag_values)
+        return cls(head, num_labels,
+                   None if resadapter_config else adapter_config_for_run(flag_values),
+                   resadapter_config, task, flag_values.tuning_mode, flag_values.top_k_layers,
+                   "false" if resadapter_config else train_pooler)
+
+    def new_model(self, bert_config):
+        """The unbuilt model (`model.factory.task_model` picks its class)."""
+        if self.resadapter_config is not None:
+            return task_model(bert_config, self.head, self.num_labels, self.adapter_config,
+                              classes=resadapter.MODELS,
+                              resadapter_config=self.resadapter_config)
+        return task_model(bert_config, self.head, self.num_labels, self.adapter_config,
+                          classes=MODELS, adapter_name=adapter_name_for(self.task))
+
+    def build(self, strategy, backbone, training: bool = True):
+        """The model under `strategy`, with `backbone`'s pretrained weights and the tuning
+        mode applied; `training` says the run trains, the only case where
+        `train_pooler="auto"` says that it trains the pooler."""
+        # The model object itself is created under the scope: Keras records the strategy
+        # when a Model is constructed, and under MultiWorkerMirroredStrategy a model created
+        # outside it updates its loss metric in cross-replica context and fails in `fit`.
+        with strategy.scope():
+            model = self.new_model(backbone.config)
+            load_backbone_weights(model, backbone.files)
+            has_adapters = bool(getattr(model, "adapter_names", None)) or \
+                bool(getattr(model, "frozen_backbone", False))
+            mode = self.tuning_mode if (self.tuning_mode != "adapter" or has_adapters) \
+                else "full"
+            # The library's decision, flag value and all ("auto": a never-trained pooler).
+            pooler = resolve_train_pooler(model, mode, self.train_pooler, announce=training)
+            apply_tuning(model, mode, self.top_k, train_pooler=pooler)
+        return model
 
 
 def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
@@ -127,35 +138,6 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
                          init_scale=flag_values.adapter_init_scale, positions=positions,
                          leave_out=[int(i) for i in flag_values.adapter_leave_out],
                          adapter_type=adapter_type, **options)
-
-
-def build_and_tune(model, backbone, tuning_mode: str, top_k: Optional[int],
-                   train_pooler: str = "false", training: bool = True):
-    """Builds `model`, loads the pretrained weights and applies the tuning mode.
-
-    `train_pooler` goes to `tuning.apply_tuning`; `training` says the run trains, the only
-    case where `--train_pooler=auto` warns that it trains the pooler.
-    """
-    load_backbone_weights(model, backbone.files)
-    frozen_backbone = bool(getattr(model, "frozen_backbone", False))
-    has_adapters = bool(getattr(model, "adapter_names", None)) or frozen_backbone
-    mode = tuning_mode if (tuning_mode != "adapter" or has_adapters) else "full"
-    # The library's decision, flag value and all ("auto" trains a never-trained pooler).
-    pooler = resolve_train_pooler(model, mode, train_pooler, announce=training)
-    apply_tuning(model, mode, top_k, train_pooler=pooler)
-    return model
-
-
-def build_task_model(strategy, model, backbone, flag_values, train_pooler: str):
-    """Builds `model` under the strategy with pretrained weights and the run's tuning mode.
-
-    Returns:
-        (model, parameter figures for eval_results.txt); the report is printed.
-    """
-    with strategy.scope():
-        build_and_tune(model, backbone, flag_values.tuning_mode, flag_values.top_k_layers,
-                       train_pooler, training=bool(getattr(flag_values, "do_train", True)))
-    return model, report_parameters(model)
 
 
 def report_parameters(model) -> Dict[str, str]:

@@ -28,11 +28,8 @@ from adapter_bert.data.batching import (example_lengths, inference_dataset, infe
                                         training_dataset)
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import InputExample
-from adapter_bert.data.tokenization import checkpoint_lower_case
 from adapter_bert.metrics.classification import per_class_report
 from adapter_bert.metrics.keras_metrics import PearsonCorrelation, for_logits
-from adapter_bert.model.checkpoints import resolve_backbone
-from adapter_bert.model.config import BertConfig
 from adapter_bert.model.inputs import FeatureInputs, check_tf_keras
 from adapter_bert.tasks.keras_inputs import (checked_labels, holds_features, is_empty,
                                              materialised, refuse_other_arguments, split_off,
@@ -42,8 +39,7 @@ from adapter_bert.precision import apply_dtype
 from adapter_bert.tasks import base, run_lock, settings
 from adapter_bert.tasks.classifier import (ClassWeightedCrossEntropy, class_weights_for,
                                            score_logits)
-from adapter_bert.tasks.task_models import (adapter_name_for, build_and_tune, new_task_model,
-                                            report_parameters)
+from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
 from adapter_bert.training.distribute import get_strategy
 from adapter_bert.training.loop import TrainSchedule, fit_with_resume, set_seed
 from adapter_bert.training.optimizer import choose_optimizer
@@ -134,14 +130,10 @@ class TextClassifier(FeatureInputs, keras.Model):
         if tuning_mode == "top_k":
             raise UserError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
                             "--tuning_mode=top_k --top_k_layers=N")
-        files = resolve_backbone(backbone)
-        if do_lower_case is None:
-            found = checkpoint_lower_case(files.weights)
-            do_lower_case = True if found is None else found
+        bert = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
+        do_lower_case = bert.tokenizer.do_lower_case
         if max_seq_length is None:
-            limit = BertConfig.from_json_file(files.config_file).max_position_embeddings
-            max_seq_length = min(MAX_SEQ_LENGTH, limit)
-        bert_files = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
+            max_seq_length = min(MAX_SEQ_LENGTH, bert.config.max_position_embeddings)
         if strategy is None:  # the one in scope, else the runner's (one device, or GPUs)
             strategy = tf.distribute.get_strategy() if tf.distribute.has_strategy() \
                 else get_strategy("auto")
@@ -154,13 +146,11 @@ class TextClassifier(FeatureInputs, keras.Model):
                       "tuning_mode": tuning_mode, "task": task,
                       "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
                       "seed": seed, "train_pooler": train_pooler}
+        recipe = ModelRecipe("classifier", 1 if regression else len(labels), adapter_config,
+                             task=task, tuning_mode=tuning_mode, train_pooler=train_pooler)
+        classifier = recipe.build(strategy, bert, training=not quiet)
         with strategy.scope():
-            classifier = new_task_model(bert_files.config, "classifier",
-                                        1 if regression else len(labels), adapter_config,
-                                        adapter_name=adapter_name_for(task))
-            build_and_tune(classifier, bert_files, tuning_mode, None, train_pooler,
-                           training=not quiet)
-            model = cls(classifier, bert_files, labels, max_seq_length, task, tuning_mode, seed,
+            model = cls(classifier, bert, labels, max_seq_length, task, tuning_mode, seed,
                         built_with=built_with)
             # Built now, so that `summary()` and saving work before any fit or predict.
             model({key: np.zeros((1, max_seq_length), np.int32) for key in INPUT_KEYS})

@@ -43,11 +43,11 @@ def test_the_checkpoint_tracks_every_dropout_generator(tiny_config, tmp_path):
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.fast_layers import Dropout
-    from adapter_bert.tasks.task_models import new_task_model
+    from adapter_bert.tasks.task_models import ModelRecipe
     from adapter_bert.training.loop import TrainingCheckpoints, set_seed
 
     set_seed(3)
-    model = new_task_model(tiny_config, "classifier", 2, AdapterConfig(size=4))
+    model = ModelRecipe("classifier", 2, AdapterConfig(size=4)).new_model(tiny_config)
     build_model(model)
     dropouts = [layer for layer in model.submodules if isinstance(layer, Dropout)]
     # embeddings + 3 per layer (attention probabilities, attention output, output) + head
