@@ -1,11 +1,11 @@
 """Tests for adapter_bert.data.glue: the TSV processors on written files (and real ones in
-the realdata group), and bad input. The TFDS path is tests/test_glue_tfds.py."""
+the realdata group), and bad input. The TFDS path is tests/test_tfds_text.py."""
 
 import collections
 
 import pytest
 
-from adapter_bert.data import glue, glue_tfds
+from adapter_bert.data import glue, tfds_text
 
 from tests.conftest import BERT_VOCAB, real_file
 from tests.fixtures import GLUE_ROWS
@@ -387,7 +387,7 @@ def test_xnli_tmp(tmp_path):
     with pytest.raises(glue.GlueDataError, match=r"multinli.train.fr.tsv"):
         glue.XnliProcessor("fr").get_train_examples(str(tmp_path))
     with pytest.raises(glue.GlueDataError, match=r"not part of TFDS glue"):
-        glue_tfds.load_tfds_examples("xnli", "train")
+        tfds_text.load_glue_examples("xnli", "train")
     # the features are sentence pairs like MNLI's
     from adapter_bert.data.tokenization import load_tokenizer
     tokenizer = load_tokenizer(str(BERT_VOCAB))

@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from adapter_bert.data import glue, glue_tfds
+from adapter_bert.data import glue, tfds_text
 from adapter_bert.data.glue import GlueDataError
 
 from tests.conftest import REPO
@@ -78,15 +78,15 @@ def local_downloads(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tfds.download.DownloadManager, "download", download)
     # The real hosts cannot be reached here: pretend the probe got through.
-    monkeypatch.setattr(glue_tfds, "any_host_reachable", lambda hosts, timeout=0: True)
+    monkeypatch.setattr(tfds_text, "any_host_reachable", lambda hosts, timeout=0: True)
     return calls
 
 
 def test_real_builder_prepares_mrpc_once_and_reads_it_back(tmp_path, local_downloads,
                                                            monkeypatch):
     data_dir = str(tmp_path / "tfds")
-    train = glue_tfds.load_tfds_examples("MRPC", "train", data_dir=data_dir)
-    dev = glue_tfds.load_tfds_examples("MRPC", "dev", data_dir=data_dir)
+    train = tfds_text.load_glue_examples("MRPC", "train", data_dir=data_dir)
+    dev = tfds_text.load_glue_examples("MRPC", "dev", data_dir=data_dir)
     assert len(local_downloads) == 1  # prepared once, for every split
 
     expected_train = [(a, b, q) for i, (q, a, b) in enumerate(PAIRS) if i not in DEV_IDS]
@@ -97,9 +97,9 @@ def test_real_builder_prepares_mrpc_once_and_reads_it_back(tmp_path, local_downl
     assert all(e.guid.startswith("dev-") for e in dev)
 
     # The next run reads TFDS's data directory: no download, no probe.
-    monkeypatch.setattr(glue_tfds, "any_host_reachable",
+    monkeypatch.setattr(tfds_text, "any_host_reachable",
                         lambda hosts, timeout=0: pytest.fail("probed although prepared"))
-    again = glue_tfds.load_tfds_examples("MRPC", "dev", data_dir=data_dir)
+    again = tfds_text.load_glue_examples("MRPC", "dev", data_dir=data_dir)
     assert [e.text_a for e in again] == [e.text_a for e in dev]
     assert len(local_downloads) == 1
 
@@ -112,29 +112,29 @@ def _closed_port():
 
 def test_download_hosts_are_the_builders_urls():
     builder = tfds.builder("glue/mrpc", data_dir="/nonexistent-tfds-dir")
-    hosts = glue_tfds.download_hosts(builder)
+    hosts = tfds_text.download_hosts(builder)
     assert hosts and all(port == 443 for _, port in hosts)
     assert len({h for h, _ in hosts}) == len(hosts)
 
 
 def test_probe_tells_a_closed_port_from_an_open_one():
     closed = _closed_port()
-    assert not glue_tfds.any_host_reachable([("127.0.0.1", closed)], timeout=1.0)
+    assert not tfds_text.any_host_reachable([("127.0.0.1", closed)], timeout=1.0)
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         port = server.getsockname()[1]
-        assert glue_tfds.any_host_reachable([("127.0.0.1", closed), ("127.0.0.1", port)])
+        assert tfds_text.any_host_reachable([("127.0.0.1", closed), ("127.0.0.1", port)])
 
 
 def test_offline_with_nothing_prepared_is_one_line_naming_both_ways(tmp_path, monkeypatch):
     closed = _closed_port()
-    monkeypatch.setattr(glue_tfds, "download_hosts", lambda builder: [("127.0.0.1", closed)])
+    monkeypatch.setattr(tfds_text, "download_hosts", lambda builder: [("127.0.0.1", closed)])
     monkeypatch.setattr(tfds.download.DownloadManager, "download",
                         lambda self, urls: pytest.fail("downloaded although offline"))
     start = time.monotonic()
     with pytest.raises(GlueDataError) as error:
-        glue_tfds.load_tfds_examples("MRPC", "train", data_dir=str(tmp_path / "tfds"))
+        tfds_text.load_glue_examples("MRPC", "train", data_dir=str(tmp_path / "tfds"))
     assert time.monotonic() - start < 30  # TFDS's own retries take minutes
     message = str(error.value)
     assert "\n" not in message
@@ -148,7 +148,7 @@ def test_runner_trains_on_tfds_data(tmp_path, local_downloads, minilm_dir):
     """run_classifier.py --data_source=tfds reads what TFDS prepared in $TFDS_DATA_DIR."""
     from tests.runner_utils import write_tiny_backbone
     data_dir = tmp_path / "tfds"
-    glue_tfds.load_tfds_examples("MRPC", "train", data_dir=str(data_dir))  # prepares it
+    tfds_text.load_glue_examples("MRPC", "train", data_dir=str(data_dir))  # prepares it
     backbone = write_tiny_backbone(tmp_path / "bert", minilm_dir / "vocab.txt")
     out = tmp_path / "out"
     env = {"TFDS_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
@@ -180,11 +180,11 @@ def test_tfds_mrpc_equals_the_glue_data_files(real_data, tmp_path, monkeypatch):
              "dev_ids": real_file(real_data, "glue/MRPC/dev_ids.tsv")}
     monkeypatch.setattr(tfds.download.DownloadManager, "download",
                         lambda self, urls: {key: str(paths[key]) for key in urls})
-    monkeypatch.setattr(glue_tfds, "any_host_reachable", lambda hosts, timeout=0: True)
+    monkeypatch.setattr(tfds_text, "any_host_reachable", lambda hosts, timeout=0: True)
     processor = get_processor("MRPC")
     for split, count in (("train", 3668), ("dev", 408)):
         tsv = processor.get_examples(str(folder), split)
-        from_tfds = glue_tfds.load_tfds_examples("MRPC", split, data_dir=str(tmp_path / "tfds"))
+        from_tfds = tfds_text.load_glue_examples("MRPC", split, data_dir=str(tmp_path / "tfds"))
         assert len(from_tfds) == len(tsv) == count
         assert [(e.text_a, e.text_b, e.label) for e in from_tfds] == \
             [(e.text_a, e.text_b, e.label) for e in tsv]
@@ -226,18 +226,18 @@ def test_tfds_record_mapping():
                   "idx": 0}, ("A", "B", None)),
     ]
     for task, record, (text_a, text_b, label) in cases:
-        example = glue_tfds.tfds_record_to_example(task, record, "dev")
+        example = tfds_text.glue_record_to_example(task, record, "dev")
         assert (example.text_a, example.text_b, example.label) == (
             text_a, text_b, label), task
         assert example.guid == f"dev-{int(record['idx'])}"
         if label is not None and not glue.get_processor(task).is_regression:
             assert label in glue.get_processor(task).get_labels()
     with pytest.raises(glue.GlueDataError, match=r"label id 3 out of range"):
-        glue_tfds.tfds_record_to_example(
+        tfds_text.glue_record_to_example(
             "rte", {"sentence1": b"A", "sentence2": b"B", "label": 3,
                     "idx": 0}, "train")
     with pytest.raises(glue.GlueDataError, match=r"missing field.*sentence2"):
-        glue_tfds.tfds_record_to_example(
+        tfds_text.glue_record_to_example(
             "mrpc", {"sentence1": b"A", "label": 1, "idx": 0}, "train")
 
 
@@ -249,6 +249,7 @@ def _fake_tfds(records, calls, fail=None):
     class Builder:
         def __init__(self, name, data_dir=None):
             self.full_name, self.data_dir = name, data_dir
+            self.info = types.SimpleNamespace(splits={"train": None, "validation": None})
 
         def is_prepared(self):
             return True
@@ -264,39 +265,38 @@ def _fake_tfds(records, calls, fail=None):
     return module
 
 
-def test_load_tfds_examples_with_fake_module(monkeypatch):
+def test_load_glue_examples_with_fake_module(monkeypatch):
     calls = []
     records = [{"premise": b"P0", "hypothesis": b"H0", "label": 2, "idx": 0},
                {"premise": b"P1", "hypothesis": b"H1", "label": 0, "idx": 1}]
     monkeypatch.setitem(sys.modules, "tensorflow_datasets",
                         _fake_tfds(records, calls))
-    examples = glue_tfds.load_tfds_examples("MNLI", "dev_mismatched",
-                                       data_dir="/tfds")
+    examples = tfds_text.load_glue_examples("MNLI", "dev_mismatched", data_dir="/tfds")
     assert calls == [("glue/mnli", "validation_mismatched", "/tfds")]
     assert examples == [glue.InputExample("dev-0", "P0", "H0", "contradiction"),
                         glue.InputExample("dev-1", "P1", "H1", "entailment")]
-    glue_tfds.load_tfds_examples("mnli", "test")
+    tfds_text.load_glue_examples("mnli", "test")
     assert calls[1] == ("glue/mnli", "test_matched", None)
     calls.clear()
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", _fake_tfds(
         [{"sentence": b"fine .", "label": -1, "idx": 7}], calls))
-    assert glue_tfds.load_tfds_examples("sst2", "test") == [
+    assert tfds_text.load_glue_examples("sst2", "test") == [
         glue.InputExample("test-7", "fine .", None, None)]
-    assert glue_tfds.load_tfds_examples("SST-2", "dev")[0].guid == "dev-7"
+    assert tfds_text.load_glue_examples("SST-2", "dev")[0].guid == "dev-7"
     assert calls == [("glue/sst2", "test", None),
                      ("glue/sst2", "validation", None)]
     with pytest.raises(glue.GlueDataError, match=r"no split 'dev_matched'"):
-        glue_tfds.load_tfds_examples("rte", "dev_matched")
+        tfds_text.load_glue_examples("rte", "dev_matched")
 
 
-def test_load_tfds_examples_errors(monkeypatch):
+def test_load_glue_examples_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"tensorflow_datasets.*not installed"):
-        glue_tfds.load_tfds_examples("mrpc", "train")
+        tfds_text.load_glue_examples("mrpc", "train")
     monkeypatch.setitem(
         sys.modules, "tensorflow_datasets",
         _fake_tfds([], [], fail=ConnectionError("no network")))
     with pytest.raises(glue.GlueDataError,
-                       match=r"could not load TFDS glue/mrpc split 'train'.*"
-                             r"no network"):
-        glue_tfds.load_tfds_examples("mrpc", "train")
+                       match=r"TFDS glue/mrpc .*: cannot read split 'train' \(no network\)"
+                             r".*--data_source=tsv"):
+        tfds_text.load_glue_examples("mrpc", "train")

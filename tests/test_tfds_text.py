@@ -8,7 +8,7 @@ import pytest
 
 tfds = pytest.importorskip("tensorflow_datasets")
 
-from adapter_bert.data import glue_tfds  # noqa: E402
+from adapter_bert.data import tfds_text  # noqa: E402
 from adapter_bert.data.text_files import DataFileError  # noqa: E402
 from adapter_bert.data.text_task import Columns  # noqa: E402
 from adapter_bert.data.tfds_text import TfdsTextTask  # noqa: E402
@@ -44,7 +44,7 @@ def ag_news(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tfds.download.DownloadManager, "download_and_extract",
                         download_and_extract)
-    monkeypatch.setattr(glue_tfds, "any_host_reachable", lambda hosts, timeout=0: True)
+    monkeypatch.setattr(tfds_text, "any_host_reachable", lambda hosts, timeout=0: True)
     data_dir = tmp_path / "tfds"
     monkeypatch.setenv("TFDS_DATA_DIR", str(data_dir))
     return data_dir, calls

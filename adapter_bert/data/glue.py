@@ -1,4 +1,4 @@
-"""GLUE data processors: TSV files -> `InputExample`s (TFDS records: `glue_tfds`).
+"""GLUE data processors: TSV files -> `InputExample`s (TFDS records: `tfds_text`).
 
 Google's `run_classifier.py` processors, one per task, for `download_glue_data.py`'s
 layouts, read strictly: a missing or empty file, a short row, an unknown label, bytes that

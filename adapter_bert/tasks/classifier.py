@@ -17,7 +17,7 @@ from adapter_bert.adapters.files import (load_trained_weights, read_adapter_conf
                                          save_trained_weights)
 from adapter_bert.data.features import convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
-from adapter_bert.data.glue_tfds import load_tfds_examples
+from adapter_bert.data.tfds_text import load_glue_examples
 from adapter_bert.data.text_task import hold_out_indices
 from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.flag_checks import uses_own_data, validate_classifier
@@ -154,7 +154,7 @@ class ClassifierRun(base.TaskRun):
         if uses_own_data(self.flags):
             examples = self.processor.get_examples(None, split)
         elif self.flags.data_source == "tfds":
-            examples = load_tfds_examples(self.task, split)
+            examples = load_glue_examples(self.task, split)
         else:
             try:
                 examples = self.processor.get_examples(self.flags.data_dir, split)
