@@ -9,6 +9,7 @@ This module imports neither TensorFlow nor the runners' flags: an entry point ca
 `start` before anything imports TensorFlow.
 """
 
+import importlib
 import sys
 
 from absl import app, flags
@@ -35,6 +36,34 @@ def start(script: str, command: str) -> str:
     from adapter_bert.console import quiet_tensorflow_startup
     quiet_tensorflow_startup()
     return program
+
+
+def entry_point(module_name: str, script: str, command: str, runner: str, job: str):
+    """What a runner's module holds, made in one place: `start`s (before TensorFlow loads),
+    defines `runner`'s flags from the settings table (`tasks.settings`) and returns
+    (program, FLAGS, main, run). `job` ("module:function") takes the parsed flags and
+    returns the exit status; the input errors it raises become one `<program>: error:`
+    line and exit status 1."""
+    program = start(script, command)
+    from adapter_bert.tasks import flags as runner_flags
+    runner_flags.define(runner)
+    # --helpshort lists the key flags of the module Python started: the runner's module.
+    key_module = sys.argv[0] if module_name == "__main__" else module_name
+    for flag in flags.FLAGS.get_key_flags_for_module(runner_flags.__name__):
+        flags.FLAGS.register_key_flag_for_module(key_module, flag)
+
+    def main(argv=None) -> int:
+        del argv  # everything comes from flags
+        from adapter_bert.tasks import base
+        module, function = job.split(":")
+        work = getattr(importlib.import_module(module), function)
+        return base.run_cli(program, lambda: work(flags.FLAGS))
+
+    def run_main() -> None:
+        """The command line: parses sys.argv with absl and exits with main's status."""
+        run(sys.modules[module_name], main)
+
+    return program, flags.FLAGS, main, run_main
 
 
 def run(module, main) -> None:

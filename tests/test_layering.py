@@ -2,10 +2,10 @@
 
 Subpackages are ordered from the bottom up (docs/design.md explains the order):
 
-    errors < io_utils, install_check, console, progress, precision < cli < model < adapters
+    errors < io_utils, install_check, console, progress, precision < model < adapters
     < data, metrics
-    < training < serving < tasks < the runners (run_classifier, run_squad, ablate_adapters,
-    export_model), __main__
+    < training < serving < tasks < cli < the runners (run_classifier, run_squad,
+    ablate_adapters, export_model), __main__
 
 A module may import modules of its own subpackage or of a lower one, never of a higher
 one, and the module import graph has no cycle. Imports inside functions count too: a
@@ -21,7 +21,7 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 
 # Rank of each subpackage (or top-level module); equal ranks may not import each other.
 LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "console": 0, "progress": 0,
-          "precision": 0, "cli": 0.5,
+          "precision": 0, "cli": 6.5,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
           "tasks": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "sweep": 7, "__main__": 7}

@@ -75,7 +75,7 @@ def test_every_adapter_family_option_is_a_setting_from_its_declaration():
 
 def test_every_setting_names_its_runners_and_a_valid_default():
     for row in settings.all_settings():
-        assert set(row.runners) <= set(settings.BOTH) and row.help
+        assert set(row.runners) <= set(settings.SCRIPTS) and row.help
         for runner in row.runners:
             value = row.default_for(runner)
             if row.choices and value is not None:

@@ -73,6 +73,18 @@ def _log_example(tokenizer, example, ids, features: Dict[str, np.ndarray], row: 
     logging.debug("label: %s (id = %s)", example.label, features["label_ids"][row])
 
 
+def check_room_for_text(max_seq_length: int, pair: bool, error=UserError,
+                        task: str = "") -> None:
+    """The one length check: `[CLS] a [SEP]` needs 2 tokens beside the text, a pair's
+    `[CLS] a [SEP] b [SEP]` 3; raises `error` naming --max_seq_length (and `task`)."""
+    least = 3 if pair else 2
+    if max_seq_length < least:
+        what = "sentence pairs need [CLS] and two [SEP]" if pair \
+            else "sentences need [CLS] and [SEP]"
+        raise error(f"--max_seq_length={max_seq_length} leaves no room for text: "
+                    f"{task + chr(39) + 's ' if task else ''}{what}, so at least {least}")
+
+
 def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
                                  max_seq_length: int, tokenizer,
                                  is_regression: bool = False,
@@ -91,11 +103,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
     plus `label_ids` and `is_real_example` (all ones). Raises ValueError for a
     `max_seq_length` too small or a label not in `label_list` (naming the guid).
     """
-    has_pair = any(e.text_b for e in examples)
-    if max_seq_length < (3 if has_pair else 2):
-        raise UserError(
-            f"max_seq_length={max_seq_length} leaves no room for text: it "
-            "must be at least 3 for sentence pairs (2 for single sentences)")
+    check_room_for_text(max_seq_length, pair=any(e.text_b for e in examples))
     label_map = {label: i for i, label in enumerate(label_list)}
     cls_id = tokenizer.convert_tokens_to_ids(tokenizer.cls_token)
     sep_id = tokenizer.convert_tokens_to_ids(tokenizer.sep_token)

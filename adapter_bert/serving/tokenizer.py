@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from adapter_bert.serving import unicode_tables as tables
 from adapter_bert import io_utils
+from adapter_bert.data.features import check_room_for_text
 from adapter_bert.errors import UserError
 
 # google-research/bert's WordpieceTokenizer.max_input_chars_per_word.
@@ -64,9 +65,7 @@ class BertInputEncoder(tf.Module):
                  name: str = "bert_input_encoder"):
         super().__init__(name=name)
         import tensorflow_text as text  # the optional [serving] extra
-        if max_seq_length < 3:
-            raise UserError(f"max_seq_length={max_seq_length}: need at least 3 ([CLS] a [SEP] "
-                            f"b [SEP] with one token each side)")
+        check_room_for_text(max_seq_length, pair=True)
         vocab = read_vocab(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.max_seq_length = int(max_seq_length)

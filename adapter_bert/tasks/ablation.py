@@ -301,21 +301,6 @@ def summarize(result: AblationResult, metric: str) -> str:
 
 
 # ------------------------------------------------------------------ command line
-def define_flags() -> None:
-    """Defines ablate_adapters.py's flags: run_classifier.py's plus the ablation's own."""
-    from absl import flags
-
-    from adapter_bert.tasks import flags as adapter_flags
-    adapter_flags.define_classifier_flags()
-    if "ablation_metric" in flags.FLAGS:
-        return
-    flags.DEFINE_string("ablation_metric", None,
-                        "Dev metric shown in the matrix and heatmap, as named in "
-                        "eval_results.txt (eval_accuracy, eval_f1, eval_mcc, ...). Default: "
-                        "eval_mcc for CoLA, eval_pearson for STS-B, else eval_accuracy.")
-    flags.DEFINE_string("ablation_title", None, "Heatmap title (default: metric and baseline).")
-
-
 def classifier_main(flag_values) -> int:
     """ablate_adapters.py: the span ablation of a trained GLUE adapter model.
 

@@ -15,7 +15,7 @@ from absl import logging
 
 from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
                                          save_trained_weights)
-from adapter_bert.data.features import convert_examples_to_features
+from adapter_bert.data.features import check_room_for_text, convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.tfds_text import load_glue_examples
 from adapter_bert.data.text_task import hold_out_indices
@@ -60,7 +60,8 @@ class ClassifierRun(base.TaskRun):
         self.held_out_lines = None
         self.kept_epoch: Dict[str, object] = {}
         if not uses_own_data(flag_values):  # your own files say whether they hold pairs
-            self._check_room_for_text(flag_values.max_seq_length)
+            check_room_for_text(flag_values.max_seq_length, self.processor.pair, FlagError,
+                                self.processor.task)
         self.select_metric = self._checked_select_metric(flag_values)
 
     def _checked_select_metric(self, flag_values) -> str:
@@ -81,17 +82,6 @@ class ClassifierRun(base.TaskRun):
     def num_labels(self) -> int:
         return 1 if self.is_regression else len(self.labels)
 
-    def _check_room_for_text(self, max_seq_length: int) -> None:
-        """--max_seq_length must hold [CLS] and a [SEP] per text (what
-        `convert_examples_to_features` needs), checked before anything is loaded."""
-        pairs = self.processor.pair
-        least = 3 if pairs else 2
-        if max_seq_length < least:
-            what = "sentence pairs need [CLS] and two [SEP]" if pairs \
-                else "sentences need [CLS] and [SEP]"
-            raise FlagError(f"--max_seq_length={max_seq_length} leaves no room for text: "
-                            f"{self.processor.task}'s {what}, so at least {least}")
-
     def read_data(self) -> None:
         # Every split the run needs is read now, so a bad dev or test file fails before
         # training rather than after it.
@@ -110,7 +100,8 @@ class ClassifierRun(base.TaskRun):
             raise FlagError(f"{self.task}: the training data has {len(self.labels)} label "
                             f"({', '.join(self.labels)}): a classifier needs two or more")
         if uses_own_data(self.flags):  # known now that the files are read
-            self._check_room_for_text(self.flags.max_seq_length)
+            check_room_for_text(self.flags.max_seq_length, self.processor.pair, FlagError,
+                                self.processor.task)
         self.class_weights = class_weights_for(
             getattr(self.flags, "class_weights", None), self.labels, self.is_regression,
             self._examples.get("train"))

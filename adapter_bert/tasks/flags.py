@@ -19,11 +19,11 @@ _DEFINE = {"string": flags.DEFINE_string, "bool": flags.DEFINE_bool,
 
 
 def define(runner: str) -> None:
-    """Defines `runner`'s flags ("classifier", "squad") from the settings table; a flag
-    already defined in this process (by the other runner) is kept as it is, so the first
-    runner imported sets --max_seq_length's default (128 or 384): pass it."""
+    """Defines `runner`'s flags (`settings.SCRIPTS` names the runners) from the settings
+    table; a flag already defined in this process (by another runner) is kept as it is, so
+    the first runner imported sets --max_seq_length's default (128 or 384): pass it."""
     for setting in settings.all_settings():
-        if runner in setting.runners and setting.name not in FLAGS:
+        if setting.applies_to(runner) and setting.name not in FLAGS:
             _define_one(setting, runner)
 
 

