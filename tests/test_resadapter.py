@@ -291,6 +291,9 @@ def test_adapter_file_round_trip_includes_moving_statistics(tmp_path):
     cfg = ResAdapterConfig(size=M, variant="resnext", cell="attention")
     model = tuned(ResAdapterSpanModel(config(4), cfg))
     model(tiny_inputs(batch=4), training=True)  # moves the BatchNorm statistics
+    with pytest.raises(ValueError, match="ResAdapterSpanModel has no named adapters"):
+        ab.save_adapter(model, str(tmp_path / "named"), name="squad")
+    assert not (tmp_path / "named").exists()
     ab.save_adapter(model, str(tmp_path), task="squad_v2.0")  # the model's method
     description = read_adapter_config(str(tmp_path))
     assert description["resadapter"] == cfg.to_dict() and description["adapter_config"] is None

@@ -127,18 +127,23 @@ def describe(bert, *, task: Optional[str], labels: Optional[Sequence[str]], head
 
 def save_trained_weights(model, directory: str, task: Optional[str] = None,
                          labels: Optional[Sequence[str]] = None,
-                         tuning_mode: str = "adapter", training: Optional[dict] = None) -> str:
+                         tuning_mode: str = "adapter", training: Optional[dict] = None,
+                         name: Optional[str] = None) -> str:
     """Writes a model's trained weights and their description to `directory`; returns the
     weights file's path.
 
-    A model with an active named adapter writes that adapter (the adapter API's
-    `save_adapter`); other models their trainable weights plus the state training updates
-    (a ResAdapter's BatchNorm statistics). `tuning_mode` and `training` (`describe`) are
-    recorded for readers.
+    A model with named adapters writes adapter `name` (default: the active one) through the
+    adapter API's `save_adapter`; other models their trainable weights plus the state
+    training updates (a ResAdapter's BatchNorm statistics). `tuning_mode` and `training`
+    (`describe`) are recorded for readers. ValueError for a `name` the model cannot have.
     """
-    name = getattr(model, "active_adapter", None)
-    if name is not None and tuning_mode == "adapter":
+    active = getattr(model, "active_adapter", None)
+    if (active is not None or name is not None) and tuning_mode == "adapter" \
+            and hasattr(model, "adapter_names"):
         return model.save_adapter(directory, name, task, labels, training=training)
+    if name is not None:
+        raise UserError(f"{type(model).__name__} has no named adapters; save it without a "
+                        f"name")
     bert = backbone_of(model)
     # Trainable weights plus the state training updates (BatchNorm moving statistics).
     trained = {id(v) for v in trained_weights(model)}

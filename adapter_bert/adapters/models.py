@@ -15,7 +15,6 @@ from adapter_bert.adapters.files import (AdapterFileError, check_adapter_mode, c
                                          classifier_outputs, file_head_kind, read_adapter_config,
                                          read_adapter_weights)
 from adapter_bert.model import encoder, factory, heads
-from adapter_bert.errors import UserError
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert.api")
@@ -161,18 +160,15 @@ def load_adapter(directory: str, backbone=None, name: Optional[str] = None):
 
 def save_adapter(model, directory: str, name: Optional[str] = None, task: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None) -> str:
-    """Writes a model's adapter as an adapter directory (`ab.save_adapter`) through the
-    model's `save_adapter`; model/'s networks, without one, write their trained weights
-    (`files.save_trained_weights`). Returns the weights file's path.
+    """Writes a model's adapter as an adapter directory (`ab.save_adapter`): the model's
+    own `save_adapter` where it has one (every class `ab` builds), else, for model/'s
+    networks, their trained weights (`files.save_trained_weights`). Returns the weights
+    file's path.
     """
-    if isinstance(model, AdapterModelMixin):
-        return model.save_adapter(directory, name, task, labels)
-    if name is not None:
-        raise UserError(f"{type(model).__name__} has no named adapters; call "
-                        f"save_adapter(model, directory) without a name")
-    if hasattr(model, "save_adapter"):
-        return model.save_adapter(directory, task, labels)
-    return files.save_trained_weights(model, directory, task, labels)
+    save = getattr(model, "save_adapter", None)
+    if save is None:
+        return files.save_trained_weights(model, directory, task, labels, name=name)
+    return save(directory, name=name, task=task, labels=labels)
 
 
 def _backbone_for(backbone):

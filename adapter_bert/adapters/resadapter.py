@@ -272,11 +272,12 @@ class _ResAdapterTaskModel(FeatureInputs, keras.Model):
         return {"name": self.name, "config": self.bert.config.to_dict(),
                 "resadapter_config": self.resadapter_config.to_dict()}
 
-    def save_adapter(self, directory: str, task: Optional[str] = None,
-                     labels: Optional[Sequence[str]] = None) -> str:
+    def save_adapter(self, directory: str, name: Optional[str] = None,
+                     task: Optional[str] = None, labels: Optional[Sequence[str]] = None) -> str:
         """Writes the trained side network and head as an adapter directory (what a
-        run with `--adapter_type=resadapter` writes); returns the weights file's path."""
-        return files.save_trained_weights(self, directory, task, labels)
+        run with `--adapter_type=resadapter` writes); returns the weights file's path. It
+        holds no named adapters: `name` must be None."""
+        return files.save_trained_weights(self, directory, task, labels, name=name)
 
     def load_adapter(self, directory: str) -> dict:
         """Loads an adapter directory `save_adapter` (or a ResAdapter run) wrote into this

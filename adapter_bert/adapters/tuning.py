@@ -19,7 +19,8 @@ import numpy as np
 import tf_keras as keras
 
 from adapter_bert.model.adapter_layers import AdapterLayer
-from adapter_bert.model.naming import direct_weights, state_weights, walk_layers
+from adapter_bert.model.naming import (FROZEN_OWN_WEIGHTS, direct_weights, state_weights,
+                                       walk_layers)
 from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of
 from adapter_bert.adapters.named import add_pooler_copy
@@ -38,9 +39,6 @@ _LAYER_INDEX = re.compile(r"/layer_(\d+)(/|$)")
 
 # Scopes of side networks that live beside the backbone and count as adapters.
 _SIDE_NETWORK_SCOPES = ("resadapter",)
-
-# Where a layer that owns weights and has children keeps its frozen own weights.
-_FROZEN = "_adapter_bert_frozen_weights"
 
 
 def _component(scope: str, layer) -> str:
@@ -194,7 +192,7 @@ def _set_own_weights_trainable(layer, trainable: bool) -> None:
     child) stays trainable and its own weights move to its non-trainable list instead.
     """
     layer._trainable = True  # noqa: SLF001 - the public setter would recurse into children
-    frozen = list(getattr(layer, _FROZEN, []))
+    frozen = list(getattr(layer, FROZEN_OWN_WEIGHTS, []))
     if trainable:
         for variable in frozen:
             layer._non_trainable_weights.remove(variable)  # noqa: SLF001
@@ -207,7 +205,7 @@ def _set_own_weights_trainable(layer, trainable: bool) -> None:
             frozen.append(variable)
     # Plain attribute: Keras would track a list of variables set the usual way as the
     # layer's own (trainable) weights.
-    object.__setattr__(layer, _FROZEN, frozen)
+    object.__setattr__(layer, FROZEN_OWN_WEIGHTS, frozen)
 
 
 def resolve_train_pooler(model, mode: str, train_pooler="auto", announce: bool = True) -> bool:

@@ -22,9 +22,15 @@ def direct_weights(layer: keras.layers.Layer):
     return list(layer._trainable_weights) + list(layer._non_trainable_weights)  # noqa: SLF001
 
 
+# Where a layer that owns weights and has children keeps the own weights freezing moved
+# to its non-trainable list (`adapters.tuning.train_only`): parameters, not state.
+FROZEN_OWN_WEIGHTS = "_adapter_bert_frozen_weights"
+
+
 def state_weights(layer: keras.layers.Layer):
     """The weights a layer created as non-trainable state (BatchNorm moving statistics)."""
-    return list(layer._non_trainable_weights)  # noqa: SLF001
+    frozen = {id(v) for v in getattr(layer, FROZEN_OWN_WEIGHTS, ())}
+    return [v for v in layer._non_trainable_weights if id(v) not in frozen]  # noqa: SLF001
 
 
 def _children(layer: keras.layers.Layer):

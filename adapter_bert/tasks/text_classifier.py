@@ -450,12 +450,12 @@ class TextClassifier(FeatureInputs, keras.Model):
         return results
 
     # --------------------------------------------------------------- files
-    def save_adapter(self, directory: str, task: Optional[str] = None,
-                     labels: Optional[Sequence[str]] = None) -> str:
+    def save_adapter(self, directory: str, name: Optional[str] = None,
+                     task: Optional[str] = None, labels: Optional[Sequence[str]] = None) -> str:
         """Writes the adapter directory `run_classifier.py` writes (weights, backbone
         description, task, label names, and how it was trained); returns the weights
-        file's path. `task` (default the model's) names it; `labels`, if given, must be the
-        model's (as `ab.save_adapter(model, directory, task=..., labels=...)` passes them).
+        file's path. `name`: its adapter (default: the one it trains); `task` (default the
+        model's) names it; `labels`, if given, must be the model's.
         """
         if labels is not None and list(labels) != list(self.labels):
             raise UserError(f"save_adapter: labels {list(labels)} are not the model's "
@@ -463,4 +463,4 @@ class TextClassifier(FeatureInputs, keras.Model):
         training = {"class_weights": self.class_weights, "pair": self.pair or None}
         return save_trained_weights(self.classifier, directory, task or self.task,
                                     list(self.labels), self.tuning_mode,
-                                    {k: v for k, v in training.items() if v} or None)
+                                    {k: v for k, v in training.items() if v} or None, name)
