@@ -54,10 +54,11 @@ def entry_point(module_name: str, script: str, command: str, runner: str, job: s
 
     def main(argv=None) -> int:
         del argv  # everything comes from flags
-        from adapter_bert.tasks import base
+        from adapter_bert.tasks import base, settings
         module, function = job.split(":")
         work = getattr(importlib.import_module(module), function)
-        return base.run_cli(program, lambda: work(flags.FLAGS))
+        return base.run_cli(program, lambda: work(flags.FLAGS),
+                            lambda: settings.path_values(flags.FLAGS, runner))
 
     def run_main() -> None:
         """The command line: parses sys.argv with absl and exits with main's status."""

@@ -12,6 +12,7 @@ unchanged; --select_metric and --eval_every_epoch are the runner's own. Installe
 """
 
 import sys
+import types
 
 from adapter_bert import cli
 
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
         print(__doc__.strip() + "\n\n" + USAGE)
         return 0
     cli.start(SCRIPT, COMMAND)
-    from adapter_bert.tasks import base, sweep
+    from adapter_bert.tasks import base, settings, sweep
 
     def body() -> int:
         try:
@@ -39,7 +40,11 @@ def main(argv=None) -> int:
             print(f"{PROGRAM}: {e}", file=sys.stderr, flush=True)
             return e.exit_code or 1
 
-    return base.run_cli(PROGRAM, body)
+    # The runner's path flags the command line names (an OSError about them is the user's).
+    given = types.SimpleNamespace(**dict(arg[2:].split("=", 1) for arg in argv
+                                         if arg.startswith("--") and "=" in arg))
+    return base.run_cli(PROGRAM, body, lambda: settings.path_values(given, settings.CLASSIFIER)
+                        + settings.path_values(given, settings.SQUAD))
 
 
 def run() -> None:

@@ -47,11 +47,30 @@ def test_a_user_error_is_one_line_and_status_1(capsys):
     assert err == "prog: error: --learning_rate must be > 0, got -1\n"
 
 
-def test_the_file_systems_refusal_is_one_line_naming_the_path(capsys):
+def test_the_file_systems_refusal_of_a_users_path_is_one_line_naming_it(capsys, tmp_path,
+                                                                        monkeypatch):
     error = IsADirectoryError(21, "Is a directory", "/data/train.tsv")
-    assert run_cli("prog", _fails_with(error)) == 1
+    assert run_cli("prog", _fails_with(error), lambda: ["/elsewhere", "/data"]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
         "prog: error: [Errno 21] Is a directory: '/data/train.tsv'"]
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ADAPTER_BERT_CACHE", str(cache))
+    in_cache = NotADirectoryError(20, "Not a directory", str(cache / "google_bert" / "x"))
+    assert run_cli("prog", _fails_with(in_cache)) == 1  # a folder the environment names
+    assert capsys.readouterr().err.startswith("prog: error: [Errno 20] Not a directory")
+    full = OSError(28, "No space left on device", "/tmp/adapter_bert_scratch/x")
+    assert run_cli("prog", _fails_with(full)) == 1  # the machine's state, wherever it is
+    assert capsys.readouterr().err.startswith("prog: error: [Errno 28] No space left")
+
+
+@pytest.mark.parametrize("error", [
+    FileNotFoundError(2, "No such file or directory", "/site-packages/adapter_bert/x.json"),
+    IsADirectoryError(21, "Is a directory", "/data-other/train.tsv"),
+    OSError("a socket closed")])
+def test_an_os_error_about_the_packages_own_paths_is_a_bug(capsys, error):
+    assert run_cli("prog", _fails_with(error), lambda: ["/data"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "internal error" in err
 
 
 @pytest.mark.parametrize("bug", [KeyError("input_ids"), ValueError("shapes (2,) and (3,)"),

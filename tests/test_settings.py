@@ -97,3 +97,8 @@ def test_text_classifier_starts_from_the_runners_defaults():
     assert text_classifier.SEED == settings.default("seed")
     assert text_classifier.MAX_SEQ_LENGTH == settings.default("max_seq_length") == 128
     assert settings.default("max_seq_length", settings.SQUAD) == 384
+
+
+def test_no_two_rows_share_a_name():
+    names = [row.name for row in settings.all_settings()]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

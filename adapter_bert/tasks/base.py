@@ -8,10 +8,12 @@ head its model has, and what it trains, evaluates and writes.
 
 import contextlib
 import dataclasses
+import errno
 import functools
+import os
 import sys
 import traceback
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -26,6 +28,7 @@ from adapter_bert.data.tokenization import (check_vocab_matches_config, checkpoi
 from adapter_bert.io_utils import (atomic_write_text, makedirs, read_text,
                                    remove_stale_temporaries)
 from adapter_bert.model.checkpoints import BackboneFiles, resolve_backbone
+from adapter_bert.model.google_checkpoints import cache_root
 from adapter_bert.model.config import BertConfig
 from adapter_bert.tasks.flag_checks import FlagError, was_set
 from adapter_bert.tasks import run_lock
@@ -47,9 +50,33 @@ INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
 
 # What a user can fix, shown as one line with exit status 1: the package's `UserError`s, and
-# OSError, the file system's own refusals (a directory where a file was expected, a full
-# disk, no permission), whose message names the path. Anything else is a bug.
-USER_ERRORS = (UserError, OSError)
+# The file system's refusals the user fixes wherever they happen: a full disk or quota, no
+# permission, a read-only file system.
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM,
+                             errno.EROFS})
+
+
+def is_user_error(error: BaseException, user_paths: Sequence[str] = ()) -> bool:
+    """Whether `error` is about the user's input: a `UserError`, or an `OSError` the
+    machine's state explains (`_MACHINE_ERRNOS`) or whose file is one of `user_paths` or
+    inside one (a directory where a file was expected). Any other `OSError` comes from
+    the package's own paths: a bug."""
+    if isinstance(error, UserError):
+        return True
+    if not isinstance(error, OSError):
+        return False
+    if error.errno in _MACHINE_ERRNOS:
+        return True
+    named = [io_utils.absolute(str(n)) for n in (error.filename, error.filename2) if n]
+    return any(io_utils.is_within(n, io_utils.absolute(str(p)))
+               for n in named for p in tuple(user_paths) + _configured_paths() if p)
+
+
+def _configured_paths() -> Tuple[str, ...]:
+    """The folders the user's environment names: the checkpoint cache ($ADAPTER_BERT_CACHE)
+    and TFDS's data directory ($TFDS_DATA_DIR)."""
+    return (io_utils.dirname(cache_root()),
+            os.environ.get("TFDS_DATA_DIR") or io_utils.join("~", "tensorflow_datasets"))
 
 
 @dataclasses.dataclass
@@ -275,8 +302,11 @@ def prepare_output_dir(path: str) -> None:
     makedirs(path)
 
 
-def run_cli(program: str, main: Callable[[], int]) -> int:
-    """Runs `main`, turning input errors into one clear line and exit code 1.
+def run_cli(program: str, main: Callable[[], int],
+            user_paths: Callable[[], Sequence[str]] = tuple) -> int:
+    """Runs `main`, turning input errors (`is_user_error`; `user_paths()` gives the paths
+    the user named) into one clear line and exit code 1, and anything else into its
+    traceback, a line saying it is a bug, and exit code 2.
 
     Log levels are set first (`console.configure_logging`: TensorFlow's Python INFO
     lines only with --verbosity=1). SIGTERM and SIGINT stop the run cleanly
@@ -285,29 +315,34 @@ def run_cli(program: str, main: Callable[[], int]) -> int:
     configure_logging()
     try:
         with preemption.handle_signals():
-            return _run_reporting_errors(program, main)
+            return _run_reporting_errors(program, main, user_paths)
     except preemption.Preempted as e:
         logging.debug("Where the run stopped:", exc_info=True)
         print(f"{program}: {e}", file=sys.stderr, flush=True)
         return e.exit_code
 
 
-def _run_reporting_errors(program: str, main: Callable[[], int]) -> int:
+def _run_reporting_errors(program: str, main: Callable[[], int],
+                          user_paths: Callable[[], Sequence[str]]) -> int:
     try:
         return main() or 0
-    except USER_ERRORS as e:
+    except Exception as e:  # noqa: BLE001 - sorted below: the user's input, or a bug
+        if not is_user_error(e, user_paths()):
+            return _report_bug(program)
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         # The traceback is for debugging this package, not for the user: --verbosity=1.
         logging.debug("Traceback of the error below:", exc_info=True)
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
         return 1
-    except Exception:  # noqa: BLE001 - not the user's input: a bug, with its traceback
-        traceback.print_exc()
-        print(f"{program}: internal error: this is a bug in adapter-bert "
-              f"{adapter_bert.__version__}, not a problem with your input; please report "
-              f"it with the traceback above and the command you ran", file=sys.stderr,
-              flush=True)
-        return 2
+
+
+def _report_bug(program: str) -> int:
+    traceback.print_exc()
+    print(f"{program}: internal error: this is a bug in adapter-bert "
+          f"{adapter_bert.__version__}, not a problem with your input; please report "
+          f"it with the traceback above and the command you ran", file=sys.stderr,
+          flush=True)
+    return 2
 
 
 def training_schedule(flag_values, num_examples: int, static_shapes: bool):

@@ -420,8 +420,9 @@ _OWN_DATA = (
            "for imbalanced sets ([own-data.md](own-data.md#imbalanced-classes))"),
     _s("export_dir", "string", None,
        "Write the trained model as a SavedModel here (after training, or of "
-       "--load_adapter, or of the latest checkpoint in --output_dir); needs the [serving] "
-       "extra (tensorflow-text).", path=True),
+       "--load_adapter, or of the latest checkpoint in --output_dir; export_model.py: of "
+       "--adapters); needs the [serving] extra (tensorflow-text).", runners=_BACKBONE,
+       path=True),
 )
 
 
@@ -472,8 +473,6 @@ _ABLATION_AND_EXPORT = (
        runners=(EXPORT,), path=True),
     _s("names", "list", None, "Task names, one per adapter (default: the task each adapter "
        "file records).", runners=(EXPORT,)),
-    _s("export_dir", "string", None, "Where to write the SavedModel.", runners=(EXPORT,),
-       path=True),
 )
 
 
@@ -506,6 +505,17 @@ def numeric_bounds() -> Dict[str, Bounds]:
 def resume_compared() -> Tuple[str, ...]:
     """The settings a resumed training run must match, in table order."""
     return tuple(s.name for s in all_settings() if s.resume)
+
+
+def path_values(flag_values, runner: str) -> Tuple[str, ...]:
+    """The files and folders the user named in `runner`'s settings (path=True), set ones
+    only: an `OSError` about one of them is the user's to fix (`tasks.base.is_user_error`)."""
+    values = []
+    for setting in all_settings():
+        if setting.path and setting.applies_to(runner):
+            value = getattr(flag_values, setting.name, None)
+            values += list(value) if isinstance(value, (list, tuple)) else [value]
+    return tuple(str(v) for v in values if v)
 
 
 def resume_paths() -> Tuple[str, ...]:
