@@ -429,14 +429,17 @@ def test_too_few_columns(tmp_path):
         "found 3")
 
 
-def test_blank_line_is_an_error(tmp_path):
-    path = _write(tmp_path / "train.tsv", ["sentence\tlabel", "good\t1", "",
-                                           "bad\t0"])
+def test_blank_lines_are_skipped_and_later_lines_keep_their_numbers(tmp_path):
+    path = _write(tmp_path / "train.tsv", ["sentence\tlabel", "good\t1", "", "bad\t0",
+                                           "short"])
     with pytest.raises(glue.GlueDataError) as info:
         glue.Sst2Processor().get_train_examples(str(tmp_path))
     assert str(info.value) == (
-        f"SST-2 {path} line 3: expected at least 2 tab-separated columns, "
-        "found 0")
+        f"SST-2 {path} line 5: expected at least 2 tab-separated columns, found 1")
+    _write(tmp_path / "train.tsv", ["sentence\tlabel", "good\t1", "", "bad\t0"])
+    examples = glue.Sst2Processor().get_train_examples(str(tmp_path))
+    assert [(e.guid, e.text_a, e.label) for e in examples] == [("train-0", "good", "1"),
+                                                                ("train-1", "bad", "0")]
 
 
 def test_unknown_label(tmp_path):

@@ -1,21 +1,21 @@
 """GLUE data processors: TSV files -> `InputExample`s (TFDS records: `tfds_text`).
 
-Google's `run_classifier.py` processors, one per task, for `download_glue_data.py`'s
-layouts, read strictly: a missing or empty file, a short row, an unknown label, bytes that
-are not UTF-8 or another task's header raise `GlueDataError` with file and 1-based line.
-A BOM, CRLF and trailing blank lines read as plain files. Test examples have
-`label=None`; `guid` is `"<split>-<index>"` from the file's index column where it has one.
-TSVs are read without quoting, as the original does (GLUE text has unbalanced `"`).
+Google's `run_classifier.py` processors, one per task: each task's `_Layout`s are the
+configuration of the one delimited-text reader (`text_files`: no quoting, as the original,
+since GLUE text has unbalanced `"`; a BOM, CRLF and blank lines read as plain files). Read
+strictly: a missing or empty file, a short row, an unknown label, bytes that are not UTF-8
+or another task's header raise `GlueDataError` with file and 1-based line. Test examples
+have `label=None`; `guid` is `"<split>-<index>"` from the file's index column where it has
+one.
 """
 
-import csv
 import dataclasses
 import math
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # Re-exported so that callers only need this module.
 from adapter_bert import io_utils
-from adapter_bert.data.text_files import allow_fields_of_any_length
+from adapter_bert.data.text_files import delimited_rows, read_text
 from adapter_bert.data.features import (  # noqa: F401
     convert_examples_to_features,
     pad_to_multiple_of_batch,
@@ -69,34 +69,17 @@ class _Layout:
     columns: Optional[Tuple[str, ...]] = None
 
 
-def _read_tsv_lines(path: str, task: str) -> List[List[str]]:
-    """A TSV file's rows, one per physical line (row i is line i + 1), quoting disabled.
-    Raises GlueDataFileNotFoundError, or GlueDataError for an empty, unreadable or
-    non-UTF-8 file.
-    """
-    try:
-        data = io_utils.read_bytes(path)
-    except FileNotFoundError as e:
-        raise GlueDataFileNotFoundError(
-            f"{task}: data file not found: {path}") from e
-    except OSError as e:  # A directory in its place, no permission, an I/O error.
-        raise GlueDataError(
-            f"{task} {path}: cannot read the data file ({e.strerror or e})") from e
-    if not data.strip():
+def _read_tsv_rows(path: str, task: str) -> List[Tuple[int, List[str]]]:
+    """A TSV file's rows with their 1-based lines (`text_files`: no quoting, blank lines
+    skipped). Raises GlueDataFileNotFoundError, or GlueDataError for an empty, unreadable
+    or non-UTF-8 file."""
+    text = read_text(path, GlueDataError, f"{task} {path}",
+                     missing=lambda _: GlueDataFileNotFoundError(
+                         f"{task}: data file not found: {path}"))
+    rows = list(delimited_rows(text, path, "tsv"))
+    if not rows:
         raise GlueDataError(f"{task} {path}: file is empty")
-    text = io_utils.decode_utf8(data, f"{task} {path}", GlueDataError)  # MRPC has a BOM
-    if not text.strip():
-        raise GlueDataError(f"{task} {path}: file is empty")
-    lines = text.split("\n")
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    while lines and not lines[-1].strip():
-        lines.pop()  # The newline at the end of the last line, blank lines after it.
-    allow_fields_of_any_length()
-    reader = csv.reader(lines, delimiter="\t", quotechar=None)
-    try:
-        return list(reader)
-    except csv.Error as e:  # e.g. a lone carriage return inside a line
-        raise GlueDataError(f"{task} {path} line {reader.line_num}: {e}") from None
+    return rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,20 +158,17 @@ class DataProcessor:
                 f"{', '.join(self.splits)}")
         layout = self.layouts[split]
         path = io_utils.join(data_dir, layout.filename)
-        rows = _read_tsv_lines(path, self.task)
-        self._check_not_another_task(rows[0], layout, path)
+        rows = _read_tsv_rows(path, self.task)
+        self._check_not_another_task(rows[0][1], layout, path)
         first = 1 if layout.header else 0
         if len(rows) <= first:
             raise GlueDataError(
                 f"{self.task} {path}: file has a header but no examples")
         set_type = split.split("_")[0]  # dev_matched -> dev
         examples = []
-        for i in range(first, len(rows)):
-            if not self._in_language(rows[i], layout):
-                continue
-            examples.append(self._row_to_example(
-                rows[i], layout, path, line_no=i + 1,
-                guid_default=str(i - first), set_type=set_type))
+        for i, (line, row) in enumerate(rows[first:]):
+            if self._in_language(row, layout):
+                examples.append(self._row_to_example(row, layout, path, line, str(i), set_type))
         return examples
 
     def _check_not_another_task(self, row: List[str], layout: _Layout, path: str) -> None:
@@ -212,8 +192,7 @@ class DataProcessor:
             return True  # too short a row is reported by _row_to_example
         return row[layout.language] == getattr(self, "language", None)
 
-    def _row_to_example(self, row, layout, path, line_no, guid_default,
-                        set_type):
+    def _row_to_example(self, row, layout, path, line_no, guid_default, set_type):
         where = f"{self.task} {path} line {line_no}"
         if len(row) < layout.min_columns:
             raise GlueDataError(

@@ -83,11 +83,11 @@ class Table:
         Raises:
             DataFileError: naming the file, and the line where there is one.
         """
-        text = _read_text(path)
+        text = read_text(path)
         if kind == "jsonl":
             rows = list(_json_lines(text, path))
             return cls(path, kind, _union_of_keys(rows), rows)
-        rows = list(_delimited(text, path, kind))
+        rows = list(delimited_rows(text, path, kind))
         columns = None
         if header and rows:
             columns = [name.strip() for name in rows[0][1]]
@@ -166,18 +166,26 @@ def _quote_hint(kind: str) -> str:
     return ""
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str, error=DataFileError, where: Optional[str] = None,
+              missing=None) -> str:
+    """A data file's text (UTF-8, with or without a BOM): the one reader of the files users
+    give, theirs and GLUE's. Raises `missing` (default `error`) for a file that is not
+    there and `error` for one that cannot be read or is not UTF-8; messages start with
+    `where` (default: the path)."""
+    where = where or path
     try:
         data = io_utils.read_bytes(path)
     except FileNotFoundError:
-        raise DataFileError(f"{path}: file not found") from None
+        raise (missing or error)(f"{where}: file not found") from None
     except OSError as e:
-        raise DataFileError(f"{path}: cannot read it ({e.strerror or e})") from None
-    return io_utils.decode_utf8(data, path, DataFileError)
+        raise error(f"{where}: cannot read it ({e.strerror or e})") from None
+    return io_utils.decode_utf8(data, where, error)
 
 
-def _delimited(text: str, path: str, kind: str) -> Iterator[Tuple[int, List[str]]]:
-    """Rows of a CSV or TSV text, blank lines skipped, with the line each starts on."""
+def delimited_rows(text: str, path: str, kind: str) -> Iterator[Tuple[int, List[str]]]:
+    """Rows of a CSV or TSV text, blank lines skipped, with the line each starts on. TSV
+    is split on tabs without quoting (as Google's readers: GLUE text has unbalanced `"`);
+    CSV by RFC 4180."""
     if kind == "tsv":
         for number, line in enumerate(text.split("\n"), 1):
             line = line[:-1] if line.endswith("\r") else line

@@ -90,7 +90,7 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
     if case == "unreadable_file":
         dev.unlink()
         dev.mkdir()  # a directory where the file should be (chmod does not stop root)
-        return {}, r"MRPC .*MRPC/dev\.tsv: cannot read the data file \(Is a directory\)"
+        return {}, r"MRPC .*MRPC/dev\.tsv: cannot read it \(Is a directory\)"
     if case == "too_few_columns":
         _replace_line(dev, 3, "1\t702876\t702977")
         return {}, (r"MRPC .*MRPC/dev\.tsv line 3: expected at least 5 tab-separated columns, "
