@@ -9,7 +9,8 @@ import tf_keras as keras
 
 from adapter_bert.model.config import AdapterConfig
 from adapter_bert.model.heads import BertClassifierNetwork
-from adapter_bert.adapters.tuning import apply_tuning, parameter_line, parameter_report, parameter_summary
+from adapter_bert.adapters.tuning import (apply_tuning, parameter_line, parameter_report,
+                                          parameter_summary, train_only)
 from adapter_bert.adapters.models import BertClassifier
 from adapter_bert.model.naming import tf1_variables
 from tests.conftest import bench_module, tiny_inputs
@@ -299,3 +300,18 @@ def test_readme_example_trains_what_the_runner_trains():
     assert parameter_report(model).splitlines()[0] == (
         "trainable params: 753,794 || all params: 23,309,186 || trainable%: 3.2339")
     assert parameter_summary(model)["pooler"] == (147840, 147840)
+
+
+def test_a_layer_whose_children_own_no_weights_freezes_by_keras_flag(tiny_config, tmp_path):
+    """LoRA with dropout holds a Dropout child: freezing it must not move its weights
+    between Keras' lists (Keras would track them twice and refuse to load the file)."""
+    model = BertClassifier(tiny_config, 2, AdapterConfig(size=4, adapter_type="lora",
+                                                         lora_dropout=0.1))
+    model(tiny_inputs())
+    train_only(model, [])  # everything frozen
+    for layer in model._flatten_layers():
+        layer._update_trackables()  # what Keras does on loading
+        own = layer._trainable_weights + layer._non_trainable_weights
+        assert len({id(v) for v in own}) == len(own), layer.name
+    model.save(str(tmp_path / "model.keras"))
+    keras.models.load_model(str(tmp_path / "model.keras"))

@@ -181,7 +181,10 @@ def train_only(model, layers) -> None:
 
 
 def _has_children(layer) -> bool:
-    return any(True for _ in layer._flatten_layers(include_self=False, recursive=False))  # noqa: SLF001
+    """Whether a layer holds layers that own weights (a Dropout child does not count:
+    Keras' own `trainable` flag serves such a layer)."""
+    return any(direct_weights(child)
+               for child in layer._flatten_layers(include_self=False))  # noqa: SLF001
 
 
 def _set_own_weights_trainable(layer, trainable: bool) -> None:
