@@ -15,16 +15,16 @@ pytest.importorskip("tensorflow_text", reason="the [serving] extra (tensorflow-t
 
 import tensorflow as tf  # noqa: E402
 
+from adapter_bert.model.inputs import FEATURE_NAMES  # noqa: E402
 from adapter_bert.serving import unicode_tables as tables  # noqa: E402
 from adapter_bert.serving.tokenizer import (BertInputEncoder, VocabularyError,  # noqa: E402
-                                            read_vocab)
+                                            vocabulary_of)
 from tests.conftest import BERT_VOCAB  # noqa: E402
 from tests.fixtures import GLUE_ROWS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import serving_reference as google  # noqa: E402
 
-FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +59,10 @@ def test_every_glue_dev_row_matches_the_python_pipeline(data_source, task, data_
     got = BertInputEncoder(vocab, True, 128).encode(
         tf.constant([e.text_a for e in examples]),
         tf.constant([e.text_b for e in examples]) if pair else None)
-    for key in FEATURES:
+    for key in FEATURE_NAMES:
         np.testing.assert_array_equal(got[key].numpy(), expected[key], err_msg=key)
     # ... and Google's own algorithm agrees on these rows.
-    oracle_vocab = read_vocab(vocab)
+    oracle_vocab = vocabulary_of(vocab)
     for i in range(0, len(examples), 7):
         reference = google.encode(examples[i].text_a, examples[i].text_b, oracle_vocab, True, 128)
         assert got["input_ids"][i].numpy().tolist() == reference["input_ids"]
@@ -82,7 +82,7 @@ EDGE_CHARACTERS = list("aAbBzZ09 .,;'-!?$^`~\t\n\r") + [
 
 @pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
 def test_unicode_edge_cases_match_google(encoders, vocab_file, lower):
-    vocab = read_vocab(vocab_file)
+    vocab = vocabulary_of(vocab_file)
     rng = random.Random(0)
     texts = ["ΟΔΟΣ ΣΑΣ. Σ", "Ὀδυσσεύς", "naïve café", "x\u200by", "a" * 150, "a" * 201,
              "A\u0301\u0302\u0327", "Hello,World!!", "ǅemal İstanbul", "\u0301", ""]
@@ -94,7 +94,7 @@ def test_unicode_edge_cases_match_google(encoders, vocab_file, lower):
 
 
 def test_pair_truncation_and_layout_match_google(encoders, vocab_file):
-    vocab = read_vocab(vocab_file)
+    vocab = vocabulary_of(vocab_file)
     rng = random.Random(1)
     words = ["the", "cat", "sat", "on", "mat", "unbelievable", "!"]
     pairs = [(" ".join(rng.choice(words) for _ in range(rng.randint(0, 70))),
@@ -106,12 +106,12 @@ def test_pair_truncation_and_layout_match_google(encoders, vocab_file):
         got = encoder.encode(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
         for i, (a, b) in enumerate(pairs):
             expected = google.encode(a, b, vocab, True, length)
-            for key in FEATURES:
+            for key in FEATURE_NAMES:
                 assert got[key][i].numpy().tolist() == expected[key], (length, a, b, key)
 
 
 def test_bytes_that_are_not_utf8_are_dropped_like_google(encoders, vocab_file):
-    vocab = read_vocab(vocab_file)
+    vocab = vocabulary_of(vocab_file)
     texts = [b"caf\xc3\xa9", b"\xff\xfeok", b"ab\xe2\x82cd", b"\xe2\x82", b"\xc3", b"\xed\xa0\x80x",
              b"\xf4\x90\x80\x80y", b"\xc0\xafz", "Déjà vu".encode("utf-8")]
     got = encoders[True].tokenize(tf.constant(texts)).to_list()
@@ -121,7 +121,7 @@ def test_bytes_that_are_not_utf8_are_dropped_like_google(encoders, vocab_file):
 
 def test_empty_batch_and_single_sentences(encoders):
     empty = encoders[True].encode(tf.constant([], tf.string), tf.constant([], tf.string))
-    for key in FEATURES:
+    for key in FEATURE_NAMES:
         assert empty[key].shape == (0, 64) and empty[key].dtype == tf.int32
     blank = encoders[True].encode(tf.constant(["", "\u200b"]), tf.constant(["", ""]))
     np.testing.assert_array_equal(blank["input_ids"].numpy()[:, :3], [[101, 102, 0]] * 2)
@@ -149,17 +149,20 @@ def test_vocabulary_errors_name_the_file_and_line(tmp_path):
     bad = tmp_path / "vocab.txt"
     bad.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n\xff\n[SEP]\n")
     with pytest.raises(VocabularyError, match=r"vocab.txt: line 4 is not valid UTF-8"):
-        read_vocab(str(bad))
+        vocabulary_of(str(bad))
     bad.write_bytes(b"[PAD]\n[CLS]\n[SEP]\nthe\n")
     with pytest.raises(VocabularyError, match=r"no \[UNK\] token"):
-        read_vocab(str(bad))
+        vocabulary_of(str(bad))
     with pytest.raises(VocabularyError, match="cannot read"):
-        read_vocab(str(tmp_path / "missing.txt"))
+        vocabulary_of(str(tmp_path / "missing.txt"))
 
 
-def test_duplicate_vocabulary_lines_keep_the_last_id_as_google(tmp_path):
+def test_the_vocabulary_numbers_tokens_as_the_runners_tokenizer(tmp_path):
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##s\n \nhello \n")
-    assert read_vocab(str(vocab))["hello"] == 7
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##s\n \nhello \nhello\n")
+    assert vocabulary_of(str(vocab))["hello"] == 8  # a repeated token: its last line
+    from adapter_bert.data.tokenization import load_tokenizer
+    python = load_tokenizer(str(vocab), True)
     encoder = BertInputEncoder(str(vocab), True, 8)
-    assert encoder.tokenize(tf.constant(["Hellos x"])).to_list() == [[7, 5, 1]]
+    assert encoder.tokenize(tf.constant(["Hellos x"])).to_list() == [[8, 5, 1]] == \
+        [python.convert_tokens_to_ids(python.tokenize("Hellos x"))]

@@ -248,10 +248,11 @@ def test_squad_compiles_with_xla_on_static_shapes_and_matches_the_plain_run(
     for a, b in zip(run.model.trainable_weights, plain.model.trainable_weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=SQUAD_TOLERANCE, err_msg=a.name)
 
-    from adapter_bert.tasks.squad import INPUT_KEYS, LABEL_KEYS, _labels_by_output_name, \
+    from adapter_bert.model.inputs import FEATURE_NAMES
+    from adapter_bert.tasks.squad import LABEL_KEYS, _labels_by_output_name, \
         feature_arrays
     arrays = feature_arrays(run._features(run.train_examples, True), with_labels=True)
-    batch = first_batch(run.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS, 8, 1, 0)()
+    batch = first_batch(run.pipeline.training_data(arrays, FEATURE_NAMES, LABEL_KEYS, 8, 1, 0)()
                         .map(_labels_by_output_name))
     assert batch[0]["input_ids"].shape == (8, 64)
     check_step_compiles(run.model.train_step, batch)

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert.errors import UserError
 from adapter_bert.progress import Progress
 
@@ -68,7 +69,7 @@ def _log_example(tokenizer, example, ids, features: Dict[str, np.ndarray], row: 
     logging.debug("*** Example ***")
     logging.debug("guid: %s", example.guid)
     logging.debug("tokens: %s", " ".join(tokenizer.convert_ids_to_tokens(ids)))
-    for key in ("input_ids", "input_mask", "segment_ids"):
+    for key in FEATURE_NAMES:
         logging.debug("%s: %s", key, " ".join(map(str, features[key][row])))
     logging.debug("label: %s (id = %s)", example.label, features["label_ids"][row])
 
@@ -110,7 +111,7 @@ def convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
 
     n = len(examples)
     features = {key: np.zeros((n, max_seq_length), dtype=np.int32)
-                for key in ("input_ids", "input_mask", "segment_ids")}
+                for key in FEATURE_NAMES}
     features["label_ids"] = np.zeros((n,), dtype=np.float32 if is_regression else np.int32)
     progress = Progress(label, n, unit="rows") if n > _TOKENIZE_CHUNK else None
     for start in range(0, n, _TOKENIZE_CHUNK):

@@ -32,7 +32,7 @@ def skip_sum(inputs, delta):
     A new adapter's output is about 0.6% of its input: below bfloat16's resolution
     (8 bits of mantissa, 0.4% relative), so a bfloat16 sum drops about a fifth of it and
     trained adapters lose up to 7% of their smallest contributions (measured on MiniLM:
-    `python -m bench.adapter_precision`). Summing in float32 keeps the adapter's output
+    `python -m bench.studies.adapter_precision`). Summing in float32 keeps the adapter's output
     as computed; the block's LayerNorm (float32 inside) reads the float32 sum.
     """
     if inputs.dtype == tf.float32 and delta.dtype == tf.float32:

@@ -13,6 +13,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert.io_utils import as_write_error
 from adapter_bert.model.fast_layers import portable_kernels
 from adapter_bert.serving.tokenizer import BertInputEncoder
@@ -20,7 +21,6 @@ from adapter_bert.errors import UserError
 from adapter_bert import io_utils
 from adapter_bert.io_utils import folders
 
-FEATURES = ("input_ids", "input_mask", "segment_ids")
 INFO_FILE = "export_info.json"
 # Recorded in every export's INFO_FILE (what a reader of the export checks).
 WRITER = "adapter_bert"
@@ -74,7 +74,7 @@ def in_length_groups(call: Callable[..., tf.Tensor], features: Dict[str, tf.Tens
 
 
 def _feature_specs():
-    return [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
+    return [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURE_NAMES]
 
 
 def _text_specs(pair: bool):
@@ -185,7 +185,7 @@ def export_classifier(model, export_dir: str, vocab_file: str, do_lower_case: bo
 
 def _dummy_features():
     return {name: tf.ones([1, 2], tf.int32) if name != "segment_ids" else tf.zeros([1, 2], tf.int32)
-            for name in FEATURES}
+            for name in FEATURE_NAMES}
 
 
 def require_serving_extra() -> None:

@@ -13,9 +13,10 @@ from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert import io_utils
 from adapter_bert.model.fast_layers import portable_kernels
-from adapter_bert.serving.export import (FEATURES, ExportError, in_length_groups,
+from adapter_bert.serving.export import (ExportError, in_length_groups,
                                          write_saved_model)
 from adapter_bert.serving.tokenizer import BertInputEncoder
 
@@ -64,7 +65,7 @@ class _MultiTaskModule(tf.Module):
 def _signatures(module: _MultiTaskModule):
     text = [tf.TensorSpec([None], tf.string, name) for name in ("task", "text_a", "text_b")]
     features = [tf.TensorSpec([None], tf.string, "task")] + [
-        tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
+        tf.TensorSpec([None, None], tf.int32, name) for name in FEATURE_NAMES]
 
     def serve(task, text_a, text_b):
         return module.outputs(task, module.encoder.encode(text_a, text_b))

@@ -19,8 +19,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert.model.fast_layers import portable_kernels
-from adapter_bert.serving.export import FEATURES, INFO_FILE, write_saved_model
+from adapter_bert.serving.export import INFO_FILE, write_saved_model
 from adapter_bert.errors import UserError
 from adapter_bert import io_utils
 
@@ -45,7 +46,7 @@ def export_span_model(model, export_dir: str, vocab_file: str, do_lower_case: bo
     defaults of `SquadAnswerer`); returns its absolute path.
     """
     module = _SpanModule(model, vocab_file)
-    specs = [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
+    specs = [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURE_NAMES]
 
     def serve(input_ids, input_mask, segment_ids):
         outputs = module._call({"input_ids": input_ids, "input_mask": input_mask,  # noqa: SLF001
@@ -61,7 +62,7 @@ def export_span_model(model, export_dir: str, vocab_file: str, do_lower_case: bo
             "version_2_with_negative": bool(version_2_with_negative),
             "n_best_size": int(n_best_size), "max_answer_length": int(max_answer_length),
             "null_score_diff_threshold": float(null_score_diff_threshold),
-            "inputs": list(FEATURES), "outputs": ["start_logits", "end_logits"]}
+            "inputs": list(FEATURE_NAMES), "outputs": ["start_logits", "end_logits"]}
     return write_saved_model(export_dir, module, {"serving_default": signature}, info)
 
 
@@ -96,7 +97,7 @@ class SquadAnswerer:
         starts, ends = [], []
         for begin in range(0, len(arrays["input_ids"]), self.batch_size):
             outputs = self._serve(**{k: tf.constant(arrays[k][begin:begin + self.batch_size])
-                                     for k in FEATURES})
+                                     for k in FEATURE_NAMES})
             starts.append(outputs["start_logits"].numpy())
             ends.append(outputs["end_logits"].numpy())
         return np.concatenate(starts), np.concatenate(ends)
@@ -123,7 +124,7 @@ class SquadAnswerer:
         if not len(features):
             return {e.qas_id: "" for e in examples}, None
         arrays = {k: np.stack([getattr(f, k) for f in features]).astype(np.int32)
-                  for k in FEATURES}
+                  for k in FEATURE_NAMES}
         start, end = self._logits(arrays)
         results = [RawResult(f.unique_id, start[i], end[i]) for i, f in enumerate(features)]
         # The selection writes run_squad.py's files; here they go to a scratch folder.

@@ -16,16 +16,17 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_bytes
 from adapter_bert.model.fast_layers import portable_kernels
-from adapter_bert.serving.export import FEATURES, ExportError
+from adapter_bert.serving.export import ExportError
 from adapter_bert.errors import UserError
 
 
 def _network_function(model, batch_size: Optional[int], max_seq_length: Optional[int],
                       regression: bool):
-    specs = [tf.TensorSpec([batch_size, max_seq_length], tf.int32, name) for name in FEATURES]
+    specs = [tf.TensorSpec([batch_size, max_seq_length], tf.int32, name) for name in FEATURE_NAMES]
 
     def network(input_ids, input_mask, segment_ids):
         logits = model({"input_ids": input_ids, "input_mask": input_mask,
@@ -97,7 +98,7 @@ def tflite_interpreter(model_path: Optional[str] = None, model_content: Optional
 
 
 def tflite_predict(interpreter, features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Runs an `export_tflite` model on any number of rows of `FEATURES`, in batches of its
+    """Runs an `export_tflite` model on any number of rows of `FEATURE_NAMES`, in batches of its
     batch size (the last padded with copies of its first row, dropped from the outputs).
     """
     runner = interpreter.get_signature_runner()
@@ -107,7 +108,7 @@ def tflite_predict(interpreter, features: Dict[str, np.ndarray]) -> Dict[str, np
     parts = []
     for begin in range(0, rows, max(step, 1)):
         part = {name: np.asarray(features[name][begin:begin + step], np.int32)
-                for name in FEATURES}
+                for name in FEATURE_NAMES}
         count = len(part["input_ids"])
         if count < step:
             part = {name: np.concatenate([value, np.repeat(value[:1], step - count, 0)])

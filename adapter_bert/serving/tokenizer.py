@@ -17,6 +17,7 @@ import tensorflow as tf
 from adapter_bert.serving import unicode_tables as tables
 from adapter_bert import io_utils
 from adapter_bert.data.features import check_room_for_text
+from adapter_bert.data.tokenization import read_vocab
 from adapter_bert.errors import UserError
 
 # google-research/bert's WordpieceTokenizer.max_input_chars_per_word.
@@ -28,23 +29,21 @@ class VocabularyError(UserError):
     """The vocabulary file cannot serve as a WordPiece vocabulary."""
 
 
-def read_vocab(vocab_file: str) -> Dict[str, int]:
-    """Reads a BERT `vocab.txt` as Google's `load_vocab` does (one stripped token per line,
-    id = line number from 0, the last id of a repeated token). VocabularyError for a missing
-    or non-UTF-8 file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
+def vocabulary_of(vocab_file: str) -> Dict[str, int]:
+    """A BERT `vocab.txt` as the runners' tokenizer reads it (`tokenization.read_vocab`:
+    one token a line, id = line number from 0, the last id of a repeated token), so that
+    an export numbers tokens as training did. VocabularyError for a missing or non-UTF-8
+    file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
     """
     try:
-        lines = io_utils.read_bytes(vocab_file).split(b"\n")
+        data = io_utils.read_bytes(vocab_file)
     except OSError as e:
         raise VocabularyError(f"{vocab_file}: cannot read the vocabulary ({e.strerror})") from None
-    if lines and lines[-1] == b"":
-        lines.pop()  # the newline that ends the last line
-    vocab = {}
-    for number, line in enumerate(lines):
-        try:
-            vocab[line.decode("utf-8").strip()] = number
-        except UnicodeDecodeError:
-            raise VocabularyError(f"{vocab_file}: line {number + 1} is not valid UTF-8") from None
+    try:
+        vocab = read_vocab(data)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise VocabularyError(f"{vocab_file}: line {line} is not valid UTF-8") from None
     missing = [t for t in _SPECIAL_TOKENS if t not in vocab]
     if missing:
         raise VocabularyError(f"{vocab_file}: no {', '.join(missing)} token in the vocabulary")
@@ -66,7 +65,7 @@ class BertInputEncoder(tf.Module):
         super().__init__(name=name)
         import tensorflow_text as text  # the optional [serving] extra
         check_room_for_text(max_seq_length, pair=True)
-        vocab = read_vocab(vocab_file)
+        vocab = vocabulary_of(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.max_seq_length = int(max_seq_length)
         self.cls_id, self.sep_id, self.unk_id = (vocab[t] for t in _SPECIAL_TOKENS)

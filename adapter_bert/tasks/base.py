@@ -46,7 +46,6 @@ from adapter_bert import io_utils
 
 # The model's inputs, as both runners feed them, and the adapter directory a training
 # run writes into --output_dir.
-INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 ADAPTER_DIR = "adapter"
 
 # What a user can fix, shown as one line with exit status 1: the package's `UserError`s, and

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
                                          save_trained_weights)
 from adapter_bert.data.features import check_room_for_text, convert_examples_to_features
@@ -33,7 +34,6 @@ from adapter_bert.tasks.epoch_selection import (BEST_DIR, STATE, EpochSelection,
 from adapter_bert.training.loop import fit_with_resume
 from adapter_bert import io_utils
 
-INPUT_KEYS = base.INPUT_KEYS
 
 
 class ClassifierRun(base.TaskRun):
@@ -187,7 +187,7 @@ class ClassifierRun(base.TaskRun):
             optimizer = base.run_optimizer(flag_values, schedule, self.model)
             self.model.compile(optimizer=optimizer, loss=self._loss(), steps_per_execution=spe,
                                jit_compile=self.pipeline.jit_compile)
-        dataset = self.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],
+        dataset = self.pipeline.training_data(features, FEATURE_NAMES, ["label_ids"],
                                               flag_values.train_batch_size,
                                               schedule.num_train_steps, flag_values.seed)
         callbacks = []
@@ -273,7 +273,7 @@ class ClassifierRun(base.TaskRun):
 
     # ----------------------------------------------------------- inference
     def logits(self, features, count: int, batch_size: int, label: Optional[str] = None) -> np.ndarray:
-        return self.pipeline.predict(self.model, features, INPUT_KEYS, batch_size,
+        return self.pipeline.predict(self.model, features, FEATURE_NAMES, batch_size,
                                      label=label)[:count]
 
     def score_split(self, split: str, label: Optional[str]) -> Dict[str, float]:

@@ -15,6 +15,7 @@ import numpy as np
 import tf_keras as keras
 from absl import logging
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
@@ -28,7 +29,6 @@ from adapter_bert.data.feature_cache import records_digest
 from adapter_bert.tasks import base
 from adapter_bert.training.loop import fit_with_resume
 
-INPUT_KEYS = base.INPUT_KEYS
 LABEL_KEYS = ("start_positions", "end_positions")
 OUTPUT_KEYS = ("start_logits", "end_logits")
 HEAD_KIND = "SpanHead"
@@ -44,7 +44,7 @@ def feature_arrays(features: Sequence, with_labels: bool) -> Dict[str, np.ndarra
     model's inputs, with the gold positions when `with_labels`, and `is_real_example`.
     """
     arrays = {key: np.stack([getattr(f, key) for f in features]).astype(np.int32)
-              for key in INPUT_KEYS}
+              for key in FEATURE_NAMES}
     if with_labels:
         arrays["start_positions"] = np.asarray([f.start_position for f in features], np.int32)
         arrays["end_positions"] = np.asarray([f.end_position for f in features], np.int32)
@@ -205,7 +205,7 @@ class SquadRun(base.TaskRun):
         with self.strategy.scope():
             optimizer = base.run_optimizer(values, schedule, self.model)
             compile_span_model(self.model, optimizer, spe, self.pipeline.jit_compile)
-        batches = self.pipeline.training_data(arrays, INPUT_KEYS, LABEL_KEYS,
+        batches = self.pipeline.training_data(arrays, FEATURE_NAMES, LABEL_KEYS,
                                               values.train_batch_size,
                                               schedule.num_train_steps, values.seed)
 
@@ -249,7 +249,7 @@ class SquadRun(base.TaskRun):
     def span_logits(self, features) -> Dict[str, np.ndarray]:
         """Start/end logits [num_windows, T] for every window, in order."""
         return self.pipeline.predict(self.model, feature_arrays(features, with_labels=False),
-                                     INPUT_KEYS, self.flags.predict_batch_size,
+                                     FEATURE_NAMES, self.flags.predict_batch_size,
                                      per_token_outputs=OUTPUT_KEYS, label="predict")
 
     def predict(self) -> Dict[str, object]:

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from adapter_bert.model.inputs import FEATURE_NAMES
 from adapter_bert.adapters.api import adapter_config_from
 from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
                                          save_trained_weights)
@@ -47,7 +48,6 @@ from adapter_bert.training.recipe import optimizer_for
 from adapter_bert.errors import UserError
 from adapter_bert import io_utils
 
-INPUT_KEYS = base.INPUT_KEYS
 LABEL_KEY, WEIGHT_KEY = "label_ids", "sample_weight"
 # The runner's defaults (rows of `tasks.settings`), so that a model built with none of the
 # arguments trains as `run_classifier.py` does with none of the flags.
@@ -153,7 +153,7 @@ class TextClassifier(FeatureInputs, keras.Model):
             model = cls(classifier, bert, labels, max_seq_length, task, tuning_mode, seed,
                         built_with=built_with)
             # Built now, so that `summary()` and saving work before any fit or predict.
-            model({key: np.zeros((1, max_seq_length), np.int32) for key in INPUT_KEYS})
+            model({key: np.zeros((1, max_seq_length), np.int32) for key in FEATURE_NAMES})
         if not quiet:
             report_parameters(classifier)
         return model
@@ -347,7 +347,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         try:
             fit_with_resume(
                 self, optimizer,
-                lambda: training_dataset(features, plan, INPUT_KEYS, [LABEL_KEY], True,
+                lambda: training_dataset(features, plan, FEATURE_NAMES, [LABEL_KEY], True,
                                          weight_key),
                 total, directory, SAVE_CHECKPOINTS_STEPS, verbose=verbose,
                 extra_callbacks=[history, *callbacks], epoch_steps=epoch_steps,
@@ -390,7 +390,7 @@ class TextClassifier(FeatureInputs, keras.Model):
             raise UserError("validation_data: expected (texts, labels), (texts, labels, "
                             f"weights) or a tf.data.Dataset, got {type(data).__name__}")
         features = self.features(x, y, weights)
-        return inference_dataset(features, INPUT_KEYS, int(batch_size or BATCH_SIZE),
+        return inference_dataset(features, FEATURE_NAMES, int(batch_size or BATCH_SIZE),
                                  inference_order(features, True), True,
                                  label_keys=[LABEL_KEY],
                                  weight_key=WEIGHT_KEY if weights is not None else None)
@@ -413,7 +413,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         if is_empty(x):
             outputs = max(1, len(self.labels))
             return [] if return_labels else np.zeros((0, outputs), np.float32)
-        logits = predict_features(self, self.features(x), INPUT_KEYS, batch_size,
+        logits = predict_features(self, self.features(x), FEATURE_NAMES, batch_size,
                                   dynamic=True, static_shapes=False, verbose=verbose)
         if not return_labels:
             return logits
@@ -438,7 +438,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         if y is None:
             raise UserError("evaluate needs y: a label (name, id or float) for each text")
         features = self.features(x, y)
-        logits = predict_features(self, features, INPUT_KEYS, batch_size, dynamic=True,
+        logits = predict_features(self, features, FEATURE_NAMES, batch_size, dynamic=True,
                                   static_shapes=False, verbose=verbose)
         kind = "classification" if self.labels else "regression"
         results = dict(score_logits(logits, features[LABEL_KEY], kind, not self.labels))

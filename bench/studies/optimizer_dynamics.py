@@ -144,18 +144,19 @@ def run_variant(name: str, args) -> dict:
     values(argv)
     import numpy as np
     from adapter_bert.tasks import base
-    from adapter_bert.tasks.classifier import INPUT_KEYS, ClassifierRun
+    from adapter_bert.model.inputs import FEATURE_NAMES
+    from adapter_bert.tasks.classifier import ClassifierRun
     run = ClassifierRun(values)
     features, count = run.features("train")
     schedule, _ = base.training_schedule(values, count, run.static_shapes)
     dev, _ = run.features("dev")
-    probe_inputs = {k: dev[k][:64] for k in INPUT_KEYS}
+    probe_inputs = {k: dev[k][:64] for k in FEATURE_NAMES}
     with run.strategy.scope():
         optimizer = base.run_optimizer(values, schedule)
         run.model.compile(optimizer=optimizer, loss=run._loss(), jit_compile=False)  # noqa: SLF001
     probe = DynamicsProbe(run.model, optimizer, optimizer._learning_rate,  # noqa: SLF001
                           probe_inputs, args.probe_every)
-    dataset = run.pipeline.training_data(features, INPUT_KEYS, ["label_ids"],
+    dataset = run.pipeline.training_data(features, FEATURE_NAMES, ["label_ids"],
                                          values.train_batch_size, schedule.num_train_steps,
                                          values.seed)()
     steps = min(args.steps, schedule.num_train_steps)
