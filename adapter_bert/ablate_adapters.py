@@ -10,9 +10,6 @@ Example (after `run_classifier.py --task_name=MRPC --do_train ... --output_dir=/
     python -m adapter_bert.ablate_adapters --task_name=MRPC --data_dir=glue_data/MRPC \
         --load_adapter=/tmp/mrpc/adapter --output_dir=/tmp/mrpc_ablation \
         --eval_batch_size=64
-
-Installed, `adapter-bert-ablate` runs the same; in a clone of the repository,
-`python ablate_adapters.py` does.
 """
 
 from adapter_bert import cli

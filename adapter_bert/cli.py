@@ -45,6 +45,10 @@ def entry_point(module_name: str, script: str, command: str, runner: str, job: s
     returns the exit status; the input errors it raises become one `<program>: error:`
     line and exit status 1."""
     program = start(script, command)
+    module = sys.modules[module_name]
+    module.__doc__ = (module.__doc__ or "").rstrip() + (
+        f"\n\nInstalled, `{command}` runs the same; in a clone of the repository,\n"
+        f"`python {script}` takes the same flags.\n")
     from adapter_bert.tasks import flags as runner_flags
     runner_flags.define(runner)
     # --helpshort lists the key flags of the module Python started: the runner's module.

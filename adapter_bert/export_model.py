@@ -8,9 +8,6 @@ Example (two adapters trained by run_classifier.py on the embedded MiniLM):
 The SavedModel takes `task`, `text_a` and `text_b` strings [batch] and answers each row
 with its task's adapters and head (see docs/serving.md). Serving it needs TensorFlow
 and `import tensorflow_text`, not this package.
-
-Installed, `adapter-bert-export` runs the same; in a clone of the repository,
-`python export_model.py` does.
 """
 
 from adapter_bert import cli

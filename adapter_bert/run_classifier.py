@@ -5,9 +5,6 @@ Example (adapter-tune MRPC on the embedded MiniLM backbone):
     python -m adapter_bert.run_classifier --task_name=MRPC --do_train --do_eval \
         --data_dir=glue_data/MRPC --output_dir=/tmp/mrpc \
         --learning_rate=1e-3
-
-Installed, `adapter-bert-classifier` runs the same; in a clone of the repository,
-`python run_classifier.py` takes the same flags, as Google's script does.
 """
 
 from adapter_bert import cli

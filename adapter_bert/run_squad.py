@@ -10,9 +10,6 @@ Example (adapter-tune SQuAD v1.1 on the embedded MiniLM backbone, then score dev
 
 For SQuAD 2.0 add --version_2_with_negative; null_odds.json is written beside
 predictions.json and the best no-answer threshold is reported.
-
-Installed, `adapter-bert-squad` runs the same; in a clone of the repository,
-`python run_squad.py` takes the same flags, as Google's script does.
 """
 
 from adapter_bert import cli

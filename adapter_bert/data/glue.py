@@ -359,33 +359,20 @@ class MnliProcessor(DataProcessor):
         return self.get_examples(data_dir, "test_mismatched")
 
 
-class QnliProcessor(DataProcessor):
-    """QNLI: `index question sentence label`; test without label."""
-
-    task = "QNLI"
-    labels = _NLI2
-    folder = "QNLI"
-    tfds = TfdsSource("qnli", "question", "sentence", _NLI2)
-    layouts = _indexed_pair_layouts("question", "sentence")
-
-
-class RteProcessor(QnliProcessor):
-    """RTE: `index sentence1 sentence2 label`; test without label."""
-
-    task = "RTE"
-    layouts = _indexed_pair_layouts("sentence1", "sentence2")
-    folder = "RTE"
-    tfds = TfdsSource("rte", "sentence1", "sentence2", _NLI2)
+def _indexed_pair_processor(task: str, labels: Tuple[str, ...], text_a: str,
+                            text_b: str) -> type:
+    """QNLI, RTE and WNLI: `index <text_a> <text_b> label` (test without label), in TFDS
+    under the same feature names."""
+    return type(f"{task.capitalize()}Processor", (DataProcessor,), {
+        "__doc__": f"{task}: `index {text_a} {text_b} label`; test without label.",
+        "task": task, "labels": labels, "folder": task,
+        "tfds": TfdsSource(task.lower(), text_a, text_b, labels),
+        "layouts": _indexed_pair_layouts(text_a, text_b)})
 
 
-class WnliProcessor(QnliProcessor):
-    """WNLI: `index sentence1 sentence2 label` with labels 0/1."""
-
-    task = "WNLI"
-    labels = BINARY_LABELS
-    folder = "WNLI"
-    tfds = TfdsSource("wnli", "sentence1", "sentence2", BINARY_LABELS)
-    layouts = _indexed_pair_layouts("sentence1", "sentence2")
+QnliProcessor = _indexed_pair_processor("QNLI", _NLI2, "question", "sentence")
+RteProcessor = _indexed_pair_processor("RTE", _NLI2, "sentence1", "sentence2")
+WnliProcessor = _indexed_pair_processor("WNLI", BINARY_LABELS, "sentence1", "sentence2")
 
 
 class AxProcessor(DataProcessor):
