@@ -69,7 +69,7 @@ def logits(model, features, batch=64):
 def adapter_inputs(model, features, count=64):
     """(adapter layer, its input [tokens, d] over real tokens) for every Houlsby slot,
     from a float32 forward pass over the first `count` pairs."""
-    from adapter_bert.adapters import layers
+    from adapter_bert.model import adapter_layers as layers
     seen, original = [], layers.HoulsbyAdapter.call
 
     def record(self, inputs, residual=None, layer_norm=None):
@@ -110,7 +110,7 @@ def _bottleneck_bf16(layer, x16):
 def measure(data_dir, adapter_dir):
     """The figures above for one set of adapter weights."""
     import tensorflow as tf
-    from adapter_bert.adapters import layers
+    from adapter_bert.model import adapter_layers as layers
     from adapter_bert.data.tokenization import load_tokenizer
     from adapter_bert.model.checkpoints import default_backbone_dir
     tokenizer = load_tokenizer(os.path.join(default_backbone_dir(), "vocab.txt"))
