@@ -4,6 +4,7 @@ table writers make from the committed bench/results/*.json, and a pasted edit fa
 import glob
 import json
 import os
+import pathlib
 import shutil
 import statistics
 
@@ -144,3 +145,16 @@ def test_runs_of_other_budgets_do_not_share_a_table():
     with pytest.raises(ValueError, match="other settings or data"):
         tables.merged_squad_runs(["squad_v2.0_adapter_vs_full.json",
                                   "squad_v2.0_4k_adapter_vs_full.json"])
+
+
+def test_bench_readme_names_every_benchmark_module():
+    """bench/README.md is the index: every module of bench/ and bench/studies/ is in it,
+    and every benchmark row gives a time."""
+    bench = pathlib.Path(tables.REPO) / "bench"
+    readme = (bench / "README.md").read_text(encoding="utf-8")
+    modules = [p.stem for p in bench.glob("*.py") if p.stem != "__init__"]
+    modules += [f"studies.{p.stem}" for p in (bench / "studies").glob("*.py")
+                if p.stem != "__init__"]
+    assert [m for m in modules if f"`{m}`" not in readme] == []
+    rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    assert rows and all(line.rstrip(" |").rsplit("|", 1)[1].strip() for line in rows)
