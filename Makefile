@@ -102,9 +102,9 @@ test-gcs: setup
 # leave it in place. Runs the fast tests of the core model, loading, tuning and both
 # runners (TF220_TESTS; each runner's shared end-to-end run is among them), none of which
 # needs transformers, and the tokenizer against transformers 5's. The slow group's longer
-# runner scenarios run on TensorFlow 2.21 only (`make test-slow`). 271 tests in about a
-# minute on 2 cores once the environment exists; creating it, about 600 MB of packages,
-# took 2 minutes here, from a nearby package mirror.
+# runner scenarios run on TensorFlow 2.21 only (`make test-slow`). Under a minute on 2
+# cores once the environment exists; creating it takes a few minutes (mostly downloads:
+# TensorFlow, PyTorch), in the background of CI's first part.
 # PyTorch beside transformers 5, as PyTorch users have them: the tests marked `torch`
 # (refusing a planted pytorch_model.bin with the real torch.load) run here.
 TF220_TORCH ?= torch==2.13.0
