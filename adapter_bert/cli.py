@@ -1,12 +1,13 @@
-"""What the command-line entry points share: their program name and absl's `app.run`.
+"""What the command-line entry points share: `entry_point` makes a runner's module (its
+program name, flags from the settings table, `main` and `run` around absl's `app.run`).
 
 Each runner lives in the package (`python -m adapter_bert.run_classifier`); a clone's
 root scripts (`python run_classifier.py`, as in Google's repository) and the installed
 console scripts (`adapter-bert-classifier`) start the same module. Whichever started it,
 the error lines and `--helpshort` read the same.
 
-This module imports neither TensorFlow nor the runners' flags: an entry point calls
-`start` before anything imports TensorFlow.
+At import this module loads neither TensorFlow nor the runners' flags: `entry_point`
+calls `start` (the install check) before it defines the flags, which loads TensorFlow.
 """
 
 import importlib
