@@ -15,7 +15,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # Re-exported so that callers only need this module.
 from adapter_bert import io_utils
-from adapter_bert.data.text_files import delimited_rows, read_text
+from adapter_bert.data.text_files import delimited_rows, read_data_file
 from adapter_bert.data.features import (  # noqa: F401
     convert_examples_to_features,
     pad_to_multiple_of_batch,
@@ -73,9 +73,9 @@ def _read_tsv_rows(path: str, task: str) -> List[Tuple[int, List[str]]]:
     """A TSV file's rows with their 1-based lines (`text_files`: no quoting, blank lines
     skipped). Raises GlueDataFileNotFoundError, or GlueDataError for an empty, unreadable
     or non-UTF-8 file."""
-    text = read_text(path, GlueDataError, f"{task} {path}",
-                     missing=lambda _: GlueDataFileNotFoundError(
-                         f"{task}: data file not found: {path}"))
+    text = read_data_file(path, GlueDataError, f"{task} {path}",
+                          missing=lambda _: GlueDataFileNotFoundError(
+                              f"{task}: data file not found: {path}"))
     rows = list(delimited_rows(text, path, "tsv"))
     if not rows:
         raise GlueDataError(f"{task} {path}: file is empty")

@@ -83,7 +83,7 @@ class Table:
         Raises:
             DataFileError: naming the file, and the line where there is one.
         """
-        text = read_text(path)
+        text = read_data_file(path)
         if kind == "jsonl":
             rows = list(_json_lines(text, path))
             return cls(path, kind, _union_of_keys(rows), rows)
@@ -166,7 +166,7 @@ def _quote_hint(kind: str) -> str:
     return ""
 
 
-def read_text(path: str, error=DataFileError, where: Optional[str] = None,
+def read_data_file(path: str, error=DataFileError, where: Optional[str] = None,
               missing=None) -> str:
     """A data file's text (UTF-8, with or without a BOM): the one reader of the files users
     give, theirs and GLUE's. Raises `missing` (default `error`) for a file that is not
