@@ -291,11 +291,10 @@ def test_mnli_tmp_matched_and_mismatched(tmp_path):
     assert processor.get_examples(d, "dev_matched") == [matched]
     mismatched = [glue.InputExample("dev-5", "mm premise", "mm hypothesis",
                                     "contradiction")]
-    assert processor.get_dev_mismatched_examples(d) == mismatched
     assert processor.get_examples(d, "dev_mismatched") == mismatched
     assert processor.get_test_examples(d) == [
         glue.InputExample("test-0", "tm premise", "tm hyp", None)]
-    assert processor.get_test_mismatched_examples(d) == [
+    assert processor.get_examples(d, "test_mismatched") == [
         glue.InputExample("test-9", "tmm premise", "tmm hyp", None)]
     # The 16-column dev layout is required for dev files.
     _write(tmp_path / "dev_matched.tsv", [

@@ -245,152 +245,90 @@ def _labeled(min_columns: int, **fields) -> Dict[str, _Layout]:
     return {split: _Layout(f"{split}.tsv", min_columns, **fields) for split in ("train", "dev")}
 
 
-def _indexed_pair_layouts(text_a: str, text_b: str) -> Dict[str, _Layout]:
-    """QNLI, RTE and WNLI: `index <text_a> <text_b> label`; test without label."""
+def _task(name: str, doc: str, labels: Tuple[str, ...], tfds: TfdsSource,
+          layouts: Dict[str, _Layout], **more) -> type:
+    """A task's processor class: one row of GLUE's table, under Google's class name."""
+    class_name = name.replace("-", "").capitalize() + "Processor"
+    return type(class_name, (DataProcessor,), {
+        "__doc__": doc, "task": name, "labels": labels, "folder": name, "tfds": tfds,
+        "layouts": layouts, **more})
+
+
+def _indexed_pair_task(name: str, labels: Tuple[str, ...], text_a: str, text_b: str) -> type:
+    """QNLI, RTE and WNLI: `index <text_a> <text_b> label` (test without label), in TFDS
+    under the same feature names."""
     columns = ("index", text_a, text_b)
-    return {**_labeled(4, text_a=1, text_b=2, label=3, index=0, columns=columns + ("label",)),
-            "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0, columns=columns)}
+    return _task(name, f"{name}: `index {text_a} {text_b} label`; test without label.", labels,
+                 TfdsSource(name.lower(), text_a, text_b, labels),
+                 {**_labeled(4, text_a=1, text_b=2, label=3, index=0,
+                             columns=columns + ("label",)),
+                  "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0, columns=columns)})
 
 
-class ColaProcessor(DataProcessor):
-    """CoLA: `source label original_label sentence`, train/dev headerless."""
+_SINGLE_TEST = _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence"))
+_MNLI_DEV = dict(text_a=8, text_b=9, label=-1, index=0, columns=_MNLI + (
+    "label1", "label2", "label3", "label4", "label5", "gold_label"))
+_MNLI_TEST = dict(text_a=8, text_b=9, index=0, columns=_MNLI)
 
-    task = "CoLA"
-    labels = BINARY_LABELS
-    metrics = "mcc"
-    folder = "CoLA"
-    tfds = TfdsSource("cola", "sentence", label_names=BINARY_LABELS)
-    layouts = {**_labeled(4, text_a=3, label=1, header=False),
-               "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence"))}
+ColaProcessor = _task(
+    "CoLA", "CoLA: `source label original_label sentence`, train/dev headerless.",
+    BINARY_LABELS, TfdsSource("cola", "sentence", label_names=BINARY_LABELS),
+    {**_labeled(4, text_a=3, label=1, header=False), "test": _SINGLE_TEST}, metrics="mcc")
+Sst2Processor = _task(
+    "SST-2", "SST-2: `sentence label`; test `index sentence`.", BINARY_LABELS,
+    TfdsSource("sst2", "sentence", label_names=BINARY_LABELS),
+    {**_labeled(2, text_a=0, label=1, columns=("sentence", "label")), "test": _SINGLE_TEST})
+MrpcProcessor = _task(
+    "MRPC", "MRPC: `Quality #1 ID #2 ID #1 String #2 String`; test has `index`.",
+    BINARY_LABELS, TfdsSource("mrpc", "sentence1", "sentence2", BINARY_LABELS),
+    {**_labeled(5, text_a=3, text_b=4, label=0, columns=_MRPC),
+     "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0,
+                     columns=("index",) + _MRPC[1:])}, metrics="accuracy_f1")
+StsbProcessor = _task(
+    "STS-B", "STS-B (regression): sentences in columns 7, 8 and the score in 9.", (),
+    TfdsSource("stsb", "sentence1", "sentence2"),
+    {**_labeled(10, text_a=7, text_b=8, label=9, index=0, columns=_STSB + ("score",)),
+     "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0, columns=_STSB)},
+    is_regression=True, metrics="correlation")
+QqpProcessor = _task(
+    "QQP", "QQP: `id qid1 qid2 question1 question2 is_duplicate`; test `id q1 q2`.",
+    BINARY_LABELS, TfdsSource("qqp", "question1", "question2", BINARY_LABELS),
+    {**_labeled(6, text_a=3, text_b=4, label=5, index=0, columns=(
+        "id", "qid1", "qid2", "question1", "question2", "is_duplicate")),
+     "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0,
+                     columns=("id", "question1", "question2"))}, metrics="accuracy_f1")
+MnliProcessor = _task(
+    "MNLI", """MNLI: sentence1/2 in columns 8, 9 and gold_label in the last column.
 
-
-class Sst2Processor(DataProcessor):
-    """SST-2: `sentence label`; test `index sentence`."""
-
-    task = "SST-2"
-    labels = BINARY_LABELS
-    folder = "SST-2"
-    tfds = TfdsSource("sst2", "sentence", label_names=BINARY_LABELS)
-    layouts = {**_labeled(2, text_a=0, label=1, columns=("sentence", "label")),
-               "test": _Layout("test.tsv", 2, text_a=1, index=0, columns=("index", "sentence"))}
-
-
-class MrpcProcessor(DataProcessor):
-    """MRPC: `Quality #1 ID #2 ID #1 String #2 String`; test has `index`."""
-
-    task = "MRPC"
-    labels = BINARY_LABELS
-    metrics = "accuracy_f1"
-    folder = "MRPC"
-    tfds = TfdsSource("mrpc", "sentence1", "sentence2", BINARY_LABELS)
-    layouts = {**_labeled(5, text_a=3, text_b=4, label=0, columns=_MRPC),
-               "test": _Layout("test.tsv", 5, text_a=3, text_b=4, index=0,
-                               columns=("index",) + _MRPC[1:])}
-
-
-class StsbProcessor(DataProcessor):
-    """STS-B (regression): sentences in columns 7, 8 and the score in 9."""
-
-    task = "STS-B"
-    labels = ()
-    is_regression = True
-    metrics = "correlation"
-    folder = "STS-B"
-    tfds = TfdsSource("stsb", "sentence1", "sentence2")
-    layouts = {**_labeled(10, text_a=7, text_b=8, label=9, index=0, columns=_STSB + ("score",)),
-               "test": _Layout("test.tsv", 9, text_a=7, text_b=8, index=0, columns=_STSB)}
-
-
-class QqpProcessor(DataProcessor):
-    """QQP: `id qid1 qid2 question1 question2 is_duplicate`; test `id q1 q2`."""
-
-    task = "QQP"
-    labels = BINARY_LABELS
-    metrics = "accuracy_f1"
-    folder = "QQP"
-    tfds = TfdsSource("qqp", "question1", "question2", BINARY_LABELS)
-    layouts = {**_labeled(6, text_a=3, text_b=4, label=5, index=0, columns=(
-                   "id", "qid1", "qid2", "question1", "question2", "is_duplicate")),
-               "test": _Layout("test.tsv", 3, text_a=1, text_b=2, index=0,
-                               columns=("id", "question1", "question2"))}
-
-
-class MnliProcessor(DataProcessor):
-    """MNLI: sentence1/2 in columns 8, 9 and gold_label in the last column.
-
-    train.tsv has 12 columns, dev_*.tsv 16 (five annotator labels, then
-    gold_label) and test_*.tsv 10 (no label). "dev"/"test" are the matched
-    sets, as in the original; the mismatched ones are the splits
-    "dev_mismatched"/"test_mismatched" (or the two methods below).
-    """
-
-    task = "MNLI"
-    labels = _NLI3
-    folder = "MNLI"
-    eval_splits = (("dev_matched", "eval_"), ("dev_mismatched", "eval_mismatched_"))
-    test_splits = (("test_matched", "test_results.tsv"),
-                   ("test_mismatched", "test_mismatched_results.tsv"))
-    tfds = TfdsSource("mnli", "premise", "hypothesis", _NLI3_TFDS, (
+    train.tsv has 12 columns, dev_*.tsv 16 (five annotator labels, then gold_label) and
+    test_*.tsv 10 (no label). "dev"/"test" are the matched sets, as in the original; the
+    mismatched ones are the splits "dev_mismatched"/"test_mismatched".
+    """, _NLI3, TfdsSource("mnli", "premise", "hypothesis", _NLI3_TFDS, (
         ("train", "train"), ("dev", "validation_matched"),
         ("dev_matched", "validation_matched"), ("dev_mismatched", "validation_mismatched"),
         ("test", "test_matched"), ("test_matched", "test_matched"),
-        ("test_mismatched", "test_mismatched")))
-    _dev = dict(text_a=8, text_b=9, label=-1, index=0,
-                columns=_MNLI + ("label1", "label2", "label3", "label4", "label5",
-                                 "gold_label"))
-    _test = dict(text_a=8, text_b=9, index=0, columns=_MNLI)
-    layouts = {
-        "train": _Layout("train.tsv", 12, text_a=8, text_b=9, label=-1,
-                         index=0, columns=_MNLI + ("label1", "gold_label")),
-        "dev": _Layout("dev_matched.tsv", 16, **_dev),
-        "test": _Layout("test_matched.tsv", 10, **_test),
-        "dev_matched": _Layout("dev_matched.tsv", 16, **_dev),
-        "dev_mismatched": _Layout("dev_mismatched.tsv", 16, **_dev),
-        "test_matched": _Layout("test_matched.tsv", 10, **_test),
-        "test_mismatched": _Layout("test_mismatched.tsv", 10, **_test),
-    }
-
-    def get_dev_mismatched_examples(self, data_dir: str) -> List[InputExample]:
-        """Returns the labeled examples of `dev_mismatched.tsv`."""
-        return self.get_examples(data_dir, "dev_mismatched")
-
-    def get_test_mismatched_examples(self, data_dir: str) -> List[InputExample]:
-        """Returns the unlabeled examples of `test_mismatched.tsv`."""
-        return self.get_examples(data_dir, "test_mismatched")
-
-
-def _indexed_pair_processor(task: str, labels: Tuple[str, ...], text_a: str,
-                            text_b: str) -> type:
-    """QNLI, RTE and WNLI: `index <text_a> <text_b> label` (test without label), in TFDS
-    under the same feature names."""
-    return type(f"{task.capitalize()}Processor", (DataProcessor,), {
-        "__doc__": f"{task}: `index {text_a} {text_b} label`; test without label.",
-        "task": task, "labels": labels, "folder": task,
-        "tfds": TfdsSource(task.lower(), text_a, text_b, labels),
-        "layouts": _indexed_pair_layouts(text_a, text_b)})
-
-
-QnliProcessor = _indexed_pair_processor("QNLI", _NLI2, "question", "sentence")
-RteProcessor = _indexed_pair_processor("RTE", _NLI2, "sentence1", "sentence2")
-WnliProcessor = _indexed_pair_processor("WNLI", BINARY_LABELS, "sentence1", "sentence2")
-
-
-class AxProcessor(DataProcessor):
-    """AX (GLUE diagnostic): `index sentence1 sentence2`, predict only.
-
-    It is scored with a model trained on MNLI, so it uses MNLI's labels.
-    Only `get_test_examples` (`diagnostic.tsv`) exists.
-    """
-
-    task = "AX"
-    labels = _NLI3
-    metrics = "mcc"
-    folder = "diagnostic"
-    tfds = TfdsSource("ax", "premise", "hypothesis", _NLI3_TFDS, (("test", "test"),))
-    layouts = {
-        "test": _Layout("diagnostic.tsv", 3, text_a=1, text_b=2, index=0,
-                        columns=("index", "sentence1", "sentence2")),
-    }
+        ("test_mismatched", "test_mismatched"))),
+    {"train": _Layout("train.tsv", 12, text_a=8, text_b=9, label=-1, index=0,
+                      columns=_MNLI + ("label1", "gold_label")),
+     "dev": _Layout("dev_matched.tsv", 16, **_MNLI_DEV),
+     "test": _Layout("test_matched.tsv", 10, **_MNLI_TEST),
+     "dev_matched": _Layout("dev_matched.tsv", 16, **_MNLI_DEV),
+     "dev_mismatched": _Layout("dev_mismatched.tsv", 16, **_MNLI_DEV),
+     "test_matched": _Layout("test_matched.tsv", 10, **_MNLI_TEST),
+     "test_mismatched": _Layout("test_mismatched.tsv", 10, **_MNLI_TEST)},
+    eval_splits=(("dev_matched", "eval_"), ("dev_mismatched", "eval_mismatched_")),
+    test_splits=(("test_matched", "test_results.tsv"),
+                 ("test_mismatched", "test_mismatched_results.tsv")))
+QnliProcessor = _indexed_pair_task("QNLI", _NLI2, "question", "sentence")
+RteProcessor = _indexed_pair_task("RTE", _NLI2, "sentence1", "sentence2")
+WnliProcessor = _indexed_pair_task("WNLI", BINARY_LABELS, "sentence1", "sentence2")
+# GLUE's diagnostic set is scored with a model trained on MNLI, so it has MNLI's labels.
+AxProcessor = _task(
+    "AX", "AX (GLUE diagnostic): `index sentence1 sentence2`, test only (`diagnostic.tsv`).",
+    _NLI3, TfdsSource("ax", "premise", "hypothesis", _NLI3_TFDS, (("test", "test"),)),
+    {"test": _Layout("diagnostic.tsv", 3, text_a=1, text_b=2, index=0,
+                     columns=("index", "sentence1", "sentence2"))},
+    metrics="mcc", folder="diagnostic")
 
 
 class XnliProcessor(DataProcessor):

@@ -31,6 +31,11 @@ class TokenizerError(UserError):
 TextInput = Union[str, Sequence[str]]
 
 
+def _token_id(attribute: str) -> property:
+    """The id of the special token the tokenizer's `attribute` names."""
+    return property(lambda self: self.backend_tokenizer.token_to_id(getattr(self, attribute)))
+
+
 class WordPieceTokenizer:
     """BERT's WordPiece tokenisation of a `vocab.txt`, with exact character offsets.
 
@@ -63,25 +68,11 @@ class WordPieceTokenizer:
         backend.decoder = decoders.WordPiece(prefix="##")
         self.backend_tokenizer = backend
 
-    @property
-    def pad_token_id(self) -> int:
-        return self.backend_tokenizer.token_to_id(self.pad_token)
-
-    @property
-    def unk_token_id(self) -> int:
-        return self.backend_tokenizer.token_to_id(self.unk_token)
-
-    @property
-    def cls_token_id(self) -> int:
-        return self.backend_tokenizer.token_to_id(self.cls_token)
-
-    @property
-    def sep_token_id(self) -> int:
-        return self.backend_tokenizer.token_to_id(self.sep_token)
-
-    @property
-    def mask_token_id(self) -> int:
-        return self.backend_tokenizer.token_to_id(self.mask_token)
+    pad_token_id = _token_id("pad_token")
+    unk_token_id = _token_id("unk_token")
+    cls_token_id = _token_id("cls_token")
+    sep_token_id = _token_id("sep_token")
+    mask_token_id = _token_id("mask_token")
 
     def get_vocab(self) -> Dict[str, int]:
         """Token -> id, the special tokens included."""

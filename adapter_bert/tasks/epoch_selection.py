@@ -61,12 +61,8 @@ class EpochSelection(keras.callbacks.Callback):
                  evaluate: Callable[[], Dict[str, float]], save: Callable[[str], None],
                  directory: str):
         super().__init__()
-        self.optimizer = optimizer
-        self.boundaries = boundaries
-        self.metric = metric
-        self.evaluate = evaluate
-        self.save = save
-        self.directory = directory
+        self.optimizer, self.boundaries, self.metric = optimizer, boundaries, metric
+        self.evaluate, self.save, self.directory = evaluate, save, directory
         self.state = read_state(directory) or {"metric": metric, "epochs": [], "kept": None}
         done = {entry["epoch"] for entry in self.state["epochs"]}
         self.pending = [(epoch, step) for epoch, step in enumerate(boundaries, 1)
