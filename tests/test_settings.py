@@ -17,7 +17,7 @@ from adapter_bert.tasks import settings
 settings.EXTRA = (settings.Setting(
     "label_smoothing", "float", 0.0, "Label smoothing of the classification loss.",
     runners=("classifier",), bounds=Bounds(0, 1, high_open=True), resume=True,
-    doc="smoothing of the one-hot targets"),)
+    added=True, see="own-data.md"),)
 from absl import flags
 from adapter_bert.tasks import flags as runner_flags
 from adapter_bert.tasks.flag_checks import FlagError, check_numeric_flags
@@ -49,8 +49,8 @@ def test_a_new_row_brings_its_flag_bounds_check_resume_comparison_and_docs_lines
     assert report["default"] == 0.0
     assert report["refused"] == "--label_smoothing must be a finite number in [0, 1), got 1.5"
     assert report["recorded"] == 0.1
-    assert report["added_table"] == ["| `--label_smoothing` | 0 | smoothing of the one-hot "
-                                     "targets |"]
+    assert report["added_table"] == ["| `--label_smoothing` | 0 | Label smoothing of the "
+                                     "classification loss. (see [own-data.md](own-data.md)) |"]
     assert report["all_table"] == ["| `--label_smoothing` | run_classifier.py | float | 0 | "
                                    "a finite number in [0, 1) | yes |"]
 
@@ -69,7 +69,7 @@ def test_every_adapter_family_option_is_a_setting_from_its_declaration():
     for family in adapter_families():
         for name, option in family.options.items():
             row = rows[name]
-            assert row.help == option.help and row.resume and row.bounds == option.bounds
+            assert row.help.endswith(option.help) and row.resume and row.bounds == option.bounds
     assert rows["parallel_scaling"].default == 4.0 and rows["lora_targets"].type == "list"
 
 

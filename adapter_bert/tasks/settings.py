@@ -51,9 +51,10 @@ _RATE = Bounds(0, math.inf, low_open=True)
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """One setting. `default` is one value, or {runner: value} where the runners differ;
-    `doc` (with `doc_default`) puts it in docs/cli.md's table of the flags this port adds,
-    in table order; `resume`: a resumed training run must match it; `path`: it names a
-    file or folder (a resume compares it as an absolute path)."""
+    `added` puts its help in docs/cli.md's table of the flags this port adds, in table
+    order, with `doc_default` and a link to the docs page `see`; `resume`: a resumed
+    training run must match it; `path`: it names a file or folder (a resume compares it as
+    an absolute path)."""
 
     name: str
     type: str
@@ -64,7 +65,8 @@ class Setting:
     bounds: Optional[Bounds] = None
     resume: bool = False
     path: bool = False
-    doc: str = ""
+    added: bool = False
+    see: str = ""
     doc_default: str = ""
 
     def __post_init__(self):
@@ -202,109 +204,81 @@ _PORT_BEFORE_FAMILIES = (
     _s("tuning_mode", "enum", "adapter",
        "Which weights train: adapters+LayerNorms+head (adapter), everything (full), "
        "LayerNorms+head (layernorm), or the top --top_k_layers (top_k).",
-       choices=TUNING_MODES, resume=True,
-       doc="`adapter` (adapters + LayerNorms + head), `full`, `layernorm` (LayerNorms + "
-           "head), `top_k`"),
-    _s("top_k_layers", "integer", None, "Layers trained by --tuning_mode=top_k.",
-       bounds=Bounds(1, 2**10), resume=True,
-       doc="layers trained by `top_k` (plus pooler and head)"),
+       choices=TUNING_MODES, resume=True, added=True),
+    _s("top_k_layers", "integer", None,
+       "Layers trained by --tuning_mode=top_k (besides the pooler and head).",
+       bounds=Bounds(1, 2**10), resume=True, added=True),
     _s("train_pooler", "enum", "auto",
        "Train the pooler in adapter/layernorm modes. The original freezes it; auto trains "
        "it only when the checkpoint's pooler was never trained (all-zero bias, as in the "
-       "embedded MiniLM).", choices=("auto", "true", "false"), resume=True,
-       doc="train the pooler in `adapter`/`layernorm` modes; `auto` does so only when the "
-           "checkpoint's pooler was never trained (all-zero bias, as in the embedded "
-           "MiniLM). The original freezes it, which suits NSP-pretrained BERT poolers"),
+       "embedded MiniLM); NSP-pretrained BERT poolers suit the original's choice.",
+       choices=("auto", "true", "false"), resume=True, added=True),
     # adapter_type follows: made in `all_settings` (its choices are the registered
     # families), then --adapter_size and the families' options.
 )
-_ADAPTER_SIZE = _s("adapter_size", "integer", 64, "Bottleneck size of each adapter.",
-                   bounds=_TOKENS, resume=True, doc="bottleneck size (LoRA: rank)")
+_ADAPTER_SIZE = _s("adapter_size", "integer", 64, "Bottleneck size of each adapter (LoRA: its rank).",
+                   bounds=_TOKENS, resume=True, added=True)
 
 _PORT_AFTER_FAMILIES = (
     _s("merge_lora", "bool", False,
        "With --export_dir: fold the LoRA updates into the exported model's frozen kernels "
        "(same outputs, no LoRA work when serving); the adapter files and checkpoints stay "
-       "unmerged.",
-       doc="with `--export_dir`: the exported SavedModel has LoRA folded into its kernels "
-           "(same outputs, no LoRA work when serving)"),
+       "unmerged.", added=True),
     _s("adapter_init_scale", "float", ADAPTER_INIT_SCALE,
        "Stddev of the adapters' truncated-normal initial weights "
        f"(google-research/adapter-bert: {GOOGLE_ADAPTER_INIT_SCALE:g}).",
        bounds=Bounds(0, 10), resume=True,
-       doc="stddev of the truncated-normal initial adapter weights (Google's code: 1e-3; "
-           "why 1e-2: [results.md](results.md#learning-rates-seeds-and-the-optimizer))"),
+       added=True, see="results.md#learning-rates-seeds-and-the-optimizer"),
     _s("adapter_activation", "enum", "gelu",
-       "Adapter non-linearity; gelu is the tanh approximation, as the original.",
-       choices=ACTIVATION_NAMES, resume=True,
-       doc="tanh-approximated GELU, as the original; also `gelu_erf`, `relu`, `tanh`, "
-           "`swish`, ..."),
+       "Adapter non-linearity; gelu is the tanh approximation, as the original "
+       "(gelu_erf: the exact form).",
+       choices=ACTIVATION_NAMES, resume=True, added=True),
     _s("adapter_positions", "enum", "both",
        "Adapters after the attention output, the feed-forward output, or both.",
-       choices=ADAPTER_POSITIONS, resume=True, doc="`both`, `attention` or `ffn`"),
+       choices=ADAPTER_POSITIONS, resume=True, added=True),
     _s("adapter_leave_out", "list", [], "Transformer layers without adapters, e.g. 0,1.",
-       resume=True, doc="layers without adapters, e.g. `0,1`"),
+       resume=True, added=True),
     _s("load_adapter", "string", None,
        "Adapter directory (written by a training run) to evaluate or predict with, on the "
-       "frozen backbone.", path=True,
-       doc="evaluate / predict with a trained adapter directory on the frozen backbone"),
+       "frozen backbone.", path=True, added=True),
     _s("distribution_strategy", "enum", "auto",
        "tf.distribute strategy; auto = TPU with --use_tpu, several GPUs mirrored, else one "
-       "device.", choices=STRATEGIES,
-       doc="`auto`, `tpu`, `mirrored`, `multi_worker_mirrored`, `one_device`"),
+       "device.", choices=STRATEGIES, added=True),
     _s("dtype", "enum", "auto",
        "Compute dtype policy; variables stay float32. auto (default): mixed_bfloat16 where "
        "the hardware multiplies bfloat16 natively (TPU, GPU of compute capability 8.0+, CPU "
-       "with avx512_bf16/amx_bf16), else float32; the run logs which and why. float32: "
-       "exactly as before.", choices=DTYPES, runners=_BACKBONE, resume=True,
-       doc="`auto` computes in `mixed_bfloat16` where the hardware multiplies bfloat16 fast "
-           "(TPU, NVIDIA GPU of compute capability 8.0+, Intel CPU with AMX, AMD CPU with "
-           "AVX512_BF16), else in `float32`, and logs which and why "
-           "([performance.md](performance.md#which-dtype-runs---dtypeauto)); `float32`, "
-           "`mixed_bfloat16` and `mixed_float16` (GPU, with loss scaling) as named. "
-           "`ADAPTER_BERT_DTYPE=float32` makes `auto` mean float32 on a machine"),
+       "with avx512_bf16/amx_bf16), else float32; the run logs which and why. "
+       "ADAPTER_BERT_DTYPE=float32 makes auto mean float32 on a machine. mixed_float16: "
+       "GPU, with loss scaling.", choices=DTYPES, runners=_BACKBONE, resume=True,
+       added=True, see="performance.md#which-dtype-runs---dtypeauto"),
     _s("seed", "integer", 42, "Random seed (initialisation, shuffling, dropout).",
        bounds=Bounds(0, 2**32 - 1), resume=True,  # NumPy's seed range
-       doc="initialisation, shuffling, dropout"),
+       added=True),
     _s("overwrite_output_dir", "bool", False,
        "With --do_train: delete what earlier runs wrote in --output_dir (the feature cache "
        "excepted) and train anew; a file no run wrote there stops it, nothing deleted. "
        "Without it, a folder trained with other training flags is refused and one trained "
-       "with the same flags resumes.",
-       doc="with `--do_train`: delete what earlier runs wrote in `--output_dir` (not "
-           "`feature_cache/`) and train anew; a file no run wrote there stops it, nothing "
-           "deleted. Without it, a folder trained with other training flags is refused and "
-           "one trained with the same flags resumes "
-           "([robustness.md](robustness.md#a-reused-output-folder))"),
+       "with the same flags resumes.", added=True, see="robustness.md#a-reused-output-folder"),
     _s("deterministic", "bool", False,
        "Enable TensorFlow op determinism: the same seed and flags give bit-identical "
        "results on the same machine (slower).",
-       doc="TensorFlow op determinism: same seed and flags, bit-identical results "
-           "([robustness.md](robustness.md#interruptions-and-resuming))"),
+       added=True, see="robustness.md#interruptions-and-resuming"),
     _s("data_source", "enum", "tsv",
        "Read --data_dir's glue_data TSVs (or your own files), or tensorflow_datasets: "
        "glue/<task>, or any text set with --tfds_name.", runners=(CLASSIFIER,),
-       choices=("tsv", "tfds"), resume=True,
-       doc="`tfds` reads `glue/<task>` from tensorflow-datasets instead of `--data_dir`"),
+       choices=("tsv", "tfds"), resume=True, added=True),
     _s("padding", "enum", "dynamic",
        "Batch shapes on CPU/GPU: pad each batch to its longest example, with training "
        "batches bucketed by length (dynamic), or pad everything to --max_seq_length as the "
        "original (max_seq_length). TPUs always use fixed shapes.", choices=PADDING_MODES,
-       resume=True,
-       doc="CPU/GPU: cut each batch to its longest example, training batches bucketed by "
-           "length; `max_seq_length` pads everything as the original. TPUs always use "
-           "fixed shapes"),
+       resume=True, added=True),
     _s("feature_cache_dir", "string", None,
        "Where tokenised features are cached (keyed by data file, tokenizer and flags) so a "
        "re-run does not re-tokenise. Default: <output_dir>/feature_cache. 'none' disables "
-       "the cache.", path=True, doc_default="`<output_dir>/feature_cache`",
-       doc="tokenised features cached by content (data, vocabulary, flags); `none` "
-           "disables it"),
+       "the cache.", path=True, doc_default="`<output_dir>/feature_cache`", added=True),
     _s("jit_compile", "enum", "auto",
-       "XLA-compile the training and eval steps; auto picks the measured faster setting "
-       "for the device.", choices=("auto", "true", "false"),
-       doc="XLA for the train and predict steps; `auto` = off on CPU/GPU (slower there, see "
-           "[performance.md](performance.md))"),
+       "XLA-compile the training and eval steps; auto: off on CPU/GPU, where it is "
+       "slower (TPUs always compile).", choices=("auto", "true", "false"), added=True, see="performance.md"),
     _s("adam_bias_correction", "bool", None,
        "Bias-correct Adam's moment estimates as Keras/PyTorch AdamW do. Google's optimizer "
        "does not: its updates are then up to ~6x larger than --learning_rate over the first "
@@ -313,29 +287,19 @@ _PORT_AFTER_FAMILIES = (
        "that overshoot held to what bias-corrected Adam takes at a 2e-3 rate; for full and "
        "top_k, Google's optimizer bit for bit. --noadam_bias_correction restores Google's "
        "optimizer in every mode.", resume=True, doc_default="by mode",
-       doc="unset: for `adapter` and `layernorm`, Google's AdamW with its overshoot held to "
-           "a 2e-3 rate; for `full` and `top_k`, Google's optimizer. "
-           "`--adam_bias_correction` gives bias-corrected AdamW (as Keras and PyTorch) and "
-           "`--noadam_bias_correction` Google's optimizer bit for bit, in every mode "
-           "([results.md](results.md#learning-rates-seeds-and-the-optimizer))"),
+       added=True, see="results.md#learning-rates-seeds-and-the-optimizer"),
     _s("adapter_learning_rate", "float", None,
        "Peak learning rate of the adapters' weights and biases (same warmup and decay); the "
        "LayerNorms, pooler and head keep --learning_rate. Only with --tuning_mode=adapter. "
        "Default: --learning_rate.", bounds=_RATE, resume=True,
        doc_default="`--learning_rate`",
-       doc="peak learning rate of the adapters' weights and biases (same warmup and decay), "
-           "while the LayerNorms, pooler and head keep `--learning_rate`, as a PyTorch "
-           "parameter group with its own rate; `--tuning_mode=adapter` only "
-           "([results.md](results.md#learning-rates-seeds-and-the-optimizer))"),
+       added=True, see="results.md#learning-rates-seeds-and-the-optimizer"),
     _s("adam_epsilon", "float", None,
        "Adam's epsilon. Default: Google's 1e-6 for Google's optimizer, 1e-8 (PyTorch "
        "AdamW's) otherwise; at 1e-6 the adapters' gradients (about 1e-6) are damped to a "
        "fraction of the learning rate.", bounds=Bounds(0, 1, low_open=True), resume=True,
        doc_default="by Adam variant",
-       doc="Adam's epsilon: Google's 1e-6 for Google's optimizer, 1e-8 (PyTorch AdamW's) for "
-           "the adapter default and for bias-corrected AdamW, so `--noadam_bias_correction` "
-           "alone is Google's optimizer "
-           "([results.md](results.md#learning-rates-seeds-and-the-optimizer))"),
+       added=True, see="results.md#learning-rates-seeds-and-the-optimizer"),
     _s("resadapter_variant", "enum", "pipeline",
        "ResAdapter wiring: a plain pipeline of cells, ResNet (residual path around every "
        "stage of 3 cells) or ResNeXt (groups of layers, each its own pipeline, summed).",
@@ -415,9 +379,7 @@ _OWN_DATA = (
        "Weights of the classes in the training loss: balanced (scikit-learn's n_rows / "
        "(n_classes * rows of the class)) or label:weight,... (unnamed labels weigh 1). "
        "Recorded in the adapter; the reported eval_loss stays unweighted.",
-       runners=(CLASSIFIER,), resume=True,
-       doc="`balanced` or `label:weight,...`: weights of the classes in the training loss, "
-           "for imbalanced sets ([own-data.md](own-data.md#imbalanced-classes))"),
+       runners=(CLASSIFIER,), resume=True, added=True, see="own-data.md#imbalanced-classes"),
     _s("export_dir", "string", None,
        "Write the trained model as a SavedModel here (after training, or of "
        "--load_adapter, or of the latest checkpoint in --output_dir; export_model.py: of "
@@ -434,11 +396,7 @@ def _adapter_type_setting() -> Setting:
               + "; resadapter: ResAdapter cells beside the frozen encoder (see "
                 "--resadapter_variant).",
               choices=tuple(f.name for f in families) + SIDE_NETWORK_TYPES, resume=True,
-              doc="`houlsby`, `pfeiffer`, `parallel`, `lora` (rank `--adapter_size`, scale "
-                  "`--lora_alpha`/rank), `resadapter` ([resadapters.md](resadapters.md)), "
-                  "and any family registered before the flags are defined "
-                  "([adapters.md](adapters.md#adding-an-adapter-family)); see "
-                  "[adapters.md](adapters.md#adapter-types)")
+              added=True, see="adapters.md#adapter-types")
 
 
 _KINDS = {float: "float", int: "integer", str: "string", bool: "bool", tuple: "list",
@@ -454,10 +412,9 @@ def family_settings() -> Tuple[Setting, ...]:
             kind = option.kind or _KINDS.get(type(option.default), "string")
             default = list(option.default) if isinstance(option.default, tuple) else \
                 option.default
-            rows.append(_s(name, kind, default, option.help or f"{family.name} option.",
-                           bounds=option.bounds, resume=True,
-                           doc=f"with `--adapter_type={family.name}`: "
-                               f"{option.help.strip().rstrip('.')}"))
+            rows.append(_s(name, kind, default,
+                           f"With --adapter_type={family.name}: {option.help}",
+                           bounds=option.bounds, resume=True, added=True))
     return tuple(rows)
 
 
@@ -540,13 +497,22 @@ def _default_text(setting: Setting) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _markdown(setting: Setting) -> str:
+    """A setting's help for a docs table: flags and `<...>` as code, then its docs link."""
+    text = re.sub(r"(--[a-z_]+(?:=[\w,.]*\w)?|[\w/]*<\w+>(?:[\w/.]*\w)?)", r"`\1`",
+                  setting.help)
+    page = setting.see.split("#")[0]
+    return text + (f" (see [{page}]({setting.see}))" if setting.see else "")
+
+
 def docs_table(which: str) -> str:
     """A markdown table of docs/cli.md: "added" (the flags this port adds, with their
     documented meaning) or "all" (every setting: runners, type, default, bounds, resume)."""
     rows = all_settings()
     if which == "added":
         lines = ["| flag | default | meaning |", "|---|---|---|"]
-        lines += [f"| `--{s.name}` | {_default_text(s)} | {s.doc} |" for s in rows if s.doc]
+        lines += [f"| `--{s.name}` | {_default_text(s)} | {_markdown(s)} |"
+                  for s in rows if s.added]
         return "\n".join(lines) + "\n"
     lines = ["| flag | runners | type | default | values | a resumed run must match |",
              "|---|---|---|---|---|---|"]
