@@ -270,12 +270,8 @@ class AdapterConfig:
                  init_scale: float = ADAPTER_INIT_SCALE, positions: Optional[str] = None,
                  leave_out: Sequence[int] = (), adapter_type: str = "houlsby",
                  options: Optional[Dict[str, Any]] = None, **more_options):
-        self.size = size
-        self.activation = activation
-        self.init_scale = init_scale
-        self.positions = positions
-        self.leave_out = leave_out
-        self.adapter_type = adapter_type
+        self.size, self.activation, self.init_scale = size, activation, init_scale
+        self.positions, self.leave_out, self.adapter_type = positions, leave_out, adapter_type
         self.options = {}
         self._validate(dict(options or {}, **more_options))
 
