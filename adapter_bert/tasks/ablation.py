@@ -314,6 +314,7 @@ def classifier_main(flag_values) -> int:
         FlagError: a bad flag (`flag_checks.validate_ablation`), or no trained weights to ablate.
     """
     from adapter_bert.tasks.flag_checks import validate_ablation
+    from adapter_bert.tasks import base
     from adapter_bert.tasks.classifier import ClassifierRun
 
     class AblationRun(ClassifierRun):
@@ -324,14 +325,10 @@ def classifier_main(flag_values) -> int:
             super().validate_flags(values)
             check_metric(values.ablation_metric, self.processor.metrics)
 
-    run = AblationRun(flag_values)
-    try:
-        return _ablate(run, flag_values)
-    finally:
-        run.close()
+    return base.run_task(AblationRun, flag_values, None, _ablate)
 
 
-def _ablate(run, flag_values) -> int:
+def _ablate(run, flag_values) -> None:
     """The ablation of a built run: every span evaluated, the files written and named."""
     from absl import logging
 
@@ -360,4 +357,3 @@ def _ablate(run, flag_values) -> int:
     print(summarize(result, metric), flush=True)
     for kind, path in paths.items():
         print(f"{kind}: {path}", flush=True)
-    return 0

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import errno
 import functools
+import importlib
 import os
 import sys
 import traceback
@@ -271,12 +272,30 @@ def _prepare_locked_output_dir(flag_values, runner: str) -> None:
         logging.info("Removed %s, left by a run killed while writing it", stale)
 
 
-def merged_for_export(model, flag_values):
-    """A context for the `--export_dir` export: LoRA folded into the kernels with
-    `--merge_lora` (and restored after), the model as it is otherwise."""
-    if getattr(flag_values, "merge_lora", False):
-        return adapter_merged(model)
-    return contextlib.nullcontext()
+def run_task(run_class, flag_values, strategy, steps: Callable,
+             export: Optional[str] = None) -> int:
+    """A runner's `main`: makes `run_class`'s run, does `steps(run, flag_values)` and with
+    --export_dir exports through `export` ("module:function", imported only then), then
+    closes the run; returns 0. The serving extra is checked before training, not after it;
+    only the chief exports (other workers of a cluster keep their copies in a temporary
+    dir); with --merge_lora the export has LoRA folded into its kernels (restored after)."""
+    exporting = bool(getattr(flag_values, "export_dir", None))
+    if exporting:
+        from adapter_bert.serving.export import require_serving_extra
+        require_serving_extra()
+    run = run_class(flag_values, strategy)
+    try:
+        steps(run, flag_values)
+        if exporting and run.role.is_chief:
+            module, function = export.split(":")
+            with (adapter_merged(run.model) if getattr(flag_values, "merge_lora", False)
+                  else contextlib.nullcontext()):
+                path = getattr(importlib.import_module(module), function)(
+                    run, flag_values.export_dir)
+            print(f"exported: {path}", flush=True)
+        return 0
+    finally:
+        run.close()
 
 
 def write_results(path: str, results: Dict[str, object]) -> None:

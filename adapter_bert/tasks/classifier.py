@@ -505,20 +505,13 @@ def main(flag_values, strategy=None) -> int:
         strategy: an existing `tf.distribute.Strategy` to use instead of building one
             from the flags.
     """
-    if getattr(flag_values, "export_dir", None):
-        from adapter_bert.serving.export import require_serving_extra
-        require_serving_extra()  # before training, not after it
-    run = ClassifierRun(flag_values, strategy)
-    try:
-        run.write_held_out_rows()
-        return _run_steps(run, flag_values)
-    finally:
-        run.close()
+    return base.run_task(ClassifierRun, flag_values, strategy, _run_steps,
+                         "adapter_bert.serving.export:export_classifier_run")
 
 
-def _run_steps(run: ClassifierRun, flag_values) -> int:
+def _run_steps(run: ClassifierRun, flag_values) -> None:
     """Train, eval and predict as the flags ask; outputs go to the run's write_dir."""
-    global_step = 0
+    run.write_held_out_rows()
     if flag_values.do_train:
         global_step = int(run.train()["global_step"])
     else:
@@ -533,10 +526,3 @@ def _run_steps(run: ClassifierRun, flag_values) -> int:
         for path in run.predict():
             if run.role.is_chief:
                 print(f"predictions: {path}", flush=True)
-    # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
-    if getattr(flag_values, "export_dir", None) and run.role.is_chief:
-        from adapter_bert.serving.export import export_classifier_run
-        with base.merged_for_export(run.model, flag_values):
-            path = export_classifier_run(run, flag_values.export_dir)
-        print(f"exported: {path}", flush=True)
-    return 0

@@ -287,17 +287,11 @@ def main(flag_values, strategy=None) -> int:
     """Runs the requested steps (train / predict) and writes the outputs; returns 0. Bad
     input raises a `UserError` (run_cli prints its one line).
     """
-    if getattr(flag_values, "export_dir", None):
-        from adapter_bert.serving.export import require_serving_extra
-        require_serving_extra()  # before training, not after it
-    run = SquadRun(flag_values, strategy)
-    try:
-        return _run_steps(run, flag_values)
-    finally:
-        run.close()
+    return base.run_task(SquadRun, flag_values, strategy, _run_steps,
+                         "adapter_bert.serving.squad:export_squad_run")
 
 
-def _run_steps(run: SquadRun, flag_values) -> int:
+def _run_steps(run: SquadRun, flag_values) -> None:
     """Train and predict as the flags ask; outputs go to the run's write_dir."""
     results: Dict[str, object] = {}
     if flag_values.do_train:
@@ -313,10 +307,3 @@ def _run_steps(run: SquadRun, flag_values) -> int:
         if run.role.is_chief:
             print(f"predictions: {io_utils.join(run.write_dir, 'predictions.json')}",
                   flush=True)
-    # Only the chief writes: other workers of a cluster keep their copies in a temporary dir.
-    if getattr(flag_values, "export_dir", None) and run.role.is_chief:
-        from adapter_bert.serving.squad import export_squad_run
-        with base.merged_for_export(run.model, flag_values):
-            path = export_squad_run(run, flag_values.export_dir)
-        print(f"exported: {path}", flush=True)
-    return 0
