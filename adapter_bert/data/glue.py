@@ -358,19 +358,10 @@ class XnliProcessor(DataProcessor):
         return super()._row_to_example(row, layout, path, line_no, guid_default, set_type)
 
 
-PROCESSORS = {
-    "cola": ColaProcessor,
-    "sst-2": Sst2Processor,
-    "mrpc": MrpcProcessor,
-    "sts-b": StsbProcessor,
-    "qqp": QqpProcessor,
-    "mnli": MnliProcessor,
-    "qnli": QnliProcessor,
-    "rte": RteProcessor,
-    "wnli": WnliProcessor,
-    "ax": AxProcessor,
-    "xnli": XnliProcessor,
-}
+# Task name (lower case) -> processor class.
+PROCESSORS = {processor.task.lower(): processor for processor in (
+    ColaProcessor, Sst2Processor, MrpcProcessor, StsbProcessor, QqpProcessor, MnliProcessor,
+    QnliProcessor, RteProcessor, WnliProcessor, AxProcessor, XnliProcessor)}
 
 def tasks_with_header(columns: Sequence[str]) -> FrozenSet[str]:
     """The tasks (e.g. {"RTE", "WNLI"}) one of whose files starts with the header
