@@ -61,6 +61,14 @@ def path_is(name: str, path: str, query) -> bool:
         raise FlagError(f"--{name}={e}") from None
 
 
+def require_paths(values, names, query=io_utils.isfile, what: str = "file") -> None:
+    """FlagError naming the first of the flags `names` set to a path `query` denies."""
+    for name in names:
+        path = getattr(values, name)
+        if path and not path_is(name, path, query):
+            raise FlagError(f"--{name}={path}: {what} not found")
+
+
 def check_writable_dir(name: str, path: str) -> None:
     """Raises FlagError unless a file can be written in the local directory `path`, or, if
     it does not exist yet, a folder can be made in its nearest existing parent. Both are
@@ -115,10 +123,7 @@ def validate_own_data(values) -> None:
     if values.do_eval and not values.dev_file and values.dev_fraction is None:
         raise FlagError("--do_eval on your own data needs --dev_file (or --dev_fraction=0.1 "
                         "to hold out part of --train_file)")
-    for name in OWN_DATA_FILES:
-        path = getattr(values, name)
-        if path and not path_is(name, path, io_utils.isfile):
-            raise FlagError(f"--{name}={path}: file not found")
+    require_paths(values, OWN_DATA_FILES)
 
 
 def validate_classifier(values) -> str:
@@ -197,10 +202,7 @@ def validate_common(values) -> None:
         if values.tuning_mode != "adapter":
             raise FlagError("--adapter_learning_rate is only used with --tuning_mode=adapter, "
                             f"got --tuning_mode={values.tuning_mode}")
-    for name in ("bert_config_file", "vocab_file"):
-        path = getattr(values, name)
-        if path and not path_is(name, path, io_utils.isfile):
-            raise FlagError(f"--{name}={path}: file not found")
+    require_paths(values, ("bert_config_file", "vocab_file"))
     checkpoint = getattr(values, "init_checkpoint", None)
     if checkpoint and not io_utils.is_local(checkpoint):
         # Only whether its store answers: what is (or is not) there, the backbone's
@@ -210,8 +212,7 @@ def validate_common(values) -> None:
         raise FlagError("--tuning_mode=top_k needs --top_k_layers")
     if values.tuning_mode != "top_k" and values.top_k_layers is not None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
-    if values.load_adapter and not path_is("load_adapter", values.load_adapter, io_utils.isdir):
-        raise FlagError(f"--load_adapter={values.load_adapter}: directory not found")
+    require_paths(values, ("load_adapter",), io_utils.isdir, "directory")
     if getattr(values, "export_dir", None):
         check_export_target(values.export_dir, values.output_dir)
 
@@ -316,11 +317,9 @@ def validate_squad(values) -> None:
     """
     validate_common(values)
     for action, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
-        path = getattr(values, name)
-        if getattr(values, action) and not path:
+        if getattr(values, action) and not getattr(values, name):
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
-        if getattr(values, action) and not path_is(name, path, io_utils.isfile):
-            raise FlagError(f"--{name}={path}: file not found")
+        require_paths(values, (name,) if getattr(values, action) else ())
     # Google's only window check. A --doc_stride as long as the context window or
     # longer is fine: the next window starts min(window, doc_stride) tokens later.
     if values.max_seq_length <= values.max_query_length + 3:
