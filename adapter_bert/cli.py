@@ -10,7 +10,6 @@ At import this module loads neither TensorFlow nor the runners' flags: `entry_po
 calls `start` (the install check) before it defines the flags, which loads TensorFlow.
 """
 
-import importlib
 import sys
 
 from absl import app, flags
@@ -60,8 +59,7 @@ def entry_point(module_name: str, script: str, command: str, runner: str, job: s
     def main(argv=None) -> int:
         del argv  # everything comes from flags
         from adapter_bert.tasks import base, settings
-        module, function = job.split(":")
-        work = getattr(importlib.import_module(module), function)
+        work = base.function_named(job)
         return base.run_cli(program, lambda: work(flags.FLAGS),
                             lambda: settings.path_values(flags.FLAGS, runner))
 

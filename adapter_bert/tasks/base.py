@@ -272,6 +272,13 @@ def _prepare_locked_output_dir(flag_values, runner: str) -> None:
         logging.info("Removed %s, left by a run killed while writing it", stale)
 
 
+def function_named(spec: str) -> Callable:
+    """The function a "module:function" string names, its module imported now (so that a
+    runner loads what it needs only when it needs it)."""
+    module, function = spec.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
 def run_task(run_class, flag_values, strategy, steps: Callable,
              export: Optional[str] = None) -> int:
     """A runner's `main`: makes `run_class`'s run, does `steps(run, flag_values)` and with
@@ -287,11 +294,9 @@ def run_task(run_class, flag_values, strategy, steps: Callable,
     try:
         steps(run, flag_values)
         if exporting and run.role.is_chief:
-            module, function = export.split(":")
             with (adapter_merged(run.model) if getattr(flag_values, "merge_lora", False)
                   else contextlib.nullcontext()):
-                path = getattr(importlib.import_module(module), function)(
-                    run, flag_values.export_dir)
+                path = function_named(export)(run, flag_values.export_dir)
             print(f"exported: {path}", flush=True)
         return 0
     finally:

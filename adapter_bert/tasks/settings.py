@@ -216,8 +216,9 @@ _PORT_BEFORE_FAMILIES = (
     # adapter_type follows: made in `all_settings` (its choices are the registered
     # families), then --adapter_size and the families' options.
 )
-_ADAPTER_SIZE = _s("adapter_size", "integer", 64, "Bottleneck size of each adapter (LoRA: its rank).",
-                   bounds=_TOKENS, resume=True, added=True)
+_ADAPTER_SIZE = _s("adapter_size", "integer", 64,
+                   "Bottleneck size of each adapter (LoRA: its rank).", bounds=_TOKENS,
+                   resume=True, added=True)
 
 _PORT_AFTER_FAMILIES = (
     _s("merge_lora", "bool", False,
@@ -413,7 +414,7 @@ def family_settings() -> Tuple[Setting, ...]:
             default = list(option.default) if isinstance(option.default, tuple) else \
                 option.default
             rows.append(_s(name, kind, default,
-                           f"With --adapter_type={family.name}: {option.help}",
+                           f"With --adapter_type={family.name}: {option.help or 'an option.'}",
                            bounds=option.bounds, resume=True, added=True))
     return tuple(rows)
 
