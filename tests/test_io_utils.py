@@ -69,7 +69,7 @@ def test_stale_temporaries_are_removed_on_any_filesystem(root):
 
 def test_object_stores_get_one_write_and_no_rename(monkeypatch):
     """On gs:// (copy+delete rename) the final object is written once, directly."""
-    monkeypatch.setattr(io_utils, "OBJECT_STORES", frozenset({"ram"}))
+    monkeypatch.setattr(io_utils.writes, "OBJECT_STORES", frozenset({"ram"}))
     renames = []
     monkeypatch.setattr(tf.io.gfile, "rename", lambda *a, **k: renames.append(a))
     path = f"ram://{uuid.uuid4().hex}/eval_results.txt"
@@ -87,7 +87,7 @@ def test_rename_filesystems_write_a_temporary_then_rename(monkeypatch):
     path = f"ram://{uuid.uuid4().hex}/x.json"
     io_utils.atomic_write_text(path, "{}")
     [(tmp, target)] = renames
-    assert target == path and io_utils._TEMPORARY.match(tmp.rsplit("/", 1)[1])
+    assert target == path and io_utils.is_temporary(tmp)
 
 
 def test_tokenizer_from_a_remote_vocab_equals_the_local_one():

@@ -156,7 +156,7 @@ def foreign_files(folder: str, keep: Sequence[str] = ()) -> List[str]:
     if not io_utils.isdir(folder):
         return []
     names = [name for name in io_utils.files_under(folder)
-             if name.split("/", 1)[0] not in keep and not _is_our_temporary(name)]
+             if name.split("/", 1)[0] not in keep and not io_utils.is_temporary(name)]
     manifests = {"": read_manifest(folder)}
     for name in names:
         if name.endswith("/" + MANIFEST):
@@ -172,10 +172,6 @@ def foreign_files(folder: str, keep: Sequence[str] = ()) -> List[str]:
         if (name[len(owner) + 1:] if owner else name) not in listed:
             foreign.append(io_utils.join(folder, name))
     return foreign
-
-
-def _is_our_temporary(name: str) -> bool:
-    return bool(io_utils._TEMPORARY.match(name.rsplit("/", 1)[-1]))
 
 
 def check_ours(folder: str, flag: str, action: str = "replaced",
