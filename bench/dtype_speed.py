@@ -24,34 +24,16 @@ Usage:
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
 import adapter_bert  # noqa: F401  (TensorFlow's CPU settings, before the workers)
 from bench import speed
-from bench.harness import REPO, RESULTS, write_results
+from bench.harness import REPO, RESULTS, cpu_description, write_results
 
 OURS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 PEER_SCRIPT = os.path.join(REPO, "bench", "peer_adapterhub.py")
-
-
-def cpu_description() -> dict:
-    """The CPU's model name, vendor and bfloat16-related flags (from /proc/cpuinfo)."""
-    from adapter_bert.precision import cpu_flags, cpu_vendor
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    flags = cpu_flags()
-    return {"model": model or platform.processor(), "vendor": cpu_vendor(),
-            "cores": os.cpu_count(),
-            "bf16_flags": sorted(f for f in flags if "bf16" in f or f.startswith("amx")),
-            "avx512": "avx512f" in flags}
 
 
 def ours(kind, dtype, args) -> dict:

@@ -16,6 +16,7 @@ Example:
 import glob
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -175,6 +176,24 @@ def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None)
         runner = command[2] if command[1] == "-m" else os.path.basename(command[1])
         raise RunFailed(f"{runner} exited with status {code}{where}")
     return Run(list(command), round(wall, 1), collect_results(output_dir))
+
+
+def cpu_description() -> dict:
+    """The CPU's model name, vendor and bfloat16-related flags (from /proc/cpuinfo): a
+    benchmark's figures belong to the CPU that made them."""
+    from adapter_bert.precision import cpu_flags, cpu_vendor
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    flags = cpu_flags()
+    return {"model": model or platform.processor(), "vendor": cpu_vendor(),
+            "cores": os.cpu_count(),
+            "bf16_flags": sorted(f for f in flags if "bf16" in f or f.startswith("amx")),
+            "avx512": "avx512f" in flags}
 
 
 def listed_choices(parser, flag: str, value: str, allowed) -> List[str]:

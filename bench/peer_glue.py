@@ -40,22 +40,34 @@ TASKS = {
     # bench/airline.py's split: train/dev/test.csv with the columns text, label.
     "airline": {"header": True, "text": (0,), "label": 1, "format": "csv",
                 "labels": ("negative", "neutral", "positive"), "metric": "accuracy"},
+    # bench/table2.py's splits: the same columns, the labels those of train.csv (sorted).
+    "table2": {"header": True, "text": (0,), "label": 1, "format": "csv", "labels": None,
+               "metric": "accuracy"},
 }
 
 
-def read_split(data_dir: str, split: str, task: dict):
-    """(texts, labels) of train.tsv or dev.tsv, read as BERT's scripts read them."""
+def read_rows(data_dir: str, split: str, task: dict):
+    """The rows of a split's file (header left out), read as BERT's scripts read them."""
     kind = task.get("format", "tsv")
     path = os.path.join(data_dir, f"{split}.{kind}")
     csv.field_size_limit(sys.maxsize)
     with open(path, encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle) if kind == "csv"
                     else csv.reader(handle, delimiter="\t", quotechar=None))
-    if task["header"]:
-        rows = rows[1:]
+    return rows[1:] if task["header"] else rows
+
+
+def label_names(data_dir: str, task: dict):
+    """The task's labels: fixed, or those of its train file in sorted order."""
+    return task["labels"] or tuple(sorted({row[task["label"]] for row in
+                                           read_rows(data_dir, "train", task)}))
+
+
+def read_split(data_dir: str, split: str, task: dict):
+    """(texts, label ids) of a split's file."""
+    rows, names = read_rows(data_dir, split, task), label_names(data_dir, task)
     texts = [tuple(row[i] for i in task["text"]) for row in rows]
-    labels = [task["labels"].index(row[task["label"]]) for row in rows]
-    return texts, labels
+    return texts, [names.index(row[task["label"]]) for row in rows]
 
 
 def encode(tokenizer, texts, max_length: int):
@@ -153,7 +165,8 @@ def train_and_evaluate(args) -> dict:
     dev_texts, dev_labels = read_split(args.data_dir, "dev", task)
     train = encode(tokenizer, train_texts, args.max_seq_length)
     dev = encode(tokenizer, dev_texts, args.max_seq_length)
-    model = build_model(args.system, args.model_dir, len(task["labels"]))
+    model = build_model(args.system, args.model_dir,
+                        len(label_names(args.data_dir, task)))
     steps_per_epoch = math.ceil(len(train) / args.batch_size)
     total_steps = steps_per_epoch * args.epochs
     optimizer, schedule = optimizer_and_schedule(model, args.learning_rate, total_steps)
@@ -181,7 +194,7 @@ def train_and_evaluate(args) -> dict:
             texts, labels = read_split(args.data_dir, split, task)
             result.update(multiclass_scores(predict(model, encode(tokenizer, texts,
                                                                   args.max_seq_length)),
-                                            labels, len(task["labels"]), split))
+                                            labels, len(label_names(args.data_dir, task)), split))
     else:
         result = scores(predict(model, dev), dev_labels)
     result.update(task=args.task, system=args.system, lr=args.learning_rate, seed=args.seed,

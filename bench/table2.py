@@ -1,0 +1,559 @@
+"""The paper's Table 2 (Houlsby et al. 2019): ordinary text-classification sets, adapters
+against full and variable fine-tuning, AdapterHub and a no-BERT reference, on the
+embedded MiniLM.
+
+The sets: every `<set>/data.csv` (`text,label`) under --sets_dir, and the Crowdflower
+airline tweets (`text`, `airline_sentiment`) given by --airline. A set's own split is kept
+where it has one: a `split` column (train/dev/test), or the row ranges in OWN_SPLITS.
+
+The split (the paper's is not published): rows are grouped by label and each group's order
+shuffled with NumPy's RandomState(SPLIT_SEED); where the set has no test (or dev) part of
+its own, the first 10% (rounded) of each group of its training rows are test, the next 10%
+dev. Each part is then capped (CAPS: a 2-core CPU has to train every cell of every set):
+a stratified sample keeping every label the part has, the rest by largest remainder. The
+parts are written as `text,label` CSV files into --work_dir/<set>/; `split_digest` in every
+record fixes which split a run saw. `max_seq_length` per set: the 95th percentile of the
+training texts' wordpiece lengths (with [CLS] and [SEP]), rounded up to a multiple of 32,
+between 64 and 256.
+
+The cells, each through the user's path (`run_classifier.py --train_file ...` and
+`adapter_bert.sweep`), float32 (`--dtype=float32`: every record means the same on every
+CPU), seeds 42-44, each scored on dev and test:
+- tfidf: TF-IDF (words and word pairs, sublinear) with scikit-learn's logistic regression,
+  C chosen on dev from TFIDF_C (deterministic: one run);
+- adapters: `run_classifier.py` at its defaults (Houlsby adapters, size 64, lr 1e-3,
+  3 epochs);
+- adapters_selected: the paper's selection: `adapter_bert.sweep` over ADAPTER_GRID on
+  seed 42, chosen on dev; seeds 43 and 44 train the chosen point;
+- full: `--tuning_mode=full` (Google's 5e-5, 3 epochs);
+- variable: `--tuning_mode=top_k`, the number of top layers trained chosen on dev from
+  VARIABLE_GRID by the sweep on seed 42 (MiniLM has 6 layers; 6 is full fine-tuning);
+- adapterhub: bench/peer_glue.py's AdapterHub Houlsby adapters (1e-3, 3 epochs) under
+  --peer_python, with the same split and max_seq_length.
+
+Each result is bench/results/table2/<set>/<cell>_seed<N>.json, written when its run ends;
+a cell with a record is not run again (a sweep stopped half-way continues from its
+finished points). Runs go breadth-first (every set's seed-42 cells, then the sweeps, then
+the other seeds, then the peer), the smallest sets first, so a table over every set comes
+early. The table is bench/results/table2.md (and .json), rewritten after every record.
+
+Usage:
+    python -m bench.table2 --sets_dir=<folder of <set>/data.csv> --airline=<Tweets.csv>
+    python -m bench.table2 ... --peer_python=/path/to/venv/bin/python   # AdapterHub too
+"""
+
+import argparse
+import collections
+import csv
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from bench.harness import (REPO, RESULTS, cpu_description, read_eval_results, run,
+                           runner_command, write_json, write_results)
+from bench.robust_tables import read_records
+
+SHARED = os.path.join(REPO, "..", "shared", "data")
+SETS_DIR = os.path.join(SHARED, "table2")
+AIRLINE = os.path.join(SHARED, "classification", "airline", "Tweets.csv")
+RECORDS = os.path.join(RESULTS, "table2")
+SPLIT_SEED = 20190201
+SEEDS = (42, 43, 44)
+PARTS = ("train", "dev", "test")
+CAPS = {"train": 1500, "dev": 500, "test": 1500}
+LENGTH_RANGE = (64, 256)
+# The sets' own splits (the shared folder's README), as 0-based half-open row ranges.
+OWN_SPLITS = {
+    "20newsgroups": {"train": (0, 11314), "test": (11314, 18846)},
+    "customer_complaint_database": {"train": (0, 10000), "test": (10000, 13000)},
+    "news_aggregator": {"train": (0, 10684), "dev": (10684, 12020), "test": (12020, 13356)},
+}
+ADAPTER_GRID = ("learning_rate=3e-4,1e-3", "num_train_epochs=3,10")
+# The adapters cell's point of ADAPTER_GRID (the runner's defaults).
+DEFAULT_POINT = {"learning_rate": 1e-3, "num_train_epochs": 3.0}
+VARIABLE_GRID = ("top_k_layers=1,2,3",)
+TFIDF_C = (0.1, 1.0, 10.0, 100.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One column of the table: how its runs are made."""
+    title: str
+    flags: tuple = ()          # the runner's flags beyond the data (ours)
+    grid: tuple = ()           # a sweep's --grid values: seed 42 selects the point
+    kind: str = "ours"         # ours, tfidf or peer
+
+
+CELLS = {
+    "tfidf": Cell("TF-IDF + logistic regression", kind="tfidf"),
+    "full": Cell("full fine-tuning", ("--tuning_mode=full",)),
+    "variable": Cell("variable fine-tuning (top k)", ("--tuning_mode=top_k",), VARIABLE_GRID),
+    "adapters": Cell("adapters, defaults"),
+    "adapters_selected": Cell("adapters, selected", (), ADAPTER_GRID),
+    "adapterhub": Cell("AdapterHub Houlsby", kind="peer"),
+}
+# The paper's Table 2 (BERT-Base, test accuracy): no-BERT baseline, full fine-tuning,
+# variable fine-tuning, adapters; keyed by our set names.
+PAPER = {
+    "20newsgroups": (91.1, 92.8, 92.8, 91.7),
+    "crowdflower_airline": (84.5, 83.6, 84.0, 84.5),
+    "crowdflower_corporate_messaging": (91.9, 92.5, 92.4, 92.9),
+    "crowdflower_disasters": (84.9, 85.3, 85.3, 84.1),
+    "crowdflower_global_warming": (82.7, 84.2, 81.9, 82.7),
+    "crowdflower_political_audience": (81.0, 80.9, 80.7, 79.0),
+    "crowdflower_political_bias": (76.8, 75.2, 76.5, 75.9),
+    "crowdflower_political_message": (43.8, 38.9, 44.9, 44.1),
+    "crowdflower_primary_emotions": (33.5, 36.9, 38.2, 33.9),
+    "crowdflower_progressive_opinion": (70.6, 71.6, 75.9, 71.7),
+    "crowdflower_progressive_stance": (54.3, 63.8, 61.5, 60.6),
+    "crowdflower_us_economic_performance": (75.6, 75.3, 76.5, 77.3),
+    "customer_complaint_database": (54.5, 55.9, 56.4, 55.4),
+    "news_aggregator": (95.2, 96.3, 96.5, 96.2),
+}
+# The paper's averages over its seventeen sets, and its trained parameters per task.
+PAPER_AVERAGE = (72.7, 73.7, 74.0, 73.3)
+PAPER_TRAINED = ("", "100%", "52.9%", "1.14%")
+
+
+# ------------------------------------------------------------------- the sets
+@dataclasses.dataclass(frozen=True)
+class DataSet:
+    """A CSV file of one set and the columns that hold its text and label."""
+    name: str
+    path: str
+    text_column: str = "text"
+    label_column: str = "label"
+
+
+def find_sets(sets_dir: Optional[str], airline: Optional[str]) -> List[DataSet]:
+    """Every `<set>/data.csv` under `sets_dir`, and the airline tweets when given."""
+    found = []
+    if sets_dir:
+        for name in sorted(os.listdir(sets_dir)):
+            path = os.path.join(sets_dir, name, "data.csv")
+            if os.path.isfile(path):
+                found.append(DataSet(name, path))
+    if airline:
+        found.append(DataSet("crowdflower_airline", airline, "text", "airline_sentiment"))
+    return found
+
+
+def read_set(data: DataSet):
+    """(texts, labels, own) of a set; `own` names each row's own split, or is None."""
+    csv.field_size_limit(sys.maxsize)
+    with open(data.path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    texts = [row[data.text_column] for row in rows]
+    labels = [row[data.label_column] for row in rows]
+    own = None
+    if rows and "split" in rows[0]:
+        own = [row["split"] for row in rows]
+    elif data.name in OWN_SPLITS:
+        own = ["train"] * len(rows)
+        for part, (start, stop) in OWN_SPLITS[data.name].items():
+            own[start:stop] = [part] * (stop - start)
+    return texts, labels, own
+
+
+def stratified_cap(indices: Sequence[int], labels: Sequence[str], cap: Optional[int],
+                   generator: np.random.RandomState) -> List[int]:
+    """At most `cap` of `indices`, stratified by label: every label keeps one row, the
+    rest is shared in proportion to the labels' counts by largest remainder."""
+    if cap is None or len(indices) <= cap:
+        return list(indices)
+    groups = collections.defaultdict(list)
+    for i in indices:
+        groups[labels[i]].append(i)
+    names = sorted(groups)
+    if cap < len(names):
+        raise ValueError(f"a cap of {cap} rows cannot keep each of {len(names)} labels")
+    spare, pool = cap - len(names), len(indices) - len(names)
+    shares = {name: spare * (len(groups[name]) - 1) / pool for name in names}
+    quota = {name: 1 + math.floor(shares[name]) for name in names}
+    left = cap - sum(quota.values())
+    for name in sorted(names, key=lambda n: (math.floor(shares[n]) - shares[n], n))[:left]:
+        quota[name] += 1
+    return [i for name in names
+            for i in generator.permutation(groups[name])[:quota[name]].tolist()]
+
+
+def split_rows(labels: Sequence[str], own: Optional[Sequence[str]] = None,
+               caps: Optional[Dict[str, int]] = None,
+               seed: int = SPLIT_SEED) -> Dict[str, List[int]]:
+    """The documented split: {part: sorted row indices} (see the module doc)."""
+    caps = CAPS if caps is None else caps
+    generator = np.random.RandomState(seed)
+    own = own or ["train"] * len(labels)
+    pools = {part: [i for i, name in enumerate(own) if name == part] for part in PARTS}
+    carved = [part for part in ("test", "dev") if not pools[part]]
+    if carved:
+        groups = collections.defaultdict(list)
+        for i in pools["train"]:
+            groups[labels[i]].append(i)
+        pools["train"] = []
+        for label in sorted(groups):
+            order = generator.permutation(groups[label]).tolist()
+            tenth = int(0.1 * len(order) + 0.5)
+            for n, part in enumerate(carved):
+                pools[part] += order[n * tenth:(n + 1) * tenth]
+            pools["train"] += order[len(carved) * tenth:]
+    return {part: sorted(stratified_cap(pools[part], labels, caps.get(part), generator))
+            for part in PARTS}
+
+
+def sequence_length(lengths: Sequence[int], bounds=LENGTH_RANGE) -> int:
+    """The 95th percentile of `lengths`, rounded up to a multiple of 32, within `bounds`."""
+    p95 = float(np.percentile(np.asarray(lengths), 95)) if len(lengths) else 0.0
+    return int(min(bounds[1], max(bounds[0], 32 * math.ceil(p95 / 32))))
+
+
+def wordpiece_lengths(texts: Sequence[str]) -> List[int]:
+    """Each text's length in the embedded backbone's wordpieces, [CLS] and [SEP] included."""
+    from adapter_bert.data.tokenization import load_tokenizer
+    from adapter_bert.model.checkpoints import default_backbone_dir
+    tokenizer = load_tokenizer(os.path.join(default_backbone_dir(), "vocab.txt"))
+    return [len(e.ids) for e in tokenizer.backend_tokenizer.encode_batch(list(texts))]
+
+
+def write_split(data: DataSet, work_dir: str, caps=None) -> dict:
+    """Writes the set's train/dev/test.csv into `work_dir`; returns what every record of
+    the set carries (the split's digest, its sizes and the set's max_seq_length)."""
+    texts, labels, own = read_set(data)
+    parts = split_rows(labels, own, caps)
+    os.makedirs(work_dir, exist_ok=True)
+    for part, indices in parts.items():
+        with open(os.path.join(work_dir, f"{part}.csv"), "w", encoding="utf-8",
+                  newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["text", "label"])
+            writer.writerows((texts[i], labels[i]) for i in indices)
+    test_labels = collections.Counter(labels[i] for i in parts["test"])
+    return {"split_digest": split_digest(work_dir),
+            "rows": {part: len(indices) for part, indices in parts.items()},
+            "labels": len(set(labels)),
+            "majority_test_accuracy": 100 * max(test_labels.values()) / len(parts["test"]),
+            "max_seq_length": sequence_length(
+                wordpiece_lengths([texts[i] for i in parts["train"]]))}
+
+
+# ------------------------------------------------------------------- the runs
+def data_flags(name: str, work_dir: str, max_seq_length: int, seed: int) -> List[str]:
+    return [f"--train_file={work_dir}/train.csv", f"--dev_file={work_dir}/dev.csv",
+            f"--test_file={work_dir}/test.csv", f"--task_name={name}",
+            f"--max_seq_length={max_seq_length}", f"--seed={seed}", "--dtype=float32"]
+
+
+def _shown(flags: Sequence[str], work_dir: str) -> str:
+    """A command as the docs show it: the split's files by name, no output folder."""
+    return " ".join(f.replace(f"{work_dir}/", "") for f in flags
+                    if not f.startswith("--output_dir="))
+
+
+def run_ours(name: str, flags: Sequence[str], seed: int, work_dir: str, info: dict) -> dict:
+    """One `run_classifier.py` run of `flags`, trained, scored on dev and test."""
+    out = os.path.join(work_dir, "runs", f"{'_'.join(f.strip('-') for f in flags) or 'defaults'}"
+                       f"_seed{seed}".replace("=", "-"))
+    argv = ["--do_train", "--do_eval", "--do_predict",
+            *data_flags(name, work_dir, info["max_seq_length"], seed), *flags,
+            f"--output_dir={out}"]
+    done = run(runner_command("run_classifier", argv), out, os.path.join(out, "run.log"))
+    test = read_eval_results(os.path.join(out, "test_eval_results.txt"))
+    return {"wall_s": done.wall_s, "flags": list(flags),
+            "command": "python -m adapter_bert.run_classifier " + _shown(argv, work_dir),
+            **scores(done.results, test)}
+
+
+def scores(dev: dict, test: dict) -> dict:
+    """The record's figures from a run's dev and test eval_results."""
+    return {"dev_accuracy": 100 * dev["eval_accuracy"],
+            "test_accuracy": 100 * test["eval_accuracy"],
+            "test_macro_f1": 100 * test["eval_macro_f1"],
+            "trainable_params": int(dev["trainable_params"]),
+            "all_params": int(dev["all_params"])}
+
+
+def run_sweep(name: str, cell: Cell, work_dir: str, info: dict) -> dict:
+    """`adapter_bert.sweep` over the cell's grid on seed 42, chosen on dev; the chosen
+    point scored on test. A stopped sweep continues where it was."""
+    out = os.path.join(work_dir, "sweeps", "_".join(g.split("=")[0] for g in cell.grid))
+    argv = [*data_flags(name, work_dir, info["max_seq_length"], SEEDS[0]), *cell.flags,
+            *(f"--grid={g}" for g in cell.grid), "--do_predict", f"--output_dir={out}"]
+    start = time.time()
+    _call([sys.executable, "-m", "adapter_bert.sweep", *argv], os.path.join(work_dir,
+                                                                         "sweep.log"))
+    best = os.path.join(out, "best")
+    with open(os.path.join(best, "best_point.json"), encoding="utf-8") as f:
+        chosen = json.load(f)["point"]
+    dev = read_eval_results(os.path.join(best, "eval_results.txt"))
+    test = read_eval_results(os.path.join(best, "test_eval_results.txt"))
+    return {"wall_s": round(time.time() - start, 1), "chosen": chosen,
+            "points": read_sweep_points(os.path.join(out, "sweep_results.tsv")),
+            "flags": [*cell.flags, *point_flags(chosen)],
+            "command": "python -m adapter_bert.sweep " + _shown(argv, work_dir),
+            **scores(dev, test)}
+
+
+def read_sweep_points(path: str) -> List[dict]:
+    """Each point of a sweep's sweep_results.tsv: its values and dev accuracy."""
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return [{**{k: v for k, v in row.items() if k not in ("selected", "wall_s")
+                and not k.startswith("eval_") and k != "trainable_params"},
+             "dev_accuracy": 100 * float(row["eval_accuracy"]),
+             "selected": row["selected"] == "yes"} for row in rows]
+
+
+def point_flags(point: Dict[str, str]) -> List[str]:
+    return [f"--{key}={value}" for key, value in point.items()]
+
+
+def same_point(a: Dict[str, object], b: Dict[str, object]) -> bool:
+    """Whether two grid points name the same values (1e-3 and 0.001 are one rate)."""
+    return a.keys() == b.keys() and all(math.isclose(float(a[k]), float(b[k])) for k in a)
+
+
+def run_tfidf(work_dir: str) -> dict:
+    """TF-IDF and logistic regression on the split, C chosen on dev."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import accuracy_score, f1_score
+    parts = {}
+    for part in PARTS:
+        with open(os.path.join(work_dir, f"{part}.csv"), encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+        parts[part] = ([r["text"] for r in rows], [r["label"] for r in rows])
+    start = time.time()
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    train = vectorizer.fit_transform(parts["train"][0])
+    dev, test = (vectorizer.transform(parts[p][0]) for p in ("dev", "test"))
+    fitted = {c: LogisticRegression(C=c, max_iter=5000).fit(train, parts["train"][1])
+              for c in TFIDF_C}
+    dev_scores = {c: accuracy_score(parts["dev"][1], m.predict(dev)) for c, m in fitted.items()}
+    chosen = max(TFIDF_C, key=lambda c: (dev_scores[c], -c))
+    predicted = fitted[chosen].predict(test)
+    return {"wall_s": round(time.time() - start, 1), "chosen": {"C": chosen},
+            "dev_accuracy": 100 * dev_scores[chosen],
+            "test_accuracy": 100 * accuracy_score(parts["test"][1], predicted),
+            "test_macro_f1": 100 * f1_score(parts["test"][1], predicted, average="macro"),
+            "trainable_params": int(train.shape[1] * len(fitted[chosen].classes_)),
+            "command": f"TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True) + "
+                       f"LogisticRegression(C in {list(TFIDF_C)}), chosen on dev"}
+
+
+def run_peer(seed: int, work_dir: str, info: dict, peer_python: str) -> dict:
+    from adapter_bert.model.checkpoints import default_backbone_dir
+    command = [peer_python, os.path.join(REPO, "bench", "peer_glue.py"), "--system=adapterhub",
+               "--task=table2", f"--data_dir={work_dir}", f"--model_dir={default_backbone_dir()}",
+               "--learning_rate=1e-3", f"--seed={seed}", "--eval_splits=dev,test",
+               f"--max_seq_length={info['max_seq_length']}"]
+    done = _call(command)
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"wall_s": record["wall_s"],
+            "command": " ".join(["python", "bench/peer_glue.py", *command[2:4],
+                                 "--data_dir=<split>", "--model_dir=<MiniLM>", *command[6:]]),
+            **{key: record[key] for key in ("dev_accuracy", "test_accuracy", "test_macro_f1",
+                                            "trainable_params")}}
+
+
+def _call(command: List[str], log_path: Optional[str] = None):
+    with open(log_path or os.devnull, "a", encoding="utf-8") as log:
+        done = subprocess.run(command, stdout=subprocess.PIPE,
+                              stderr=log if log_path else subprocess.PIPE, text=True,
+                              check=False, cwd=REPO)
+    if done.returncode != 0:
+        last = ((done.stderr or "").strip().splitlines() or [f"see {log_path}"])[-1]
+        raise RuntimeError(f"{' '.join(command[1:4])}...: exit {done.returncode}: {last}")
+    return done
+
+
+# ------------------------------------------------------------------- the plan
+def plan(sets: Sequence[str], peer: bool) -> List[tuple]:
+    """(set, cell, seed) in the order they run: every set's seed-42 cells, the sweeps,
+    the other seeds, then the peer."""
+    first = [(s, c, SEEDS[0]) for s in sets for c in ("tfidf", "adapters", "full")]
+    sweeps = [(s, c, SEEDS[0]) for s in sets for c in ("adapters_selected", "variable")]
+    rest = [(s, c, seed) for s in sets for seed in SEEDS[1:]
+            for c in ("adapters", "full", "adapters_selected", "variable")]
+    peers = [(s, "adapterhub", seed) for s in sets for seed in SEEDS] if peer else []
+    return first + sweeps + rest + peers
+
+
+def record_name(cell: str, seed: int) -> str:
+    return "tfidf" if CELLS[cell].kind == "tfidf" else f"{cell}_seed{seed}"
+
+
+def run_cell(name: str, cell_name: str, seed: int, work_dir: str, info: dict,
+             records: dict, peer_python: Optional[str]) -> Optional[dict]:
+    """The record of one cell's run, or None where it waits for its selection."""
+    cell = CELLS[cell_name]
+    if cell.kind == "tfidf":
+        return run_tfidf(work_dir)
+    if cell.kind == "peer":
+        return run_peer(seed, work_dir, info, peer_python)
+    if not cell.grid:
+        return run_ours(name, cell.flags, seed, work_dir, info)
+    if seed == SEEDS[0]:
+        return run_sweep(name, cell, work_dir, info)
+    selected = records.get(f"{cell_name}_seed{SEEDS[0]}")
+    if selected is None:
+        return None
+    default = records.get(f"adapters_seed{seed}")
+    if cell_name == "adapters_selected" and default and \
+            same_point(selected["chosen"], DEFAULT_POINT):
+        return {**default, "same_run_as": f"adapters_seed{seed}"}
+    return run_ours(name, selected["flags"], seed, work_dir, info)
+
+
+# ------------------------------------------------------------------- the table
+def sem(values: Sequence[float]) -> float:
+    """The standard error of the mean (0 for one value)."""
+    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+
+
+def cell_runs(records: dict, cell: str) -> List[dict]:
+    if CELLS[cell].kind == "tfidf":
+        return [records["tfidf"]] if "tfidf" in records else []
+    return [records[f"{cell}_seed{s}"] for s in SEEDS if f"{cell}_seed{s}" in records]
+
+
+def cell_text(runs: List[dict]) -> str:
+    """`mean ± s.e.m.` of the test accuracy, with the seed count below three in brackets."""
+    if not runs:
+        return "—"
+    values = [r["test_accuracy"] for r in runs]
+    text = f"{statistics.mean(values):.1f}"
+    if len(values) > 1:
+        text += f" ± {sem(values):.1f}"
+    return text + (f" ({len(values)})" if 1 < len(values) < len(SEEDS) else "")
+
+
+SHOWN = ("tfidf", "full", "variable", "adapters_selected", "adapters", "adapterhub")
+
+
+def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
+    """The markdown table: one row per set, ours beside the paper's; the average over the
+    sets every shown cell of which finished all its seeds; trained parameters per task."""
+    header = ["set", "rows (train/dev/test)", "max_seq_length",
+              *(CELLS[c].title for c in SHOWN), "paper: baseline / full / variable / adapters"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    complete, chosen = [], []
+    for name in sorted(by_set):
+        records, info = by_set[name], infos.get(name, {})
+        runs = {c: cell_runs(records, c) for c in SHOWN}
+        rows = info.get("rows", {})
+        paper = " / ".join(f"{x:.1f}" for x in PAPER[name]) if name in PAPER else "—"
+        lines.append("| " + " | ".join([
+            name, "/".join(str(rows.get(p, "?")) for p in PARTS),
+            str(info.get("max_seq_length", "?")), *(cell_text(runs[c]) for c in SHOWN),
+            paper]) + " |")
+        needed = [c for c in SHOWN if c != "adapterhub" or runs["adapterhub"]]
+        if all(len(runs[c]) == (1 if c == "tfidf" else len(SEEDS)) for c in needed):
+            complete.append({c: statistics.mean(r["test_accuracy"] for r in runs[c])
+                             for c in SHOWN if runs[c]})
+        for cell in ("variable", "adapters_selected"):
+            if f"{cell}_seed{SEEDS[0]}" in records:
+                chosen.append((name, cell, records[f"{cell}_seed{SEEDS[0]}"]["chosen"]))
+    lines.append("| average over " + f"{len(complete)} complete sets | | | " + " | ".join(
+        f"{statistics.mean(m[c] for m in complete):.2f}" if complete and all(c in m for m in complete)
+        else "—" for c in SHOWN) + " | " + " / ".join(map(str, PAPER_AVERAGE)) + " (17 sets) |")
+    lines.append("| trained parameters per task | | | " + " | ".join(
+        trained_text(by_set, c) for c in SHOWN) + " | " + " / ".join(
+        x or "—" for x in PAPER_TRAINED) + " |")
+    lines += ["", "Chosen on dev (seed 42): " + "; ".join(
+        f"{name} {cell} {', '.join(f'{k}={v}' for k, v in point.items())}"
+        for name, cell, point in chosen) + "." if chosen else ""]
+    return "\n".join(lines) + "\n"
+
+
+def trained_text(by_set: Dict[str, dict], cell: str) -> str:
+    """The share of the model's weights a cell trains, over the sets it ran on."""
+    shares = [r["trainable_params"] / r["all_params"] for records in by_set.values()
+              for r in cell_runs(records, cell) if r.get("all_params")]
+    if not shares:
+        return "—"
+    low, high = min(shares), max(shares)
+    return f"{100 * low:.1f}%" if high - low < 5e-4 else f"{100 * low:.1f}-{100 * high:.1f}%"
+
+
+def write_table(results_dir: str, infos: Dict[str, dict]) -> str:
+    by_set = {name: read_records(os.path.join(results_dir, name)) for name in infos}
+    markdown = table(by_set, infos)
+    write_results(results_dir.rstrip("/"), {"sets": infos, "records": by_set}, markdown)
+    return markdown
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets_dir", default=os.path.normpath(SETS_DIR))
+    parser.add_argument("--airline", default=os.path.normpath(AIRLINE),
+                        help="the airline tweets' CSV file; empty to leave the set out")
+    parser.add_argument("--sets", default="", help="only these sets (comma-separated)")
+    parser.add_argument("--work_dir", default=os.path.join("/tmp", "adapter_bert_table2"))
+    parser.add_argument("--results_dir", default=RECORDS)
+    parser.add_argument("--peer_python")
+    parser.add_argument("--table_only", action="store_true",
+                        help="rewrite the table from the records, running nothing")
+    args = parser.parse_args(argv)
+    sets = find_sets(args.sets_dir if os.path.isdir(args.sets_dir) else None,
+                     args.airline if args.airline and os.path.isfile(args.airline) else None)
+    if args.sets:
+        sets = [s for s in sets if s.name in args.sets.split(",")]
+    if not sets:
+        parser.error(f"no <set>/data.csv under --sets_dir={args.sets_dir} and no --airline file")
+    infos = {}
+    for data in sets:
+        info_path = os.path.join(args.results_dir, data.name, "split.json")
+        if not os.path.isfile(info_path):
+            info = write_split(data, os.path.join(args.work_dir, data.name))
+            write_json(info_path, info)
+        with open(info_path, encoding="utf-8") as f:
+            infos[data.name] = json.load(f)
+    if args.table_only:
+        print(write_table(args.results_dir, infos))
+        return 0
+    order = sorted(infos, key=lambda n: infos[n]["rows"]["train"] * infos[n]["max_seq_length"])
+    cpu = cpu_description()
+    for name, cell, seed in plan(order, bool(args.peer_python)):
+        work_dir, info = os.path.join(args.work_dir, name), infos[name]
+        folder = os.path.join(args.results_dir, name)
+        records = read_records(folder)
+        record_id = record_name(cell, seed)
+        if record_id in records:
+            continue
+        if not os.path.isfile(os.path.join(work_dir, "test.csv")) or \
+                split_digest(work_dir) != info["split_digest"]:
+            write_split(next(d for d in sets if d.name == name), work_dir)
+        print(f"table2: {name} {record_id} ...", flush=True)
+        record = run_cell(name, cell, seed, work_dir, info, records, args.peer_python)
+        if record is None:
+            continue
+        record.update(set=name, cell=cell, seed=seed, split_digest=info["split_digest"],
+                      cpu=cpu)
+        write_json(os.path.join(folder, record_id + ".json"), record)
+        print(f"table2: {name} {record_id}: test accuracy {record['test_accuracy']:.2f}",
+              flush=True)
+        write_table(args.results_dir, infos)
+    print(write_table(args.results_dir, infos))
+    return 0
+
+
+def split_digest(work_dir: str) -> str:
+    """The digest of the split files in `work_dir`, as `write_split` computes it."""
+    digest = hashlib.sha256()
+    for part in PARTS:
+        with open(os.path.join(work_dir, f"{part}.csv"), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

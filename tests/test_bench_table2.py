@@ -1,0 +1,204 @@
+"""bench/table2.py: the documented split (stratified, fixed, disjoint, a set's own split
+kept), the caps (every label kept, proportions by largest remainder), the length choice,
+the selection bookkeeping and the table's arithmetic, on tiny sets."""
+
+import collections
+import csv
+import json
+import statistics
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tests.conftest import bench_module
+
+table2 = bench_module("table2")
+
+
+def _labels(counts):
+    return [label for label, count in counts.items() for _ in range(count)]
+
+
+def test_the_split_is_stratified_fixed_and_disjoint():
+    labels = _labels({"a": 600, "b": 300, "c": 100})
+    parts = table2.split_rows(labels, caps={})
+    assert {p: len(v) for p, v in parts.items()} == {"train": 800, "dev": 100, "test": 100}
+    for part in ("dev", "test"):
+        assert collections.Counter(labels[i] for i in parts[part]) == {"a": 60, "b": 30, "c": 10}
+    every = [i for rows in parts.values() for i in rows]
+    assert sorted(every) == list(range(1000))
+    assert table2.split_rows(labels, caps={}) == parts
+    assert table2.split_rows(labels, caps={}, seed=1) != parts
+
+
+def test_a_sets_own_test_split_is_kept_and_dev_comes_from_its_training_rows():
+    labels = _labels({"a": 50, "b": 50}) * 2  # rows 0-99 train, 100-199 test
+    own = ["train"] * 100 + ["test"] * 100
+    parts = table2.split_rows(labels, own, caps={})
+    assert parts["test"] == list(range(100, 200))
+    assert len(parts["dev"]) == 10 and max(parts["dev"]) < 100
+    assert sorted(parts["train"] + parts["dev"]) == list(range(100))
+
+
+def test_own_row_ranges_and_a_split_column_name_each_rows_part(tmp_path):
+    folder = tmp_path / "news_aggregator"
+    folder.mkdir()
+    with open(folder / "data.csv", "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["text", "label"]] + [[f"t{i}", "x"] for i in range(13356)])
+    _, _, own = table2.read_set(table2.find_sets(str(tmp_path), None)[0])
+    assert collections.Counter(own) == {"train": 10684, "dev": 1336, "test": 1336}
+    assert own[10683] == "train" and own[10684] == "dev" and own[12020] == "test"
+    other = tmp_path / "other"
+    other.mkdir()
+    with open(other / "data.csv", "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["text", "label", "split"], ["a", "x", "test"],
+                                 ["b", "y", "train"]])
+    _, labels, own = table2.read_set(table2.DataSet("other", str(other / "data.csv")))
+    assert (labels, own) == (["x", "y"], ["test", "train"])
+
+
+def test_caps_keep_every_label_and_share_the_rest_in_proportion():
+    labels = _labels({"big": 970, "mid": 27, "rare": 3})
+    kept = table2.stratified_cap(range(1000), labels, 100, np.random.RandomState(0))
+    counts = collections.Counter(labels[i] for i in kept)
+    # One row each, then 97 shared by (969, 26, 2) / 997 = 94.28, 2.53, 0.19: floors 94, 2, 0
+    # and the one row left to the largest remainder (mid).
+    assert counts == {"big": 95, "mid": 4, "rare": 1}
+    assert len(set(kept)) == 100
+    with pytest.raises(ValueError, match="cannot keep each of 3 labels"):
+        table2.stratified_cap(range(1000), labels, 2, np.random.RandomState(0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=6), st.integers(1, 300))
+def test_a_cap_is_exact_and_never_takes_more_of_a_label_than_it_has(counts, cap):
+    labels = _labels({f"l{i}": c for i, c in enumerate(counts)})
+    cap = max(cap, len(counts))
+    kept = table2.stratified_cap(range(len(labels)), labels, cap, np.random.RandomState(1))
+    assert len(kept) == min(cap, len(labels)) and len(set(kept)) == len(kept)
+    got = collections.Counter(labels[i] for i in kept)
+    assert set(got) == set(labels)
+    for label, count in got.items():
+        assert count <= labels.count(label)
+
+
+def test_the_split_is_capped_per_part():
+    labels = _labels({"a": 900, "b": 100})
+    parts = table2.split_rows(labels, caps={"train": 80, "dev": 20, "test": 50})
+    assert {p: len(v) for p, v in parts.items()} == {"train": 80, "dev": 20, "test": 50}
+    assert collections.Counter(labels[i] for i in parts["test"]) == {"a": 45, "b": 5}
+
+
+@pytest.mark.parametrize("lengths, expected", [
+    ([10] * 100, 64), ([70] * 100, 96), ([1000] * 100, 256), (list(range(1, 101)), 96)])
+def test_max_seq_length_is_the_95th_percentile_rounded_up(lengths, expected):
+    assert table2.sequence_length(lengths) == expected
+
+
+def test_the_written_split_has_a_fixed_digest(tmp_path):
+    source = tmp_path / "s" / "data.csv"
+    source.parent.mkdir()
+    with open(source, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        for i in range(200):
+            writer.writerow([f'text {i}, "quoted"\nsecond line', "yes" if i % 4 else "no"])
+    data = table2.DataSet("s", str(source))
+    first = table2.write_split(data, str(tmp_path / "a"))
+    again = table2.write_split(data, str(tmp_path / "b"))
+    assert first["split_digest"] == again["split_digest"] == table2.split_digest(
+        str(tmp_path / "a"))
+    assert first["rows"] == {"train": 160, "dev": 20, "test": 20}
+    assert first["majority_test_accuracy"] == 75.0 and first["labels"] == 2
+    with open(tmp_path / "a" / "test.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 20 and rows[0]["text"].endswith("second line")
+
+
+def test_the_plan_runs_seed_42_first_then_sweeps_then_seeds_then_the_peer():
+    order = table2.plan(["s1", "s2"], peer=True)
+    assert order[:6] == [("s1", "tfidf", 42), ("s1", "adapters", 42), ("s1", "full", 42),
+                         ("s2", "tfidf", 42), ("s2", "adapters", 42), ("s2", "full", 42)]
+    assert order[6:10] == [("s1", "adapters_selected", 42), ("s1", "variable", 42),
+                           ("s2", "adapters_selected", 42), ("s2", "variable", 42)]
+    assert order[-1] == ("s2", "adapterhub", 44)
+    assert len(order) == 2 * (3 + 2 + 8 + 3)
+    assert not any(c == "adapterhub" for _, c, _ in table2.plan(["s1"], peer=False))
+
+
+def test_a_chosen_default_point_reuses_the_default_runs(monkeypatch):
+    ran = []
+    monkeypatch.setattr(table2, "run_ours", lambda *a: ran.append(a[1]) or {"flags": a[1]})
+    default = {"test_accuracy": 80.0, "flags": []}
+    records = {"adapters_selected_seed42": {"chosen": {"learning_rate": "0.001",
+                                                       "num_train_epochs": "3"},
+                                            "flags": ["--learning_rate=0.001",
+                                                      "--num_train_epochs=3"]},
+               "adapters_seed43": default}
+    got = table2.run_cell("s", "adapters_selected", 43, "w", {}, records, None)
+    assert got == {**default, "same_run_as": "adapters_seed43"} and ran == []
+    # Another chosen point trains with its own flags.
+    records["adapters_selected_seed42"]["chosen"]["num_train_epochs"] = "10"
+    records["adapters_selected_seed42"]["flags"][1] = "--num_train_epochs=10"
+    table2.run_cell("s", "adapters_selected", 43, "w", {}, records, None)
+    assert ran == [["--learning_rate=0.001", "--num_train_epochs=10"]]
+    # Before seed 42's selection there is nothing to run.
+    assert table2.run_cell("s", "variable", 43, "w", {}, {}, None) is None
+
+
+def test_a_sweeps_points_are_read_with_their_dev_accuracy(tmp_path):
+    path = tmp_path / "sweep_results.tsv"
+    path.write_text("learning_rate\tnum_train_epochs\teval_accuracy\teval_loss\twall_s\t"
+                    "trainable_params\tselected\n3e-4\t3\t0.8\t0.5\t10\t100\t\n"
+                    "1e-3\t3\t0.85\t0.4\t10\t100\tyes\n", encoding="utf-8")
+    assert table2.read_sweep_points(str(path)) == [
+        {"learning_rate": "3e-4", "num_train_epochs": "3", "dev_accuracy": 80.0,
+         "selected": False},
+        {"learning_rate": "1e-3", "num_train_epochs": "3", "dev_accuracy": 85.0,
+         "selected": True}]
+
+
+def _record(accuracy, trainable=100, total=1000):
+    return {"test_accuracy": accuracy, "trainable_params": trainable, "all_params": total,
+            "chosen": {"top_k_layers": "2"}}
+
+
+def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
+    full_seeds = {f"{cell}_seed{s}": _record(a + offset)
+                  for cell, offset in (("full", 0), ("variable", 1), ("adapters", 2),
+                                       ("adapters_selected", 3))
+                  for s, a in zip(table2.SEEDS, (80.0, 82.0, 84.0))}
+    by_set = {"news_aggregator": {"tfidf": {"test_accuracy": 70.0, "trainable_params": 5},
+                                  **full_seeds},
+              "other": {"tfidf": {"test_accuracy": 10.0, "trainable_params": 5},
+                        "full_seed42": _record(50.0)}}
+    infos = {"news_aggregator": {"rows": {"train": 10, "dev": 2, "test": 3},
+                                 "max_seq_length": 64}}
+    markdown = table2.table(by_set, infos)
+    sem = statistics.stdev([80.0, 82.0, 84.0]) / 3 ** 0.5
+    assert f"| news_aggregator | 10/2/3 | 64 | 70.0 | 82.0 ± {sem:.1f} | 83.0 ± {sem:.1f} | " \
+           f"85.0 ± {sem:.1f} | 84.0 ± {sem:.1f} | — | 95.2 / 96.3 / 96.5 / 96.2 |" in markdown
+    # `other` has one seed of one cell: shown, but not in the average.
+    assert "| other | ?/?/? | ? | 10.0 | 50.0 | — | — | — | — | — |" in markdown
+    assert "| average over 1 complete sets | | | 70.00 | 82.00 | 83.00 | 85.00 | 84.00 | — |" \
+        in markdown
+    assert "| trained parameters per task | | | — | 10.0% |" in markdown
+    assert "news_aggregator variable top_k_layers=2" in markdown
+
+
+def test_two_seeds_of_three_are_marked():
+    assert table2.cell_text([_record(80.0), _record(82.0)]) == "81.0 ± 1.0 (2)"
+    assert table2.cell_text([]) == "—"
+
+
+def test_the_records_round_trip_through_the_table_file(tmp_path):
+    folder = tmp_path / "results" / "news_aggregator"
+    folder.mkdir(parents=True)
+    (folder / "tfidf.json").write_text(json.dumps({"test_accuracy": 91.0,
+                                                   "trainable_params": 3}))
+    markdown = table2.write_table(str(tmp_path / "results"), {"news_aggregator": {
+        "rows": {"train": 1, "dev": 1, "test": 1}, "max_seq_length": 64}})
+    assert "| 91.0 |" in markdown
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["records"]["news_aggregator"]["tfidf"]["test_accuracy"] == 91.0
