@@ -273,10 +273,10 @@ def run_ours(name: str, flags: Sequence[str], seed: int, work_dir: str, info: di
 
 
 def scores(dev: dict, test: dict) -> dict:
-    """The record's figures from a run's dev and test eval_results."""
+    """The record's figures from a run's eval_results.txt and test_eval_results.txt."""
     return {"dev_accuracy": 100 * dev["eval_accuracy"],
-            "test_accuracy": 100 * test["eval_accuracy"],
-            "test_macro_f1": 100 * test["eval_macro_f1"],
+            "test_accuracy": 100 * test["test_accuracy"],
+            "test_macro_f1": 100 * test["test_macro_f1"],
             "trainable_params": int(dev["trainable_params"]),
             "all_params": int(dev["all_params"])}
 

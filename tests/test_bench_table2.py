@@ -159,6 +159,19 @@ def test_a_sweeps_points_are_read_with_their_dev_accuracy(tmp_path):
          "selected": True}]
 
 
+def test_a_records_figures_come_from_the_runners_two_results_files(tmp_path):
+    (tmp_path / "eval_results.txt").write_text(
+        "all_params = 1000\neval_accuracy = 0.75\neval_macro_f1 = 0.5\n"
+        "trainable_params = 30\n")
+    (tmp_path / "test_eval_results.txt").write_text(
+        "test_accuracy = 0.8\ntest_loss = 0.6\ntest_macro_f1 = 0.7\n")
+    read = table2.read_eval_results
+    assert table2.scores(read(str(tmp_path / "eval_results.txt")),
+                         read(str(tmp_path / "test_eval_results.txt"))) == {
+        "dev_accuracy": 75.0, "test_accuracy": 80.0, "test_macro_f1": 70.0,
+        "trainable_params": 30, "all_params": 1000}
+
+
 def _record(accuracy, trainable=100, total=1000):
     return {"test_accuracy": accuracy, "trainable_params": trainable, "all_params": total,
             "chosen": {"top_k_layers": "2"}}
