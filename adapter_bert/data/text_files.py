@@ -218,6 +218,32 @@ def _json_lines(text: str, path: str) -> Iterator[Tuple[int, Dict[str, object]]]
         yield number, value
 
 
+def tsv_text(header: Optional[Sequence[str]], rows) -> str:
+    """`rows` (and `header`) as tab-separated text by the csv module's rules: a value
+    holding a tab, a newline or a double quote is quoted (its quotes doubled), so that
+    `csv.reader(f, delimiter="\\t")` and `pandas.read_csv(f, sep="\\t")` read back one row
+    per row written."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
+    if header is not None:
+        writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def output_header(kept: Sequence[str], columns: Sequence[str]) -> List[str]:
+    """An output file's header: the --keep_columns, then the file's own `columns`. A kept
+    column named like another column is written as `kept_<name>` (the prefix repeated
+    until the name is unique), so every column has its own name."""
+    taken, names = set(columns), []
+    for name in kept:
+        while name in taken:
+            name = "kept_" + name
+        taken.add(name)
+        names.append(name)
+    return names + list(columns)
+
+
 def parse_column(value: Optional[str]) -> Optional[Column]:
     """A column flag's value: a 0-based position ("1") or a header name."""
     if value is None or value == "":

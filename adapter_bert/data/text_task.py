@@ -93,6 +93,8 @@ class TextTask:
         self.eval_splits = [("dev", "eval_")]
         self.test_splits = [("test", "test_results.tsv")]
         self.label_counts: Dict[str, Dict[str, int]] = {}
+        # Why the training file has no --keep_columns values, should its rows be written out.
+        self._kept_missing: Optional[str] = None
 
     @property
     def splits(self) -> List[str]:
@@ -192,9 +194,10 @@ class TextTask:
             return None
         try:
             indices = [table.index_of(c, "keep_columns") for c in self.columns.keep]
-        except DataFileError:
+        except DataFileError as e:
             if required:
                 raise
+            self._kept_missing = str(e)
             return None
         columns = [[("" if v is None else str(v)) for _, v in table.values(i)] for i in indices]
         return list(zip(*columns))
@@ -278,6 +281,9 @@ class TextTask:
             The file lines of the held-out rows, in file order.
         """
         train = self.get_examples(None, "train")
+        if self._kept_missing:  # the held-out rows are written out with their kept values
+            raise DataFileError(f"{self._kept_missing} (--dev_fraction's dev rows come from "
+                                f"the training file)")
         held = hold_out_indices(train, fraction, seed, self.is_regression)
         self._examples["dev"] = [dataclasses.replace(train[i], guid=f"dev-{train[i].guid[6:]}")
                                  for i in held]

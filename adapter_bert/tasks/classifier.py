@@ -19,6 +19,7 @@ from adapter_bert.adapters.files import (load_trained_weights, read_adapter_conf
 from adapter_bert.data.features import check_room_for_text, convert_examples_to_features
 from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how_to_get_data
 from adapter_bert.data.tfds_text import load_glue_examples
+from adapter_bert.data.text_files import output_header, tsv_text
 from adapter_bert.data.text_task import hold_out_indices
 from adapter_bert.tasks.flag_checks import FlagError
 from adapter_bert.tasks.flag_checks import uses_own_data, validate_classifier
@@ -350,16 +351,16 @@ class ClassifierRun(base.TaskRun):
         own data a header naming the columns (the --keep_columns first) and the predicted
         label name."""
         rows = logits[:, :1] if self.is_regression else tf.nn.softmax(logits, -1).numpy()
-        lines = ["\t".join(str(float(p)) for p in row) for row in rows]
+        values = [[str(float(p)) for p in row] for row in rows]
         if not uses_own_data(self.flags):
-            return "".join(line + "\n" for line in lines)
-        kept = [(*example.kept, "")[:len(self.kept_names)] for example in examples]
-        header = self.kept_names + (["score"] if self.is_regression
-                                    else self.labels + ["predicted_label"])
+            return tsv_text(None, values)
+        width = len(self.kept_names)
+        kept = [list((*example.kept, *[""] * width)[:width]) for example in examples]
+        columns = ["score"] if self.is_regression else self.labels + ["predicted_label"]
         if not self.is_regression:
-            lines = [f"{line}\t{self.labels[i]}" for line, i in zip(lines, rows.argmax(-1))]
-        return "\t".join(header) + "\n" + "".join(
-            "\t".join([*values, line]) + "\n" for values, line in zip(kept, lines))
+            values = [[*row, self.labels[i]] for row, i in zip(values, rows.argmax(-1))]
+        return tsv_text(output_header(self.kept_names, columns),
+                        [[*k, *row] for k, row in zip(kept, values)])
 
 
 class ClassWeightedCrossEntropy(keras.losses.Loss):
@@ -431,37 +432,36 @@ def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray
     named in one warning: its recall and F1 are 0 there and pull the macro average down.
     `kept_names`: the --keep_columns, whose values (`InputExample.kept`) lead each row."""
     width = len(kept_names)
-    ids = ["\t".join([*(*example.kept, *[""] * width)[:width], example.guid])
+    ids = [[*(*example.kept, *[""] * width)[:width], example.guid]
            for example in examples][:len(logits)]
-    id_header = "\t".join([*kept_names, "id"])
     if regression and not predictions:
         return
     if regression:
-        rows = [f"{i}\t{float(t)}\t{float(p)}" for i, t, p in
-                zip(ids, label_ids[:, 0], logits[:, 0])]
-        io_utils.atomic_write_text(io_utils.join(directory, f"{prefix}predictions.tsv"),
-                                   f"{id_header}\tlabel\tscore\n"
-                                   + "".join(r + "\n" for r in rows))
+        io_utils.atomic_write_text(
+            io_utils.join(directory, f"{prefix}predictions.tsv"),
+            tsv_text(output_header(kept_names, ["id", "label", "score"]),
+                     [[*i, float(t), float(p)]
+                      for i, t, p in zip(ids, label_ids[:, 0], logits[:, 0])]))
         return
     probabilities = tf.nn.softmax(logits, -1).numpy()
     predicted = probabilities.argmax(-1)
     if predictions:
-        lines = [f"{i}\t{labels[t]}\t{labels[p]}\t" + "\t".join(f"{float(v):.6g}" for v in row)
-                 for i, t, p, row in zip(ids, label_ids, predicted, probabilities)]
         io_utils.atomic_write_text(
             io_utils.join(directory, f"{prefix}predictions.tsv"),
-            "\t".join([id_header, "label", "predicted_label", *labels]) + "\n"
-            + "".join(line + "\n" for line in lines))
+            tsv_text(output_header(kept_names, ["id", "label", "predicted_label", *labels]),
+                     [[*i, labels[t], labels[p], *(f"{float(v):.6g}" for v in row)]
+                      for i, t, p, row in zip(ids, label_ids, predicted, probabilities)]))
     report = per_class_report(predicted, label_ids, labels)
     io_utils.atomic_write_text(
         io_utils.join(directory, f"{prefix}per_class.tsv"),
-        "label\tprecision\trecall\tf1\tsupport\n" + "".join(
-            f"{name}\t{p:.6g}\t{r:.6g}\t{f:.6g}\t{n}\n" for name, p, r, f, n in report))
+        tsv_text(["label", "precision", "recall", "f1", "support"],
+                 [[name, f"{p:.6g}", f"{r:.6g}", f"{f:.6g}", n]
+                  for name, p, r, f, n in report]))
     counts = confusion(predicted, label_ids, len(labels))
     io_utils.atomic_write_text(
         io_utils.join(directory, f"{prefix}confusion.tsv"),
-        "\t".join(["true \\ predicted", *labels]) + "\n" + "".join(
-            "\t".join([labels[i], *map(str, row)]) + "\n" for i, row in enumerate(counts)))
+        tsv_text(["true \\ predicted", *labels],
+                 [[labels[i], *row] for i, row in enumerate(counts)]))
     absent = [name for name, *_, support in report[:len(labels)] if support == 0]
     if absent:
         logging.warning("The %s set has no row of %s: their recall and F1 are 0 in "

@@ -374,7 +374,8 @@ _OWN_DATA = (
        runners=(CLASSIFIER,), resume=True),
     _s("keep_columns", "list", None,
        "Columns of --dev_file and --test_file (names, or 0-based positions) copied, first, "
-       "into eval_predictions.tsv and test_results.tsv, e.g. tweet_id,airline.",
+       "into eval_predictions.tsv and test_results.tsv, e.g. tweet_id,airline; one named "
+       "like an output column is written as kept_<name>.",
        runners=(CLASSIFIER,)),
     _s("class_weights", "string", None,
        "Weights of the classes in the training loss: balanced (scikit-learn's n_rows / "
