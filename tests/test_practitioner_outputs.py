@@ -101,7 +101,8 @@ def test_the_weighted_loss_is_the_weighted_mean_of_the_cross_entropy():
     ("calm:2,angry:3", "'angry' is not a label of the task"),
     ("calm:0", "the weight of calm must be a finite number > 0, got '0'"),
     ("calm:x", "the weight of calm must be a finite number > 0, got 'x'"),
-    ("calm", "'calm' is not a label of the task"),
+    ("calm", "'calm' has no weight; expected balanced or label:weight"),
+    ("calm:2,calm:3", "'calm' is weighted twice"),
 ])
 def test_bad_class_weights_are_one_line_naming_the_flag(text, message):
     train = [InputExample(f"train-{i}", "t", label=label) for i, label in
@@ -138,7 +139,7 @@ def test_a_split_lacking_a_class_is_named_in_one_warning(tmp_path, caplog):
 
 
 def test_a_regression_adapter_predicts_and_exports_without_task_type_in_float32(
-        backbone, tmp_path):
+        backbone, tmp_path, capfd):
     """Trained under mixed_bfloat16, a regression adapter records its task type and target:
     evaluating, predicting and exporting with it need no --task_type, and its scores are
     float32 numbers, not bfloat16's (multiples of 1/256 near 1)."""
@@ -173,6 +174,14 @@ def test_a_regression_adapter_predicts_and_exports_without_task_type_in_float32(
         f"--test_file={tmp_path / 'scores.csv'}", "--do_predict",
         *flag_list(common, {"output_dir": tmp_path / "wrong"})])
     assert code == 1  # the adapter says regression: a contradicting flag is refused
+    capfd.readouterr()
+    code, _ = run_in_process("run_classifier", [
+        f"--load_adapter={tmp_path / 'train' / 'adapter'}", "--labels=low,high",
+        f"--test_file={tmp_path / 'scores.csv'}", "--do_predict",
+        *flag_list(common, {"output_dir": tmp_path / "labelled"})])
+    assert code == 1
+    assert "--labels=low,high: the adapter this run loads is a regression (one score, no " \
+           "label names); leave --labels out" in capfd.readouterr().err
 
 
 def test_a_labelled_test_file_is_scored_and_an_unlabelled_one_only_predicted(backbone,

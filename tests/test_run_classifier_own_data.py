@@ -135,6 +135,25 @@ def test_the_export_answers_strings_with_label_names(spam_run, spam_file, backbo
     assert labels == expected and set(labels) <= {"ham", "spam"}
 
 
+def test_an_adapter_alone_exports_without_data_flags(spam_run, spam_file, backbone, tmp_path,
+                                                      capfd):
+    """docs/serving.md: --load_adapter with --export_dir needs no data: the adapter records
+    its task, labels and how it was trained."""
+    pytest.importorskip("tensorflow_text")
+    import tensorflow as tf
+    export = tmp_path / "export"
+    code, _ = run_in_process("run_classifier", [
+        f"--load_adapter={spam_run / 'adapter'}", f"--export_dir={export}",
+        *common_flags(backbone, tmp_path / "out")])
+    assert code == 0, capfd.readouterr().err[-2000:]
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    texts = [line.split("\t")[1] for line in spam_file.read_text().splitlines()[:8]]
+    labels = [label.decode() for label in serve(text_a=tf.constant(texts))["label"].numpy()]
+    expected = [line.split("\t")[2] for line in
+                (spam_run / "test_results.tsv").read_text().splitlines()[1:9]]
+    assert labels == expected
+
+
 def test_regression_on_a_float_column(backbone, tmp_path):
     data = tmp_path / "scores.jsonl"
     data.write_text("".join(json.dumps({"text": f"row {i}", "score": i / 10}) + "\n"
@@ -163,6 +182,9 @@ def test_regression_on_a_float_column(backbone, tmp_path):
      r"'tweet_id', 'sentiment', 'author', 'content'"),
     (["--do_train", "--dev_fraction=1.5"],
      r"--dev_fraction must be a finite number in \(0, 1\), got 1\.5"),
+    (["--do_train", "--task_type=regression", "--labels=low,high"],
+     r"--labels=low,high: --task_type=regression \(one score, no label names\); leave "
+     r"--labels out"),
 ])
 def test_bad_own_data_flags_are_one_line(flags, expected, backbone, emotion_file, tmp_path,
                                          capfd):

@@ -102,7 +102,8 @@ def test_tokenize_signature_gives_the_python_pipelines_features(trained, mrpc_di
 
 @pytest.mark.slow
 def test_export_of_load_adapter_and_of_the_latest_checkpoint(trained, backbone, tmp_path):
-    """The two other ways to export give the same model as exporting after training."""
+    """The two other ways to export give the same model as exporting after training; the
+    adapter alone needs no --task_name: it records MRPC, whose pairs the export takes."""
     texts = {"text_a": ["The cat sat on the mat.", "Stocks fell sharply on Monday."],
              "text_b": ["A cat was sitting on the mat.", "Shares rose on Monday."]}
     exports = {}
@@ -111,6 +112,11 @@ def test_export_of_load_adapter_and_of_the_latest_checkpoint(trained, backbone, 
         *runner_flags(backbone, tmp_path / "out1")])
     assert code == 0
     exports["adapter"] = tmp_path / "from_adapter"
+    code, _ = run_in_process("run_classifier", [
+        f"--load_adapter={trained / 'adapter'}", f"--export_dir={tmp_path / 'adapter_alone'}",
+        *runner_flags(backbone, tmp_path / "out3", task_name=None)])
+    assert code == 0
+    exports["adapter alone"] = tmp_path / "adapter_alone"
     code, _ = run_in_process("run_classifier", [
         f"--export_dir={tmp_path / 'from_checkpoint'}", *runner_flags(backbone, trained)])
     assert code == 0

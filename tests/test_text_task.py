@@ -79,6 +79,14 @@ def test_json_lines_with_integer_labels(tmp_path):
     assert task.get_labels() == ["0", "1"]
 
 
+def test_a_json_lines_label_that_is_nan_is_missing_not_a_fraction(tmp_path):
+    text = '{"text": "a", "label": 1}\n{"text": "b", "label": NaN}\n{"text": "c", "label": 0}\n'
+    task = _task(tmp_path, text, name="j.jsonl")
+    with pytest.raises(DataFileError, match=r"j\.jsonl line 2, column 'label': no label \(nan\)$"):
+        task.get_examples(None, "train")
+    assert task.get_labels() == ["0", "1"]  # the names, read before the rows are checked
+
+
 @pytest.mark.parametrize("train, dev, kwargs, expected", [
     ("text,label\na,x\nb,y\n", "text,label\nc,z\n", {},
      r"dev\.csv line 2, column 'label': label 'z' is not one of the labels of the training "

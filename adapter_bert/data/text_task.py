@@ -212,8 +212,7 @@ class TextTask:
             index = table.index_of(label, "label_column")
         except DataFileError:  # a test file need not have the label column
             return None
-        if any(value is None or (isinstance(value, str) and not value.strip())
-               for _, value in table.values(index)):
+        if any(_missing(value) for _, value in table.values(index)):
             logging.info("%s: its label column has empty values: predicted, not scored",
                          table.path)
             return None
@@ -237,8 +236,8 @@ class TextTask:
         """The label of one row (a name, or a float for a regression), checked."""
         def where():
             return f"{table.path} line {line}, column {_column_name(table, index)}"
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise DataFileError(f"{where()}: no label")
+        if _missing(value):
+            raise DataFileError(f"{where()}: no label" + (f" ({value})" if value else ""))
         if self.is_regression:
             try:
                 score = float(value)
@@ -299,6 +298,12 @@ def _column_name(table: Table, index) -> str:
     return repr(index) if isinstance(index, str) else str(index)
 
 
+def _missing(value) -> bool:
+    """Whether a label value is missing: none, blank, or JSON's NaN or Infinity."""
+    return value is None or (isinstance(value, str) and not value.strip()) or \
+        (isinstance(value, float) and not math.isfinite(value))
+
+
 def _label_string(value, where) -> str:
     """A label value as its name: strings as they are (stripped), integers as digits.
 
@@ -349,7 +354,7 @@ def _label_strings(values, table: Table, index) -> List[str]:
     """The label names of a training file's rows (empty labels are reported later)."""
     names, seen = [], {}
     for line, value in values:
-        if value is None or (isinstance(value, str) and not value.strip()):
+        if _missing(value):
             continue
         if value not in seen if isinstance(value, str) else True:
             name = _label_string(value, lambda line=line: f"{table.path} line {line}, column "

@@ -34,8 +34,8 @@ from adapter_bert.model.config import BertConfig
 from adapter_bert.tasks.flag_checks import FlagError, was_set
 from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.tasks.run_record import (check_reused_output_dir, clear_output_dir,
-                                           write_record)
+from adapter_bert.tasks.run_record import (check_reused_output_dir, check_same_data,
+                                           clear_output_dir, write_record)
 from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
@@ -103,6 +103,9 @@ class TaskRun:
     # The task's name (set by `validate_flags`): recorded in adapter files, and the name
     # of the run's adapter.
     task: str = "task"
+    # What the data implied that a resumed training must keep (`run_record`): set by
+    # `read_data` where the data fixes the model's outputs.
+    data_record: Optional[Dict[str, object]] = None
 
     def __init__(self, flag_values, strategy=None, static_shapes: Optional[bool] = None):
         """Checks the flags, reads the data, prepares the run and builds the model.
@@ -117,8 +120,9 @@ class TaskRun:
         check_reused_output_dir(flag_values, self.HEAD)
         self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
         self.read_data()
+        check_same_data(flag_values, self.data_record)  # before any checkpoint is read
         self.strategy, self.static_shapes, self.role, self.lock = prepare_run(
-            flag_values, strategy, runner=self.HEAD)
+            flag_values, strategy, runner=self.HEAD, data=self.data_record)
         if static_shapes is not None:
             self.static_shapes = bool(static_shapes)
         try:
@@ -227,7 +231,8 @@ def load_backbone(init_checkpoint: Optional[str], config_file: Optional[str],
     return Backbone(files, config, tokenizer)
 
 
-def prepare_run(flag_values, strategy=None, runner: str = ""):
+def prepare_run(flag_values, strategy=None, runner: str = "",
+                data: Optional[Dict[str, object]] = None):
     """Output directory, seed, determinism, dtype policy and distribution strategy of a run.
 
     Removes temporary files a killed atomic write left. `--deterministic` turns on op
@@ -249,7 +254,7 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
         prepare_output_dir(flag_values.output_dir)
         lock = run_lock.acquire(flag_values.output_dir)
         try:
-            _prepare_locked_output_dir(flag_values, runner)
+            _prepare_locked_output_dir(flag_values, runner, data)
         except BaseException:
             lock.release()
             raise
@@ -262,12 +267,13 @@ def prepare_run(flag_values, strategy=None, runner: str = ""):
     return strategy, static_shapes_required(strategy), role, lock
 
 
-def _prepare_locked_output_dir(flag_values, runner: str) -> None:
+def _prepare_locked_output_dir(flag_values, runner: str,
+                               data: Optional[Dict[str, object]]) -> None:
     """The chief's first writes, under the lock: clearing, the record, stale temporaries."""
     if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
         clear_output_dir(flag_values.output_dir)
     if flag_values.do_train:
-        write_record(flag_values.output_dir, flag_values, runner)
+        write_record(flag_values.output_dir, flag_values, runner, data)
     for stale in remove_stale_temporaries(flag_values.output_dir):
         logging.info("Removed %s, left by a run killed while writing it", stale)
 

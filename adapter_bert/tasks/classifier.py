@@ -106,6 +106,10 @@ class ClassifierRun(base.TaskRun):
         self.class_weights = class_weights_for(
             getattr(self.flags, "class_weights", None), self.labels, self.is_regression,
             self._examples.get("train"))
+        target = getattr(self.processor, "target", None)
+        self.data_record = {"labels": self.labels,
+                            "task_type": "regression" if self.is_regression else "classification",
+                            "target": None if target is None else str(target)}
 
     def _held_out_glue_dev(self, fraction: float) -> Dict[str, list]:
         """--dev_fraction on a GLUE task: a stratified part of its training set becomes
@@ -402,8 +406,7 @@ def class_weights_for(spec, labels: List[str], regression: bool, train,
                             f"{', '.join(missing)}")
         total = sum(counts[label] for label in labels)
         return {label: total / (len(labels) * counts[label]) for label in labels}
-    given = spec if isinstance(spec, dict) else dict(
-        item.strip().rpartition(":")[::2] for item in spec.split(","))
+    given = spec if isinstance(spec, dict) else _weight_items(spec, name)
     weights = {label: 1.0 for label in labels}
     for key, value in given.items():
         label = labels[key] if isinstance(key, int) and 0 <= key < len(labels) else key
@@ -419,6 +422,22 @@ def class_weights_for(spec, labels: List[str], regression: bool, train,
                             f"> 0, got {value!r}")
         weights[label] = weight
     return weights
+
+
+def _weight_items(spec: str, name: str) -> Dict[str, str]:
+    """{label: weight text} of `label:weight,...`; a label without a weight, or weighted
+    twice, is refused naming it."""
+    given: Dict[str, str] = {}
+    for item in spec.split(","):
+        label, colon, weight = item.strip().rpartition(":")
+        if not colon:
+            raise FlagError(f"{name}={spec}: {weight!r} has no weight; expected balanced or "
+                            f"label:weight,...")
+        if label in given:
+            raise FlagError(f"{name}={spec}: {label!r} is weighted twice; give each label "
+                            f"one weight")
+        given[label] = weight
+    return given
 
 
 def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray,

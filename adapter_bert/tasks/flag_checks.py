@@ -8,7 +8,7 @@ The flags themselves are defined in `tasks.flags`.
 
 
 from adapter_bert import io_utils
-from adapter_bert.adapters.files import adapter_config_of
+from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
 from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.errors import UserError
 from adapter_bert.model.config import adapter_families
@@ -89,9 +89,19 @@ OWN_DATA_FILES = ("train_file", "dev_file", "test_file")
 
 
 def uses_own_data(values) -> bool:
-    """Whether the run reads your own files or a TFDS text set (not GLUE)."""
+    """Whether the run reads your own files or a TFDS text set (not GLUE), or exports an
+    adapter of your own data alone (`exports_adapter_alone`)."""
     return any(getattr(values, name, None) for name in OWN_DATA_FILES) \
-        or bool(getattr(values, "tfds_name", None))
+        or bool(getattr(values, "tfds_name", None)) or exports_adapter_alone(values)
+
+
+def exports_adapter_alone(values) -> bool:
+    """Whether the run exports --load_adapter with nothing else to say what the task is:
+    no data flags, no --task_name, neither training, evaluating nor predicting. The
+    adapter's record is then the task (`validate_classifier` names a GLUE one)."""
+    given = ("task_name", "tfds_name", *OWN_DATA_FILES, "do_train", "do_eval", "do_predict")
+    return bool(getattr(values, "load_adapter", None) and getattr(values, "export_dir", None)) \
+        and not any(getattr(values, name, None) for name in given)
 
 
 def validate_own_data(values) -> None:
@@ -134,6 +144,12 @@ def validate_classifier(values) -> str:
     if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
         raise FlagError("--eval_every_epoch evaluates while training: it needs --do_train and "
                         "--do_eval")
+    if exports_adapter_alone(values):
+        recorded = read_adapter_config(values.load_adapter).get("task") or ""
+        try:  # a GLUE task's adapter exports as that task (its pair layout, its labels)
+            values.task_name = canonical_task_name(recorded)
+        except UserError:
+            pass
     if uses_own_data(values):
         validate_own_data(values)
         validate_resadapter_flags(values)

@@ -35,6 +35,11 @@ def own_task(values) -> TextTask:
     labels = values.labels or (None if values.do_train else (stored or {}).get("labels"))
     source = "--labels" if values.labels else "the adapter this run loads"
     task_type = _task_type(values, stored)
+    if task_type == "regression" and values.labels:
+        why = "--task_type=regression" if "task_type" not in ((stored or {}).get(
+            "training") or {}) else "the adapter this run loads is a regression"
+        raise FlagError(f"--labels={','.join(values.labels)}: {why} (one score, no label "
+                        f"names); leave --labels out")
     if values.data_source == "tfds":
         splits = {"train": values.tfds_train_split} if values.do_train else {}
         if values.do_eval and values.dev_fraction is None:
@@ -51,7 +56,10 @@ def own_task(values) -> TextTask:
         raise FlagError("no label names for an evaluation without training: pass "
                         "--labels=a,b,... in the trained order, or --load_adapter (or the "
                         "--output_dir of the training run)")
-    return TextTask(name, files, columns, values.file_format, labels, task_type, source)
+    task = TextTask(name, files, columns, values.file_format, labels, task_type, source)
+    if not files:  # an adapter exported alone takes pairs as it was trained to
+        task.pair = task.pair or bool(((stored or {}).get("training") or {}).get("pair"))
+    return task
 
 
 def _check_labels_flag(labels) -> None:

@@ -3,7 +3,10 @@
 The chief records the flags that define training in `<output_dir>/run_flags.json`; a
 later run resuming there with other values stops before loading anything, naming the
 differing flags (`--overwrite_output_dir` starts anew, keeping the feature cache). Flags
-that change only speed, placement or the eval/predict outputs are not compared.
+that change only speed, placement or the eval/predict outputs are not compared. Beside
+the flags it records what the data implied (the label names in order, the task type, the
+target column): a resume whose data implies other values stops once the data is read,
+before any checkpoint is.
 """
 
 import json
@@ -47,21 +50,23 @@ def has_checkpoint(output_dir: str) -> bool:
     return io_utils.isfile(io_utils.join(output_dir, CHECKPOINT_DIR, "checkpoint"))
 
 
-def read_record(output_dir: str) -> Optional[Dict[str, object]]:
-    """The recorded flags of `output_dir`, or None if there are none (or unreadable)."""
+def read_record(output_dir: str, part: str = "flags") -> Optional[Dict[str, object]]:
+    """The recorded flags (`part="flags"`) or data facts ("data") of `output_dir`, or None
+    if there are none (or unreadable)."""
     path = io_utils.join(output_dir, RECORD_NAME)
     if not io_utils.isfile(path):
         return None
     try:
         record = io_utils.read_json_object(path)
     except UserError as e:
-        logging.warning("%s: flags not compared", e)
+        logging.warning("%s: %s not compared", e, part)
         return None
-    flags = record.get("flags")
-    if not isinstance(flags, dict):
-        logging.warning("%s holds no flags record: flags not compared", path)
+    values = record.get(part)
+    if not isinstance(values, dict):
+        if part == "flags":
+            logging.warning("%s holds no flags record: flags not compared", path)
         return None
-    return flags
+    return values
 
 
 def _show(value) -> str:
@@ -80,6 +85,31 @@ def differing_flags(recorded: Dict[str, object], current: Dict[str, object]) -> 
     return changes
 
 
+def _resumes(flag_values) -> bool:
+    """Whether a run would resume training in its --output_dir."""
+    return bool(flag_values.do_train) and not getattr(flag_values, "overwrite_output_dir",
+                                                      False) \
+        and has_checkpoint(flag_values.output_dir)
+
+
+def check_same_data(flag_values, data: Optional[Dict[str, object]]) -> None:
+    """Refuses a resume whose data implies other facts (`data`: label names, task type,
+    target) than the run it resumes recorded; runs before any checkpoint is read.
+
+    Raises:
+        FlagError: one line naming what changed (old -> new) and the way out.
+    """
+    if not data or not _resumes(flag_values):
+        return
+    recorded = read_record(flag_values.output_dir, "data") or {}
+    changes = [f"{name.replace('_', ' ')} {_show(recorded[name])} -> {_show(value)}"
+               for name, value in data.items() if name in recorded and recorded[name] != value]
+    if changes:
+        raise FlagError(f"--output_dir={flag_values.output_dir} holds a run trained on data "
+                        f"with other {'; other '.join(changes)}: use a new --output_dir, or "
+                        f"--overwrite_output_dir to delete its outputs and train anew")
+
+
 def check_reused_output_dir(flag_values, runner: str) -> None:
     """Refuses a training run whose --output_dir was trained with other flags.
 
@@ -90,12 +120,9 @@ def check_reused_output_dir(flag_values, runner: str) -> None:
         FlagError: one line naming the differing flags (old -> new) and the way out.
     """
     output_dir = flag_values.output_dir
-    if not flag_values.do_train:
-        return
-    if getattr(flag_values, "overwrite_output_dir", False):
+    if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
         check_may_clear(output_dir)
-        return
-    if not has_checkpoint(output_dir):
+    if not _resumes(flag_values):
         return
     recorded = read_record(output_dir)
     if recorded is None:
@@ -109,9 +136,12 @@ def check_reused_output_dir(flag_values, runner: str) -> None:
                         f"--overwrite_output_dir to delete its outputs and train anew")
 
 
-def write_record(output_dir: str, flag_values, runner: str) -> None:
-    """Writes `run_flags.json` (atomically; the chief only)."""
-    text = json.dumps({"flags": training_record(flag_values, runner)}, indent=2, sort_keys=True)
+def write_record(output_dir: str, flag_values, runner: str,
+                 data: Optional[Dict[str, object]] = None) -> None:
+    """Writes `run_flags.json` (atomically; the chief only): the flags, and `data`, what
+    the data implied."""
+    record = {"flags": training_record(flag_values, runner), **({"data": data} if data else {})}
+    text = json.dumps(record, indent=2, sort_keys=True)
     io_utils.atomic_write_text(io_utils.join(output_dir, RECORD_NAME), text + "\n")
 
 

@@ -217,3 +217,54 @@ def test_differing_flags_lists_only_flags_both_records_hold():
                                          "--learning_rate unset -> 0.001",
                                          "--adapter_leave_out '' -> 0,1"]
     assert differing_flags(old, dict(old)) == []
+
+
+def test_a_resume_after_the_training_file_gained_a_label_stops_before_restoring(
+        backbone, tmp_path, capfd, monkeypatch):
+    """The record holds the labels the data implied: a rerun of the same command on a
+    training file with a new label stops in one line, before any checkpoint is read."""
+    from tests.runner_utils import flag_list
+    from tests.test_text_classifier import write_csv
+    rows = [(f"{word} {i}", word) for i in range(8) for word in ("calm", "happy", "sad")]
+    data = write_csv(tmp_path / "train.csv", rows)
+    argv = [f"--train_file={data}", "--do_train", *flag_list(
+        {"init_checkpoint": f"{backbone}/bert_model.ckpt", "output_dir": tmp_path / "out",
+         "max_seq_length": 16, "train_batch_size": 8, "learning_rate": 1e-3,
+         "adapter_size": 8, "num_train_epochs": 1}, {})]
+    assert run_in_process("run_classifier", argv)[0] == 0
+    record = json.loads((tmp_path / "out" / "run_flags.json").read_text())
+    assert record["data"] == {"labels": ["calm", "happy", "sad"],
+                              "task_type": "classification", "target": "label"}
+    before = snapshot(tmp_path / "out")
+    write_csv(data, rows + [("cross words", "angry")] * 3)
+    from adapter_bert.tasks import base
+    # The lock, the model and every checkpoint read come after prepare_run.
+    monkeypatch.setattr(base, "prepare_run", lambda *a, **k: pytest.fail("went on to the run"))
+    capfd.readouterr()
+    assert run_in_process("run_classifier", argv)[0] == 1
+    assert_one_error_line(capfd.readouterr().err, "run_classifier.py", re.escape(
+        f"--output_dir={tmp_path / 'out'} holds a run trained on data with other labels "
+        f"calm,happy,sad -> angry,calm,happy,sad: use a new --output_dir, or "
+        f"--overwrite_output_dir"))
+    assert snapshot(tmp_path / "out") == before
+
+
+def test_the_data_record_is_compared_only_where_both_hold_a_value(tmp_path):
+    from types import SimpleNamespace
+    from adapter_bert.tasks import run_record
+    from adapter_bert.tasks.flag_checks import FlagError
+    out = tmp_path / "out"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "checkpoint").write_text("x")
+    values = SimpleNamespace(output_dir=str(out), do_train=True, overwrite_output_dir=False)
+    (out / "run_flags.json").write_text(json.dumps(
+        {"flags": {}, "data": {"labels": ["a", "b"], "task_type": "classification"}}))
+    run_record.check_same_data(values, {"labels": ["a", "b"], "task_type": "classification",
+                                        "target": "y"})
+    with pytest.raises(FlagError, match=r"other task type classification -> regression"):
+        run_record.check_same_data(values, {"labels": [], "task_type": "regression"})
+    values.overwrite_output_dir = True  # starts anew: nothing to compare
+    run_record.check_same_data(values, {"labels": [], "task_type": "regression"})
+    (out / "run_flags.json").write_text(json.dumps({"flags": {}}))  # an earlier record
+    values.overwrite_output_dir = False
+    run_record.check_same_data(values, {"labels": ["z"]})
