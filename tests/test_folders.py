@@ -178,3 +178,77 @@ def test_a_manifest_names_its_writer_and_an_id_per_writing(tmp_path):
     assert record["written_by"] == "adapter_bert" and record["files"] == ["a", "b"]
     folders.write_manifest(str(tmp_path), ["a", "b"])
     assert json.loads((tmp_path / folders.MANIFEST).read_text())["id"] != record["id"]
+
+
+@pytest.mark.parametrize("scheme", ["", "file://"])
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_a_users_link_inside_stops_replace_and_clear_and_survives(tmp_path, scheme, kind):
+    """A link (to a folder or a file) the package did not write is a file it did not
+    write: replacing or clearing refuses, and the link and what it points to stay."""
+    target = f"{scheme}{tmp_path / 'out'}"
+    folders.replace(target, write_version(1), "--export_dir")
+    pointed = tmp_path / "mine"
+    if kind == "folder":
+        pointed.mkdir()
+        (pointed / "notes.txt").write_text("mine")
+    else:
+        pointed.write_text("mine")
+    os.symlink(pointed, tmp_path / "out" / "sub" / "link")
+    for attempt in (lambda: folders.replace(target, write_version(2), "--export_dir"),
+                    lambda: folders.clear(target, "--overwrite_output_dir: --output_dir")):
+        # (TensorFlow's file:// walk follows the link and names the file inside)
+        with pytest.raises(folders.ForeignFileError,
+                           match="holds sub/link(/notes.txt)? that adapter_bert"):
+            attempt()
+        assert os.path.islink(tmp_path / "out" / "sub" / "link")
+    assert (pointed / "notes.txt" if kind == "folder" else pointed).read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["mine", "out"]
+
+
+def test_a_build_killed_half_way_leaves_a_staged_copy_the_next_replace_removes(tmp_path):
+    """SIGKILL while building: the staged copy names its dead builder; the next replace of
+    that target deletes it and swaps as usual."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    target = tmp_path / "out"
+    folders.replace(str(target), write_version(1), "--export_dir")
+    script = ("import sys, time\n"
+              "from adapter_bert import io_utils\n"
+              "from adapter_bert.io_utils import folders\n"
+              "def build(staging):\n"
+              "    io_utils.atomic_write_text(io_utils.join(staging, 'half.txt'), 'x')\n"
+              "    print('building', flush=True)\n"
+              "    time.sleep(60)\n"
+              "folders.replace(sys.argv[1], build, '--export_dir')\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(target)],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "building"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    staged = [n for n in os.listdir(tmp_path) if ".adapter_bert.staging." in n]
+    assert len(staged) == 1 and (tmp_path / staged[0] / "half.txt").is_file()
+    folders.replace(str(target), write_version(2), "--export_dir")
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    assert content(str(target))["a.txt"] == "2:a.txt"
+
+
+def test_only_a_dead_builders_staged_copy_is_removed(root):
+    """On ram:// too (whose files die with their process, so the dead builder is written
+    here): a staged copy of a running build, or of another machine's, is left."""
+    import subprocess
+    import sys
+    target = io_utils.join(root, "out")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    here = folders._this_process()
+    builders = {"dead": {**here, "pid": int(ended)}, "running": here,
+                "elsewhere": {"host": here["host"] + "-other", "pid": int(ended)}}
+    for name, builder in builders.items():
+        staged = io_utils.join(root, f".out.adapter_bert.staging.{name}")
+        io_utils.atomic_write_text(io_utils.join(staged, "a.txt"), "half")
+        folders.write_manifest(staged, ["a.txt"], builder)
+    folders.replace(target, write_version(1), "--export_dir")
+    assert io_utils.listdir(root) == [".out.adapter_bert.staging.elsewhere",
+                                      ".out.adapter_bert.staging.running", "out"]

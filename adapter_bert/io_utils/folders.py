@@ -18,10 +18,17 @@ and nothing is deleted. A subfolder with a manifest of its own is checked agains
   journal and the staged copy deleted. A complete copy exists at every moment, the staged
   one until the target's manifest is back; a process killed half-way leaves the journal,
   and the next `replace` (or `finish_interrupted`) of that target completes the swap first.
+
+A staged copy's manifest names its builder (machine, process id) from the start, so that a
+build killed half-way leaves a copy the next `replace` of that target knows and deletes
+(`remove_stale_staging`) once its builder has ended. Symbolic links inside a folder are
+entries of their own (`io_utils.files_under`): the package writes none, so a user's link
+stops a replace or a clear as a user's file does.
 """
 
 import json
 import os
+import socket
 import threading
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set
@@ -62,11 +69,13 @@ def read_manifest(folder: str) -> Optional[Set[str]]:
     return None if record is None else {str(name) for name in record.get("files", [])}
 
 
-def write_manifest(folder: str, names: Iterable[str]) -> None:
+def write_manifest(folder: str, names: Iterable[str], builder: Optional[dict] = None) -> None:
     """Writes `folder`'s manifest listing `names` (relative paths with "/"), with an id
-    of its own: a swap tells by it whether the target already holds the new copy."""
-    text = json.dumps({"written_by": WRITER, "id": os.urandom(8).hex(),
-                       "files": sorted(set(names) - {MANIFEST})}, indent=1) + "\n"
+    of its own: a swap tells by it whether the target already holds the new copy.
+    `builder`: the process building a staged copy (`replace`)."""
+    record = {"written_by": WRITER, "id": os.urandom(8).hex(),
+              "files": sorted(set(names) - {MANIFEST}), **({"builder": builder} if builder else {})}
+    text = json.dumps(record, indent=1) + "\n"
     io_utils.atomic_write_bytes(io_utils.join(folder, MANIFEST), text.encode("utf-8"))
 
 
@@ -232,11 +241,14 @@ def replace(target: str, build: Callable[[str], None], flag: str) -> str:
     target = io_utils.absolute(target)
     finish_interrupted(target, flag)
     check_ours(target, flag)
+    remove_stale_staging(target)
     staging = _beside(target, "staging")
     try:
         io_utils.makedirs(staging)
+        # First, so that a staged copy whose builder was killed is known as one.
+        write_manifest(staging, (), _this_process())
         build(staging)
-        write_manifest(staging, io_utils.files_under(staging))
+        write_manifest(staging, io_utils.files_under(staging), _this_process())
     except BaseException:
         io_utils.remove_tree(staging)
         raise
@@ -251,6 +263,41 @@ def replace(target: str, build: Callable[[str], None], flag: str) -> str:
     io_utils.atomic_write_text(_journal_path(target), json.dumps(journal) + "\n")
     _complete(target, journal, flag)
     return target
+
+
+def _this_process() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _is_dead(builder) -> bool:
+    """Whether the process a staged copy names is known to have ended: one of this
+    machine's, no longer running (another machine's cannot be told, and is left)."""
+    if not isinstance(builder, dict) or builder.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(builder["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return False
+
+
+def remove_stale_staging(target: str) -> List[str]:
+    """Deletes the staged copies of `target` whose builder was killed (their manifest
+    names a process of this machine that has ended); returns their paths. A staged copy
+    of a build still running, or of another machine's, is left."""
+    parent, prefix = io_utils.dirname(target.rstrip("/")), \
+        f".{io_utils.basename(target)}{_TAG}staging."
+    if not io_utils.isdir(parent):
+        return []
+    removed = []
+    for name in io_utils.listdir(parent):
+        path = io_utils.join(parent, name.rstrip("/"))
+        if name.startswith(prefix) and _is_dead((_manifest(path) or {}).get("builder")):
+            io_utils.remove_tree(path)
+            removed.append(path)
+    return removed
 
 
 def finish_interrupted(target: str, flag: str) -> bool:

@@ -123,11 +123,14 @@ def relative(path: str, top: str) -> str:
 
 
 def files_under(top: str) -> List[str]:
-    """Every file below the folder `top`, as paths relative to it with "/" (sorted)."""
+    """Every file below the folder `top`, and every symbolic link there (to a file or a
+    folder, never followed), as paths relative to it with "/" (sorted): a walk lists a
+    link to a folder among the folders, and a check of what a folder holds must see it."""
     found = []
-    for root, _, names in walk(top):
+    for root, folders, names in walk(top):
         folder = relative(root, top)
-        found.extend(f"{folder}/{name}" if folder else name for name in names)
+        links = [name for name in folders if is_link(os.path.join(root, name))]
+        found.extend(f"{folder}/{name}" if folder else name for name in [*names, *links])
     return sorted(found)
 
 
