@@ -126,6 +126,40 @@ def test_an_unreachable_store_is_one_line_naming_the_path(monkeypatch):
         io_utils.read_bytes(missing)
 
 
+@pytest.mark.parametrize("path, reason, advice", [
+    ("gs://b/x", "timed out", "; check the network and the credentials (gcloud auth "
+                              "application-default login)"),
+    ("s3://b/x", "timed out", "; check the network and the credentials"),
+    ("file:///proc/x", "Permission denied", ""),
+    ("ram://x", "Permission denied", ""),
+    ("https://host/x", "File system scheme 'https' not implemented",
+     "; TensorFlow has no https:// filesystem: name a local path, file://, gs:// or another "
+     "store TensorFlow reads"),
+])
+def test_a_stores_advice_fits_its_scheme(path, reason, advice):
+    """No network advice for a store on this machine, nor for a scheme TensorFlow lacks."""
+    assert str(io_utils.StorageError(path, reason)) == \
+        f"{path}: cannot access it ({reason}){advice}"
+
+
+@pytest.mark.parametrize("flag, path, expected", [
+    ("output_dir", "file:///proc/adapter_out",
+     "--output_dir=file:///proc/adapter_out: cannot create it in /proc"),
+    ("export_dir", "/proc/adapter_export", "--export_dir=/proc/adapter_export: cannot create "
+                                           "it in /proc"),
+    ("output_dir", "https://example.invalid/out", "--output_dir=https://example.invalid/out: "
+                                                  "cannot access it (File system scheme"),
+])
+def test_an_output_root_that_cannot_be_written_is_one_line_on_every_scheme(flag, path,
+                                                                           expected):
+    from adapter_bert.tasks.flag_checks import FlagError, check_writable_dir
+    with pytest.raises(FlagError) as error:
+        check_writable_dir(flag, path)
+    assert str(error.value).startswith(expected) and "\n" not in str(error.value)
+    assert ("network" in str(error.value)) is False
+    check_writable_dir(flag, f"ram://{uuid.uuid4().hex}/out")  # writable: no error
+
+
 @pytest.mark.parametrize("content, message", [
     (None, r"x\.json: file not found"),
     (b"{not json", r"x\.json: not valid JSON \(line 1, column 2: "),

@@ -17,7 +17,8 @@ line); "not found" stays False or FileNotFoundError.
 # The storage layer's names, re-exported from where they live.
 # ruff: noqa: F401
 from adapter_bert.io_utils.store import (StorageError, WriteError, error_reason,
-                                         as_write_error, scheme, is_local)
+                                         as_write_error, scheme, is_local,
+                                         local_equivalent, store_advice)
 from adapter_bert.io_utils.paths import (expand, absolute, join, is_within, basename,
                                          dirname, is_link, exists, isdir, isfile,
                                          makedirs, listdir, glob, walk, files_under,

@@ -25,9 +25,26 @@ class StorageError(OSError, UserError):
         self.path, self.reason = path, reason
 
     def __str__(self) -> str:
-        login = " (gcloud auth application-default login)" if scheme(self.path) == "gs" else ""
-        return (f"{self.path}: cannot access it ({self.reason}); check the network and the "
-                f"credentials{login}")
+        return f"{self.path}: cannot access it ({self.reason}){store_advice(self.path, self.reason)}"
+
+
+# Stores on this machine: their failures are the machine's (a path, a permission), never the
+# network's or the credentials'.
+LOCAL_SCHEMES = ("file", "ram")
+
+
+def store_advice(path: str, reason: str) -> str:
+    """What to do when the store of `path` failed with `reason`: "" for a store on this
+    machine (the reason says it), a name of the stores TensorFlow has for a scheme it
+    lacks, else the network and the credentials (gs://: how to sign in)."""
+    kind = scheme(path)
+    if "not implemented" in reason:
+        return (f"; TensorFlow has no {kind}:// filesystem: name a local path, file://, gs:// "
+                f"or another store TensorFlow reads")
+    if kind in LOCAL_SCHEMES:
+        return ""
+    login = " (gcloud auth application-default login)" if kind == "gs" else ""
+    return f"; check the network and the credentials{login}"
 
 
 class WriteError(OSError, UserError):
@@ -98,3 +115,8 @@ def scheme(path: str) -> str:
 def is_local(path: str) -> bool:
     """Whether `path` is a plain local path (handled by `os`, not `tf.io.gfile`)."""
     return not scheme(path)
+
+
+def local_equivalent(path: str) -> Optional[str]:
+    """The local path a `file://` URL names (None for any other URL or a local path)."""
+    return str(path)[len("file://"):] if scheme(path) == "file" else None

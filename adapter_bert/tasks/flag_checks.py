@@ -70,18 +70,20 @@ def require_paths(values, names, query=io_utils.isfile, what: str = "file") -> N
 
 
 def check_writable_dir(name: str, path: str) -> None:
-    """Raises FlagError unless a file can be written in the local directory `path`, or, if
-    it does not exist yet, a folder can be made in its nearest existing parent. Both are
-    tried (a temporary entry, removed at once: permission bits do not stop root, while
-    /proc or a read-only mount do). URLs (gs://, ...) are not checked: their store
-    answers when the run writes.
+    """Raises FlagError unless a file can be written in the directory `path`, or, if it
+    does not exist yet, a folder can be made in its nearest existing parent: on a local
+    disk (and `file://`, the same disk) both are tried (a temporary entry, removed at
+    once: permission bits do not stop root, while /proc or a read-only mount do); on
+    another store, whether it answers (`path_is`), its advice fitting the scheme.
     """
-    if not io_utils.is_local(path):
+    local = path if io_utils.is_local(path) else io_utils.local_equivalent(path)
+    if local is None:
+        path_is(name, path, io_utils.exists)
         return
-    path = io_utils.absolute(path)
-    problem = io_utils.local_write_problem(path)
+    problem = io_utils.local_write_problem(io_utils.absolute(local))
     if problem:
-        raise FlagError(f"--{name}={path}: {problem}")
+        raise FlagError(f"--{name}={path if local != path else io_utils.absolute(path)}: "
+                        f"{problem}")
 
 
 # The flags that say a run is on your own data rather than a GLUE task.
@@ -230,6 +232,7 @@ def validate_common(values) -> None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
     require_paths(values, ("load_adapter",), io_utils.isdir, "directory")
     if getattr(values, "export_dir", None):
+        check_writable_dir("export_dir", values.export_dir)
         check_export_target(values.export_dir, values.output_dir)
 
 
