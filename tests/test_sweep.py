@@ -169,6 +169,10 @@ def test_a_glue_task_selects_on_held_out_training_rows_and_predicts(backbone, tm
     # Checks that need the backbone, and the sweep's own --do_predict, before any point.
     (["--grid=learning_rate=1e-3,3e-3", "--do_predict"],
      r"grid point learning_rate=1e-3: --do_predict on your own data needs --test_file"),
+    # Checks against the data, read once: the second point weighs a label the data lacks.
+    (["--grid=class_weights=balanced,angry:2"],
+     r"grid point class_weights=angry:2: --class_weights=angry:2: 'angry' is not a label of "
+     r"the task"),
 ])
 def test_bad_grids_are_one_line_before_anything_runs(backbone, files, tmp_path, extra,
                                                      message):

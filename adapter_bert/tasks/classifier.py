@@ -97,6 +97,12 @@ class ClassifierRun(base.TaskRun):
         for split in self._splits():
             if split not in self._examples:
                 self._examples[split] = self._read_examples(split)
+        self.check_data()
+
+    def check_data(self) -> None:
+        """The checks of the flags against the data `read_data` read (the sweep runs them
+        for every grid point before any trains): two or more labels, room for the texts,
+        --class_weights against the labels; sets what the run records of the data."""
         if not self.is_regression and len(self.labels) < 2:
             raise FlagError(f"{self.task}: the training data has {len(self.labels)} label "
                             f"({', '.join(self.labels)}): a classifier needs two or more")

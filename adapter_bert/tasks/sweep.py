@@ -150,6 +150,7 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
             raise FlagError(f"--{name} is given on its own and in --grid: pass it once")
     metric = None
     backbones: Dict[tuple, None] = {}
+    data: Dict[tuple, object] = {}
     for point in points(grid):
         argv = point_argv(runner, passed, point, io_utils.join(output_dir, point_name(point)),
                           fraction)
@@ -158,7 +159,7 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
         try:
             values.unparse_flags()
             values([RUNNERS[runner] + ".py", *argv])
-            metric = _validate(runner, values)
+            metric = _validate(runner, values, data)
             _check_backbone(values, backbones)
         except (absl_flags.Error, UserError) as e:
             where = ", ".join(f"{k}={v}" for k, v in point.items())
@@ -179,7 +180,18 @@ def _check_backbone(values, checked: Dict[tuple, None]) -> None:
         checked[key] = None
 
 
-def _validate(runner: str, values) -> str:
+# The classifier's flags that say what data a point reads: points equal in these share one
+# reading of the data.
+DATA_FLAGS = ("task_name", "data_dir", "data_source", "train_file", "dev_file", "test_file",
+              "file_format", "text_column", "text_pair_column", "label_column", "header",
+              "labels", "task_type", "dev_fraction", "keep_columns", "seed", "tfds_name",
+              "tfds_train_split", "tfds_dev_split", "tfds_test_split")
+
+
+def _validate(runner: str, values, data: Dict[tuple, object]) -> str:
+    """The point's flags checked as the runner checks them, and for the classifier against
+    its data (`data` holds each reading, keyed by DATA_FLAGS' values, so every distinct
+    data is read once); returns the selection metric."""
     if runner == "squad":
         from adapter_bert.tasks.flag_checks import validate_squad
         validate_squad(values)
@@ -189,6 +201,13 @@ def _validate(runner: str, values) -> str:
     run = object.__new__(ClassifierRun)  # the runner's flag checks, without loading
     run.flags = values
     ClassifierRun.validate_flags(run, values)
+    key = tuple(str(getattr(values, name, None)) for name in DATA_FLAGS if name in values)
+    if key in data:
+        run.processor, run._examples = data[key]
+        run.check_data()
+    else:
+        run.read_data()
+        data[key] = (run.processor, run._examples)
     return run.select_metric
 
 
