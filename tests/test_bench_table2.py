@@ -91,7 +91,7 @@ def test_the_split_is_capped_per_part():
 
 
 @pytest.mark.parametrize("lengths, expected", [
-    ([10] * 100, 64), ([70] * 100, 96), ([1000] * 100, 256), (list(range(1, 101)), 96)])
+    ([10] * 100, 64), ([70] * 100, 96), ([1000] * 100, 128), (list(range(1, 101)), 96)])
 def test_max_seq_length_is_the_95th_percentile_rounded_up(lengths, expected):
     assert table2.sequence_length(lengths) == expected
 
