@@ -256,7 +256,7 @@ def test_kept_values_are_written_as_data_under_unique_names(backbone, tmp_path, 
     row per example); a kept column named like an output column is written as kept_<name>."""
     import pandas
     words = {"calm": "quiet still evening", "happy": "great joy fun"}
-    notes = ['line one\nline two', 'a\ttab', 'say "hi"', "plain"]
+    notes = ['line one\nline two', 'a\ttab', 'say "hi"', "carriage\rreturn"]
     with open(tmp_path / "tweets.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "note", "text", "label"])

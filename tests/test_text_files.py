@@ -117,3 +117,33 @@ def test_columns_by_name_or_position(tmp_path):
         named.index_of("text", "text_column")
     assert find_column(named.columns, ["text", "content"]) == "Content"
     assert parse_column("3") == 3 and parse_column("text") == "text" and parse_column("") is None
+
+
+def test_every_output_column_is_named_once():
+    """Kept columns and label names that collide with an output's own columns are renamed
+    by the stated rule (kept_<name>, probability_<label>); the fixed columns never move."""
+    from adapter_bert.data.text_files import output_header
+    header = output_header(["id", "id", "note"], ["id", "label", "predicted_label"],
+                           ["label", "x", "id"])
+    assert header == ["kept_id", "kept_kept_id", "note", "id", "label", "predicted_label",
+                      "probability_label", "x", "probability_id"]
+    assert output_header(["predicted_label"], [], ["predicted_label", "x"],
+                         ["predicted_label"]) == [
+        "kept_predicted_label", "probability_predicted_label", "x", "predicted_label"]
+    for columns in (header, output_header(["a"], ["id", "label", "score"])):
+        assert len(set(columns)) == len(columns)
+
+
+def test_tsv_text_reads_back_one_row_per_row_written():
+    import csv as csv_module
+    import io as io_module
+    from adapter_bert.data.text_files import tsv_text
+    rows = [["a\tb", 'say "hi"', "line\nbreak", "\r"], ["plain", "", "1.5", "x"]]
+    text = tsv_text(["w", "x", "y", "z"], rows)
+    assert list(csv_module.reader(io_module.StringIO(text, newline=""), delimiter="\t")) == \
+        [["w", "x", "y", "z"], *rows]
+    assert text.endswith("x\n") and text.startswith("w\tx\ty\tz\n")
+    import pandas
+    frame = pandas.read_csv(io_module.StringIO(text), sep="\t", keep_default_na=False)
+    assert frame.values.tolist() == [["a\tb", 'say "hi"', "line\nbreak", "\r"],
+                                     ["plain", "", "1.5", "x"]]

@@ -223,25 +223,42 @@ def tsv_text(header: Optional[Sequence[str]], rows) -> str:
     holding a tab, a newline or a double quote is quoted (its quotes doubled), so that
     `csv.reader(f, delimiter="\\t")` and `pandas.read_csv(f, sep="\\t")` read back one row
     per row written."""
+    # The writer ends rows with "\r\n", so that it quotes a value holding either character
+    # (with "\n" alone, a lone "\r" in a tweet would go unquoted and end the row for
+    # readers); each row's own ending is then written as "\n".
     buffer = io.StringIO()
-    writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
-    if header is not None:
-        writer.writerow(header)
-    writer.writerows(rows)
-    return buffer.getvalue()
+    writer = csv.writer(buffer, delimiter="\t", lineterminator="\r\n")
+    lines = []
+    for row in ([header] if header is not None else []) + [list(r) for r in rows]:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(row)
+        lines.append(buffer.getvalue()[:-2] + "\n")
+    return "".join(lines)
 
 
-def output_header(kept: Sequence[str], columns: Sequence[str]) -> List[str]:
-    """An output file's header: the --keep_columns, then the file's own `columns`. A kept
-    column named like another column is written as `kept_<name>` (the prefix repeated
-    until the name is unique), so every column has its own name."""
-    taken, names = set(columns), []
-    for name in kept:
-        while name in taken:
-            name = "kept_" + name
-        taken.add(name)
-        names.append(name)
-    return names + list(columns)
+def unique_names(names: Sequence[str], taken: Sequence[str], prefix: str) -> List[str]:
+    """`names`, each named like one of `taken` (or like an earlier one) given `prefix`
+    until it is unique."""
+    used, result = set(taken), []
+    for name in names:
+        while name in used:
+            name = prefix + name
+        used.add(name)
+        result.append(name)
+    return result
+
+
+def output_header(kept: Sequence[str], fixed: Sequence[str], labels: Sequence[str] = (),
+                  fixed_last: Sequence[str] = ()) -> List[str]:
+    """An output file's header, every column named once: the --keep_columns, the file's
+    `fixed` columns, a probability column per label, then `fixed_last`. A label named
+    like a fixed column has its column written as `probability_<label>`; a kept column
+    named like any other column as `kept_<name>` (each prefix repeated until unique)."""
+    fixed = [*fixed, *fixed_last]
+    probabilities = unique_names(labels, fixed, "probability_")
+    own = [*fixed[:len(fixed) - len(fixed_last)], *probabilities, *fixed_last]
+    return unique_names(kept, own, "kept_") + own
 
 
 def parse_column(value: Optional[str]) -> Optional[Column]:

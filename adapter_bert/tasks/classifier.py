@@ -366,10 +366,11 @@ class ClassifierRun(base.TaskRun):
             return tsv_text(None, values)
         width = len(self.kept_names)
         kept = [list((*example.kept, *[""] * width)[:width]) for example in examples]
-        columns = ["score"] if self.is_regression else self.labels + ["predicted_label"]
+        header = output_header(self.kept_names, ["score"]) if self.is_regression else \
+            output_header(self.kept_names, [], self.labels, ["predicted_label"])
         if not self.is_regression:
             values = [[*row, self.labels[i]] for row, i in zip(values, rows.argmax(-1))]
-        return tsv_text(output_header(self.kept_names, columns),
+        return tsv_text(header,
                         [[*k, *row] for k, row in zip(kept, values)])
 
 
@@ -473,7 +474,7 @@ def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray
     if predictions:
         io_utils.atomic_write_text(
             io_utils.join(directory, f"{prefix}predictions.tsv"),
-            tsv_text(output_header(kept_names, ["id", "label", "predicted_label", *labels]),
+            tsv_text(output_header(kept_names, ["id", "label", "predicted_label"], labels),
                      [[*i, labels[t], labels[p], *(f"{float(v):.6g}" for v in row)]
                       for i, t, p, row in zip(ids, label_ids, predicted, probabilities)]))
     report = per_class_report(predicted, label_ids, labels)
