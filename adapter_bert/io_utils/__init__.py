@@ -22,7 +22,7 @@ from adapter_bert.io_utils.store import (StorageError, WriteError, error_reason,
 from adapter_bert.io_utils.paths import (expand, absolute, join, is_within, basename,
                                          dirname, is_link, exists, isdir, isfile,
                                          makedirs, listdir, glob, walk, files_under,
-                                         local_write_problem)
+                                         local_write_problem, write_problem)
 from adapter_bert.io_utils.reads import (open_file, read_bytes, decode_utf8,
                                          read_text, read_json_object, modified_time,
                                          file_digest)

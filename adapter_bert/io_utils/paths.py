@@ -7,7 +7,8 @@ import posixpath
 import tempfile
 from typing import Iterator, List, Optional, Tuple
 
-from adapter_bert.io_utils.store import ask, gfile, is_local, scheme
+from adapter_bert.io_utils.store import (StorageError, WriteError, ask, gfile, is_local,
+                                         local_equivalent, scheme)
 
 
 def expand(path: str) -> str:
@@ -88,11 +89,15 @@ def isfile(path: str) -> bool:
 
 
 def makedirs(path: str) -> None:
-    """Creates `path` and its parents; no error if it exists."""
+    """Creates `path` and its parents; no error if it exists. WriteError, in one line, for
+    a missing bucket (where TensorFlow's own call would loop instead of failing)."""
     if is_local(path):
         os.makedirs(path, exist_ok=True)
-    else:
-        ask(path, lambda: gfile().makedirs(path))
+        return
+    problem = bucket_problem(path)
+    if problem:
+        raise WriteError(path, problem)
+    ask(path, lambda: gfile().makedirs(path))
 
 
 def listdir(path: str) -> List[str]:
@@ -132,6 +137,40 @@ def files_under(top: str) -> List[str]:
         links = [name for name in folders if is_link(os.path.join(root, name))]
         found.extend(f"{folder}/{name}" if folder else name for name in [*names, *links])
     return sorted(found)
+
+
+# Stores whose first path part is a bucket that must exist before anything is written in it
+# (TensorFlow's recursive folder creation loops on a missing one instead of failing), and
+# the command that makes one.
+BUCKET_SCHEMES = {"gs": "gcloud storage buckets create", "s3": "aws s3 mb"}
+
+
+def write_problem(path: str) -> Optional[str]:
+    """Why nothing can be written at the folder or file `path`, or None: on a local disk
+    (and `file://`, the same disk), `local_write_problem` of its folder; on a bucket store
+    (`gs://`, `s3://`), a missing bucket; any other store is asked whether `path` exists,
+    so that one that does not answer (or that TensorFlow lacks) raises its StorageError."""
+    local = path if is_local(path) else local_equivalent(path)
+    if local is not None:
+        return local_write_problem(absolute(local))
+    exists(path)
+    return bucket_problem(path)
+
+
+def bucket_problem(path: str) -> Optional[str]:
+    """Why nothing can be written under the URL `path` of a bucket store: its bucket is
+    missing (or not visible to these credentials); None otherwise, and for other paths."""
+    kind = scheme(path)
+    if kind not in BUCKET_SCHEMES:
+        return None
+    bucket = f"{kind}://{str(path)[len(kind) + 3:].split('/', 1)[0]}"
+    try:
+        if isdir(bucket):
+            return None
+    except StorageError as e:  # named by the path asked about, as every store error is
+        raise StorageError(path, e.reason) from None
+    return (f"the bucket {bucket} does not exist, or these credentials cannot see it: "
+            f"create it ({BUCKET_SCHEMES[kind]} {bucket}) or fix the name")
 
 
 def local_write_problem(path: str) -> Optional[str]:

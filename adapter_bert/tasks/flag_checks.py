@@ -70,20 +70,18 @@ def require_paths(values, names, query=io_utils.isfile, what: str = "file") -> N
 
 
 def check_writable_dir(name: str, path: str) -> None:
-    """Raises FlagError unless a file can be written in the directory `path`, or, if it
-    does not exist yet, a folder can be made in its nearest existing parent: on a local
-    disk (and `file://`, the same disk) both are tried (a temporary entry, removed at
-    once: permission bits do not stop root, while /proc or a read-only mount do); on
-    another store, whether it answers (`path_is`), its advice fitting the scheme.
-    """
-    local = path if io_utils.is_local(path) else io_utils.local_equivalent(path)
-    if local is None:
-        path_is(name, path, io_utils.exists)
-        return
-    problem = io_utils.local_write_problem(io_utils.absolute(local))
+    """Raises FlagError unless the folder `path` can be written (`io_utils.write_problem`):
+    on a local disk (and `file://`) a temporary entry is made and removed in it or its
+    nearest existing parent (permission bits do not stop root, while /proc or a read-only
+    mount do); on `gs://` and `s3://` its bucket must exist; a store that does not answer
+    is named with advice fitting its scheme."""
+    try:
+        problem = io_utils.write_problem(path)
+    except io_utils.StorageError as e:
+        raise FlagError(f"--{name}={e}") from None
     if problem:
-        raise FlagError(f"--{name}={path if local != path else io_utils.absolute(path)}: "
-                        f"{problem}")
+        shown = io_utils.absolute(path) if io_utils.is_local(path) else path
+        raise FlagError(f"--{name}={shown}: {problem}")
 
 
 # The flags that say a run is on your own data rather than a GLUE task.

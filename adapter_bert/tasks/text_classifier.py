@@ -202,6 +202,9 @@ class TextClassifier(FeatureInputs, keras.Model):
         """Keras' `save`: a `.keras` file or a SavedModel folder, which
         `tf_keras.models.load_model` reads back once the package is imported. Neither holds
         the optimizer: `fit` builds the runner's afresh (its schedule depends on the data)."""
+        problem = io_utils.write_problem(io_utils.dirname(str(filepath)) or ".")
+        if problem:  # before Keras' own writes, which loop on a missing bucket
+            raise UserError(f"save: {filepath}: {problem}")
         if not str(filepath).endswith(".keras"):
             kwargs.setdefault("include_optimizer", False)
         return super().save(filepath, *args, **kwargs)
