@@ -71,8 +71,11 @@ setup(
         "gpu": [f"tensorflow[and-cuda]{TENSORFLOW}", f"tf-keras{TENSORFLOW}"],
         # TPU (Colab TPU runtime, Cloud TPU VM): the TPU build of TensorFlow. Its tf-keras
         # must then be installed with `pip install --no-deps "tf-keras==2.20.*"`, since
-        # tf-keras' requirement on `tensorflow` would replace the TPU build.
-        "tpu": [f"tensorflow-tpu{TENSORFLOW}"],
+        # tf-keras' requirement on `tensorflow` would replace the TPU build. A TPU named by
+        # --tpu_name (a pod slice, a TPU reached over the network) is looked up through
+        # cloud-tpu-client, which TensorFlow's TPUClusterResolver imports for it; its own
+        # requirements leave TensorFlow alone.
+        "tpu": [f"tensorflow-tpu{TENSORFLOW}", "cloud-tpu-client>=0.10"],
         # Exported SavedModels tokenise in the graph with tensorflow-text's ops. Its minor
         # version must be TensorFlow's (beside tensorflow-tpu or tensorflow-cpu install it
         # with --no-deps, as tf-keras).

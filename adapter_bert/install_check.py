@@ -62,6 +62,22 @@ def _module_exists(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def add_on_install(name: str) -> str:
+    """The command that installs `name`, a package built against TensorFlow
+    (tensorflow-text, tf-keras), beside the TensorFlow installed: at its minor version and
+    with `--no-deps`, since its requirement on the `tensorflow` distribution would put that
+    beside (and over) tensorflow-tpu or tensorflow-cpu. The one place this advice is made."""
+    tensorflow = installed_versions(TENSORFLOW_DISTRIBUTIONS)
+    if not tensorflow:
+        return _pip(name)
+    return _pip(f"{name}=={_minor_text(next(iter(tensorflow.values())))}.*", no_deps=True)
+
+
+def has_tpu_support() -> bool:
+    """Whether the installed TensorFlow is the TPU build (tensorflow-tpu)."""
+    return "tensorflow-tpu" in installed_versions(TENSORFLOW_DISTRIBUTIONS)
+
+
 def _pip(*requirements: str, no_deps: bool = False) -> str:
     quoted = " ".join(f'"{r}"' for r in requirements)
     return f"pip install {'--no-deps ' if no_deps else ''}{quoted}"

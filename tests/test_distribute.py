@@ -202,3 +202,27 @@ def test_mirrored_two_replicas_match_one_device(tmp_path):
     assert count > 0
     for i in range(count):
         np.testing.assert_allclose(res[f"m{i}"], res[f"o{i}"], atol=1e-5, err_msg=f"weight {i}")
+
+
+def test_use_tpu_without_the_tpu_build_names_tensorflow_tpu(fake_tpu, monkeypatch):
+    from adapter_bert import install_check
+    fake_tpu("resolve")
+    monkeypatch.setattr(install_check, "has_tpu_support", lambda: False)
+    with pytest.raises(UserError, match=r"this TensorFlow is not the TPU build: .*pip install "
+                                        r"-e \"\.\[tpu\]\"  \(tensorflow-tpu"):
+        get_strategy(use_tpu=True)
+    monkeypatch.setattr(install_check, "has_tpu_support", lambda: True)
+    with pytest.raises(UserError) as error:
+        get_strategy(use_tpu=True)
+    assert "tensorflow-tpu" not in str(error.value)  # the TPU build: the TPU is what is missing
+
+
+def test_num_tpu_cores_when_given_is_the_tpus_core_count():
+    from types import SimpleNamespace
+    from adapter_bert.training.distribute import check_tpu_cores
+    eight = SimpleNamespace(num_replicas_in_sync=8)
+    check_tpu_cores(None, eight)
+    check_tpu_cores(8, eight)
+    with pytest.raises(UserError, match=r"^--num_tpu_cores=4: the TPU has 8 cores, and the run "
+                                        r"uses them all; leave --num_tpu_cores out$"):
+        check_tpu_cores(4, eight)

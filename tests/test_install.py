@@ -295,3 +295,18 @@ def test_make_demo_without_glue_dir_reads_mrpc_through_tfds(tmp_path):
     local = subprocess.run(["make", "-n", "demo", f"GLUE_DIR={tmp_path}"], capture_output=True,
                            text=True, cwd=REPO, timeout=60)
     assert f"--data_dir={tmp_path}/MRPC" in local.stdout and "tfds" not in local.stdout
+
+
+@pytest.mark.parametrize("versions, expected", [
+    ({"tensorflow_tpu": "2.20.0"}, 'pip install --no-deps "tensorflow-text==2.20.*"'),
+    ({"tensorflow_cpu": "2.20.1"}, 'pip install --no-deps "tensorflow-text==2.20.*"'),
+    ({"tensorflow": "2.21.0"}, 'pip install --no-deps "tensorflow-text==2.21.*"'),
+    ({}, 'pip install "tensorflow-text"'),
+])
+def test_advice_to_add_a_tensorflow_package_keeps_the_installed_build(installed, versions,
+                                                                      expected):
+    """tensorflow-text requires the `tensorflow` distribution: the advice installs it at
+    TensorFlow's minor version without its dependencies, so tensorflow-tpu stays alone."""
+    installed(**versions)
+    assert install_check.add_on_install("tensorflow-text") == expected
+    assert install_check.has_tpu_support() == ("tensorflow_tpu" in versions)

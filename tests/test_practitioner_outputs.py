@@ -121,6 +121,9 @@ def test_class_weights_name_what_they_cannot_weigh():
         class_weights_for("balanced", LABELS, False, train)
     assert class_weights_for("sad:4", LABELS, False, train) == {"calm": 1.0, "happy": 1.0,
                                                                "sad": 4.0}
+    # Spaces around a name or weight, and a trailing comma, change nothing.
+    assert class_weights_for(" sad : 4 , calm:2,", LABELS, False, train) == {
+        "calm": 2.0, "happy": 1.0, "sad": 4.0}
 
 
 def test_a_split_lacking_a_class_is_named_in_one_warning(tmp_path, caplog):

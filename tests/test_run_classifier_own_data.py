@@ -152,6 +152,13 @@ def test_an_adapter_alone_exports_without_data_flags(spam_run, spam_file, backbo
     expected = [line.split("\t")[2] for line in
                 (spam_run / "test_results.tsv").read_text().splitlines()[1:9]]
     assert labels == expected
+    # Naming the task the adapter records changes nothing (it is not a GLUE task's name).
+    code, _ = run_in_process("run_classifier", [
+        f"--load_adapter={spam_run / 'adapter'}", f"--export_dir={tmp_path / 'named'}",
+        "--task_name=smsspamcollection", *common_flags(backbone, tmp_path / "out2")])
+    assert code == 0, capfd.readouterr().err[-2000:]
+    serve = tf.saved_model.load(str(tmp_path / "named")).signatures["serving_default"]
+    assert [v.decode() for v in serve(text_a=tf.constant(texts))["label"].numpy()] == expected
 
 
 def test_regression_on_a_float_column(backbone, tmp_path):

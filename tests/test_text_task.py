@@ -79,6 +79,15 @@ def test_json_lines_with_integer_labels(tmp_path):
     assert task.get_labels() == ["0", "1"]
 
 
+def test_kept_json_values_are_written_as_json(tmp_path):
+    rows = [{"text": "a", "label": "x", "meta": {"id": 1}, "flag": True, "n": 1.5},
+            {"text": "b", "label": "y", "meta": None, "flag": False, "n": "seven"}]
+    task = _task(tmp_path, "".join(json.dumps(r) + "\n" for r in rows), name="k.jsonl",
+                 columns=Columns(keep=("meta", "flag", "n")))
+    assert [e.kept for e in task.get_examples(None, "train")] == [
+        ('{"id": 1}', "true", "1.5"), ("", "false", "seven")]
+
+
 def test_a_json_lines_label_that_is_nan_is_missing_not_a_fraction(tmp_path):
     text = '{"text": "a", "label": 1}\n{"text": "b", "label": NaN}\n{"text": "c", "label": 0}\n'
     task = _task(tmp_path, text, name="j.jsonl")

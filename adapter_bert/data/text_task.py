@@ -10,6 +10,7 @@ it is a regression, whether its rows are pairs, its metrics (`metrics.classifica
 
 import collections
 import dataclasses
+import json
 import math
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -199,7 +200,7 @@ class TextTask:
                 raise
             self._kept_missing = str(e)
             return None
-        columns = [[("" if v is None else str(v)) for _, v in table.values(i)] for i in indices]
+        columns = [[_kept_text(v) for _, v in table.values(i)] for i in indices]
         return list(zip(*columns))
 
     @staticmethod
@@ -296,6 +297,14 @@ def _column_name(table: Table, index) -> str:
     if isinstance(index, int) and table.columns is not None:
         return repr(table.columns[index])
     return repr(index) if isinstance(index, str) else str(index)
+
+
+def _kept_text(value) -> str:
+    """A --keep_columns value as the outputs write it: text as it is, "" for none, any
+    other JSON value as JSON (`true`, `1.5`, `{"a": 1}`)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _missing(value) -> bool:

@@ -193,8 +193,9 @@ def require_serving_extra() -> None:
     try:
         import tensorflow_text  # noqa: F401
     except ImportError:
-        raise ExportError("--export_dir needs tensorflow-text (the [serving] extra): pip install "
-                          f"'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'") from None
+        from adapter_bert.install_check import add_on_install
+        raise ExportError(f"--export_dir needs tensorflow-text: run  "
+                          f"{add_on_install('tensorflow-text')}") from None
 
 
 def export_classifier_run(run, export_dir: str) -> str:

@@ -246,7 +246,9 @@ def prepare_run(flag_values, strategy=None, runner: str = "",
     """
     strategy = strategy or get_strategy(
         flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
-        flag_values.tpu_zone, flag_values.gcp_project, flag_values.master)
+        flag_values.tpu_zone, flag_values.gcp_project, flag_values.master,
+        num_tpu_cores=flag_values.num_tpu_cores if was_set(flag_values, "num_tpu_cores")
+        else None)
     preemption.reclaim_signals()  # a multi-worker strategy's runtime takes SIGTERM over
     role = worker_role(strategy, flag_values.output_dir)
     lock = None

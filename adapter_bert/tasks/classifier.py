@@ -435,8 +435,8 @@ def _weight_items(spec: str, name: str) -> Dict[str, str]:
     """{label: weight text} of `label:weight,...`; a label without a weight, or weighted
     twice, is refused naming it."""
     given: Dict[str, str] = {}
-    for item in spec.split(","):
-        label, colon, weight = item.strip().rpartition(":")
+    for item in filter(str.strip, spec.split(",")):  # a trailing comma names nothing
+        label, colon, weight = (part.strip() for part in item.rpartition(":"))
         if not colon:
             raise FlagError(f"{name}={spec}: {weight!r} has no weight; expected balanced or "
                             f"label:weight,...")

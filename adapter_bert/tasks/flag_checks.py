@@ -6,6 +6,7 @@ of its flags (`validate_classifier`, `validate_squad`, `validate_ablation`).
 The flags themselves are defined in `tasks.flags`.
 """
 
+from typing import Optional
 
 from adapter_bert import io_utils
 from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
@@ -92,16 +93,25 @@ def uses_own_data(values) -> bool:
     """Whether the run reads your own files or a TFDS text set (not GLUE), or exports an
     adapter of your own data alone (`exports_adapter_alone`)."""
     return any(getattr(values, name, None) for name in OWN_DATA_FILES) \
-        or bool(getattr(values, "tfds_name", None)) or exports_adapter_alone(values)
+        or bool(getattr(values, "tfds_name", None)) \
+        or (exports_adapter_alone(values) and not names_glue_task(values.task_name))
 
 
 def exports_adapter_alone(values) -> bool:
-    """Whether the run exports --load_adapter with nothing else to say what the task is:
-    no data flags, no --task_name, neither training, evaluating nor predicting. The
-    adapter's record is then the task (`validate_classifier` names a GLUE one)."""
-    given = ("task_name", "tfds_name", *OWN_DATA_FILES, "do_train", "do_eval", "do_predict")
+    """Whether the run exports --load_adapter reading no data: no data flags, neither
+    training, evaluating nor predicting. The adapter's record is then the task
+    (`validate_classifier` makes a GLUE one, without --task_name, that task)."""
+    given = ("tfds_name", *OWN_DATA_FILES, "do_train", "do_eval", "do_predict")
     return bool(getattr(values, "load_adapter", None) and getattr(values, "export_dir", None)) \
         and not any(getattr(values, name, None) for name in given)
+
+
+def names_glue_task(name: Optional[str]) -> bool:
+    """Whether `name` is a GLUE task's name (or alias)."""
+    try:
+        return bool(name) and bool(canonical_task_name(name))
+    except UserError:
+        return False
 
 
 def validate_own_data(values) -> None:
@@ -144,12 +154,10 @@ def validate_classifier(values) -> str:
     if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
         raise FlagError("--eval_every_epoch evaluates while training: it needs --do_train and "
                         "--do_eval")
-    if exports_adapter_alone(values):
-        recorded = read_adapter_config(values.load_adapter).get("task") or ""
-        try:  # a GLUE task's adapter exports as that task (its pair layout, its labels)
+    if exports_adapter_alone(values) and not values.task_name:
+        recorded = read_adapter_config(values.load_adapter).get("task")
+        if names_glue_task(recorded):  # exported as that task (its pairs, its labels)
             values.task_name = canonical_task_name(recorded)
-        except UserError:
-            pass
     if uses_own_data(values):
         validate_own_data(values)
         validate_resadapter_flags(values)

@@ -194,8 +194,9 @@ _GOOGLE = (
        "attempt to automatically detect the GCE project from metadata."),
     _s("master", "string", None, "[Optional] TensorFlow master URL."),
     _s("num_tpu_cores", "integer", 8,
-       "Only used if `use_tpu` is True. Total number of TPU cores to use (checked against "
-       "the cores the TPU reports).", bounds=Bounds(1, 2**16)),
+       "Only used if `use_tpu` is True. Total number of TPU cores to use: the run uses every "
+       "core the TPU reports, so when given it must be that number (another is refused in "
+       "one line).", bounds=Bounds(1, 2**16)),
 )
 
 # The flags this port adds, in the order of docs/cli.md's table; an adapter family's

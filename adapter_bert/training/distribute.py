@@ -104,11 +104,25 @@ def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as e:
+        from adapter_bert.install_check import has_tpu_support
+        hint = "" if has_tpu_support() else (
+            "; this TensorFlow is not the TPU build: on a TPU VM or a Colab TPU runtime run  "
+            "pip install -e \".[tpu]\"  (tensorflow-tpu; see docs/install.md)")
         raise UserError(
             f"--use_tpu was given but no TPU was found (tpu_name={tpu_name!r}, "
             f"zone={tpu_zone!r}, project={gcp_project!r}, master={master!r}, "
-            f"resolved to {tpu!r}): {type(e).__name__}: {e}") from e
+            f"resolved to {tpu!r}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            f"{hint}") from e
     return tf.distribute.TPUStrategy(resolver)
+
+
+def check_tpu_cores(num_tpu_cores: Optional[int], strategy) -> None:
+    """--num_tpu_cores, when given, is the number of cores the TPU reports: the run uses
+    every core (its replicas), so another number is refused in one line."""
+    if num_tpu_cores is not None and num_tpu_cores != strategy.num_replicas_in_sync:
+        raise UserError(f"--num_tpu_cores={num_tpu_cores}: the TPU has "
+                        f"{strategy.num_replicas_in_sync} cores, and the run uses them all; "
+                        f"leave --num_tpu_cores out")
 
 
 def _gpus(num_gpus):
@@ -134,13 +148,15 @@ def _one_device(gpus):
 def get_strategy(distribution_strategy: str = "auto", use_tpu: bool = False,
                  tpu_name: Optional[str] = None, tpu_zone: Optional[str] = None,
                  gcp_project: Optional[str] = None, master: Optional[str] = None,
-                 num_gpus: Optional[int] = None) -> tf.distribute.Strategy:
+                 num_gpus: Optional[int] = None,
+                 num_tpu_cores: Optional[int] = None) -> tf.distribute.Strategy:
     """Builds the distribution strategy the flags ask for (Google's TPU flags included).
 
     `tpu` (or `use_tpu`): `TPUStrategy` on `tpu_name`, `master`, `$TPU_NAME` or the local
     TPU; `mirrored`: the GPUs (the first `num_gpus`) or every logical CPU device;
     `multi_worker_mirrored`: the cluster of `$TF_CONFIG`; `one_device`: `/gpu:0` or
     `/cpu:0`; `auto`: TPU with `use_tpu`, mirrored with several GPUs, else one device.
+    `num_tpu_cores`: given, the TPU's core count it must be (`check_tpu_cores`).
     Raises ValueError for an unknown strategy, `use_tpu` with another, or too many GPUs, and
     RuntimeError when a requested TPU cannot be initialised.
     """
@@ -155,6 +171,7 @@ def get_strategy(distribution_strategy: str = "auto", use_tpu: bool = False,
 
     if name == "tpu":
         strategy = _tpu_strategy(tpu_name, tpu_zone, gcp_project, master)
+        check_tpu_cores(num_tpu_cores, strategy)
     elif name == "multi_worker_mirrored":
         if "TF_CONFIG" not in os.environ:
             logging.warning("TF_CONFIG is not set: multi_worker_mirrored runs as one worker")

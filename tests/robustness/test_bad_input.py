@@ -478,7 +478,9 @@ def test_output_dir_under_a_file_is_named(tmp_path):
                                         r".*a_file is a file$"):
         check_writable_dir("output_dir", str(blocker / "run"))
     check_writable_dir("output_dir", str(tmp_path / "new" / "deeper"))  # creatable: fine
-    check_writable_dir("output_dir", "gs://bucket/run")  # not checked locally
+    check_writable_dir("output_dir", f"ram://{tmp_path.name}/run")  # a store that answers
+    with pytest.raises(FlagError, match=r"^--output_dir=gs://bucket/run: cannot access it"):
+        check_writable_dir("output_dir", "gs://bucket/run")  # no network here: one line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # the probe is gone
 
 
