@@ -120,6 +120,20 @@ def run_cluster(args, tmp: Path, name: str):
     return texts
 
 
+def batch_losses(output_dir: Path) -> dict:
+    """{global step: batch loss} of a run's TensorBoard log (`logs/train`)."""
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+    losses = {}
+    for path in (output_dir / "logs" / "train").glob("events.out.tfevents.*"):
+        for raw in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                if value.tag == "batch_loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor))
+    return losses
+
+
 def assert_same_metrics(got: Path, expected: Path, tolerance=1e-3):
     got, expected = read_results(got / "eval_results.txt"), read_results(
         expected / "eval_results.txt")
@@ -148,6 +162,21 @@ def test_two_workers_match_one_process_and_only_the_chief_writes(
                  for line in (one_process / "test_results.tsv").read_text().splitlines()]
     assert len(rows) == len(reference) == 8
     assert max(abs(a - b) for r, s in zip(rows, reference) for a, b in zip(r, s)) <= 1e-3
+    # The losses shown while training (TensorBoard's batch loss, the progress line) are the
+    # one-process run's, not twice them; and so are the trained weights.
+    batch = [batch_losses(run) for run in (out, one_process)]
+    assert sorted(batch[0]) == sorted(batch[1]) and batch[0]
+    for step in batch[1]:
+        assert abs(batch[0][step] - batch[1][step]) <= 1e-3, (step, batch)
+    shown = [float(line.rsplit("loss ", 1)[1]) for line in logs[0].splitlines()
+             if line.startswith("train: 6/6 steps")]
+    assert shown and abs(shown[-1] - float(read_results(one_process / "eval_results.txt")[
+        "loss"])) <= 0.05, shown
+    from safetensors.numpy import load_file
+    weights = [load_file(str(run / "adapter" / "adapter_model.safetensors"))
+               for run in (out, one_process)]
+    assert weights[0].keys() == weights[1].keys()
+    assert max(float(abs(weights[0][k] - weights[1][k]).max()) for k in weights[0]) <= 1e-3
     # Only the chief's files are in --output_dir: one TensorBoard writer, one set of
     # checkpoints, no worker folder; worker 1 deleted its temporary folder.
     assert {p.name for p in out.iterdir()} == CHIEF_OUTPUTS

@@ -546,6 +546,11 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
     if verbose == 1:
         callbacks.append(KerasProgress("train", num_train_steps, start=done))
         verbose = 0
+    if isinstance(model.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # tf_keras sums each step's logs over the replicas on every strategy but TPU; under
+        # several workers each replica's are already the cluster's, so the progress line
+        # and TensorBoard's batch loss would show N times the loss: take one replica's.
+        model.distribute_reduction_method = "first"
     _keras_fit(model, make_train_dataset, done, num_train_steps, callbacks, verbose,
                epoch_steps, validation_data)
     logs = {k: float(v[-1]) for k, v in model.history.history.items()}
