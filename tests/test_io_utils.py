@@ -130,6 +130,9 @@ def test_an_unreachable_store_is_one_line_naming_the_path(monkeypatch):
     ("gs://b/x", "timed out", "; check the network and the credentials (gcloud auth "
                               "application-default login)"),
     ("s3://b/x", "timed out", "; check the network and the credentials"),
+    ("gs://b/x", "HTTP response code 401 with body '{\"message\": \"Anonymous caller ...\"}'",
+     "; not signed in to Google Cloud: run  gcloud auth application-default login  (on "
+     "Colab: from google.colab import auth; auth.authenticate_user())"),
     ("file:///proc/x", "Permission denied", ""),
     ("ram://x", "Permission denied", ""),
     ("https://host/x", "File system scheme 'https' not implemented",

@@ -36,13 +36,17 @@ LOCAL_SCHEMES = ("file", "ram")
 def store_advice(path: str, reason: str) -> str:
     """What to do when the store of `path` failed with `reason`: "" for a store on this
     machine (the reason says it), a name of the stores TensorFlow has for a scheme it
-    lacks, else the network and the credentials (gs://: how to sign in)."""
+    lacks, how to sign in where GCS refused an anonymous caller, else the network and
+    the credentials (gs://: how to sign in)."""
     kind = scheme(path)
     if "not implemented" in reason:
         return (f"; TensorFlow has no {kind}:// filesystem: name a local path, file://, gs:// "
                 f"or another store TensorFlow reads")
     if kind in LOCAL_SCHEMES:
         return ""
+    if kind == "gs" and ("response code 401" in reason or "Anonymous caller" in reason):
+        return ("; not signed in to Google Cloud: run  gcloud auth application-default login  "
+                "(on Colab: from google.colab import auth; auth.authenticate_user())")
     login = " (gcloud auth application-default login)" if kind == "gs" else ""
     return f"; check the network and the credentials{login}"
 

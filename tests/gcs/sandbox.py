@@ -10,7 +10,8 @@ where:
   `storage.googleapis.com` and `www.googleapis.com`, which a bind-mounted `/etc/hosts`
   maps to 127.0.0.1, with a certificate of a test CA trusted through `CURL_CA_BUNDLE`;
 - `GOOGLE_AUTH_TOKEN_FOR_TESTING` and `NO_GCE_CHECK` keep TensorFlow from asking for
-  credentials or a metadata server.
+  credentials or a metadata server; the front answers a request without that token as
+  GCS answers an anonymous caller (401), so a process without credentials meets it.
 
 The front mends three things between TensorFlow and the emulator: it drops the
 `Transfer-Encoding: identity` header TensorFlow sends on empty uploads (Go's server answers
@@ -39,6 +40,9 @@ import urllib.request
 ENV = "ADAPTER_BERT_GCS_EMULATOR"
 HOSTS = ("storage.googleapis.com", "www.googleapis.com", "oauth2.googleapis.com")
 EMULATOR_PORT = 4443
+# The bearer token TensorFlow sends (GOOGLE_AUTH_TOKEN_FOR_TESTING); the front refuses a
+# request without it, as GCS refuses an anonymous caller.
+TOKEN = "test-token"
 START_TIMEOUT_S = 20
 
 
@@ -99,6 +103,13 @@ class _Front(http.server.BaseHTTPRequestHandler):
             print("gcs front:", format % args, dict(self.headers), file=sys.stderr, flush=True)
 
     def _relay(self):
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            # As GCS answers an anonymous caller on a private bucket: a run whose process
+            # has no credentials (GOOGLE_AUTH_TOKEN_FOR_TESTING unset) meets this.
+            return self._answer(401, json.dumps({"error": {
+                "code": 401, "message": "Anonymous caller does not have storage.objects.get "
+                "access to the Google Cloud Storage object. Permission "
+                "'storage.objects.get' denied on resource (or it may not exist)."}}).encode())
         if self.command == "GET" and self.path.split("?")[0].endswith("/storageLayout"):
             bucket = self.path.split("/b/", 1)[1].split("/", 1)[0]
             return self._answer(200, json.dumps(
@@ -216,7 +227,7 @@ def _inside(command) -> int:
         context.load_cert_chain(cert, key)
         front = _TLSServer(context)
         threading.Thread(target=front.serve_forever, daemon=True).start()
-        env = dict(os.environ, CURL_CA_BUNDLE=ca, GOOGLE_AUTH_TOKEN_FOR_TESTING="test-token",
+        env = dict(os.environ, CURL_CA_BUNDLE=ca, GOOGLE_AUTH_TOKEN_FOR_TESTING=TOKEN,
                    NO_GCE_CHECK="true", **{ENV: f"http://127.0.0.1:{EMULATOR_PORT}"})
         return subprocess.run(command, env=env).returncode
     except SandboxError as e:
