@@ -211,7 +211,6 @@ def test_a_build_killed_half_way_leaves_a_staged_copy_the_next_replace_removes(t
     import signal
     import subprocess
     import sys
-    import time
     target = tmp_path / "out"
     folders.replace(str(target), write_version(1), "--export_dir")
     script = ("import sys, time\n"

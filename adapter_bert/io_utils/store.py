@@ -7,6 +7,7 @@ A local path is handled with Python's `os`; a URL (`gs://`, `file://`, `ram://`,
 
 import errno
 import re
+import threading
 from typing import Callable, Optional
 
 from adapter_bert.errors import UserError
@@ -99,15 +100,39 @@ def gfile():
 
 def ask(path: str, query: Callable[[], object]):
     """`query()`, a `tf.io.gfile` call about the URL `path`; the store's failures other than
-    "not found" become a `StorageError` (TensorFlow's own message spans several lines)."""
+    "not found" become a `StorageError` (TensorFlow's own message spans several lines).
+    On a remote store the main thread waits for it interruptibly (`interruptible`), so
+    that SIGINT and SIGTERM reach their handlers while a slow store answers."""
     import tensorflow as tf
     try:
-        return query()
+        return query() if scheme(path) in LOCAL_SCHEMES else interruptible(query)
     except tf.errors.NotFoundError:
         raise
     except tf.errors.OpError as e:
         reason = (e.message or type(e).__name__).strip().splitlines()[0]
         raise StorageError(path, reason) from None
+
+
+def interruptible(call: Callable[[], object]):
+    """`call()`; on the main thread, run on a helper thread while the main thread waits on
+    a lock, which a signal interrupts (a call into TensorFlow's C++ is not: a handler would
+    wait for the store to answer, forever where the store's client loops). A handler that
+    raises leaves the helper thread to finish or hang on its own."""
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread as it is
+            outcome["error"] = e
+    helper = threading.Thread(target=run, name="adapter_bert store call", daemon=True)
+    helper.start()
+    helper.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def scheme(path: str) -> str:

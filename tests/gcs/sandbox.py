@@ -40,6 +40,10 @@ import urllib.request
 ENV = "ADAPTER_BERT_GCS_EMULATOR"
 HOSTS = ("storage.googleapis.com", "www.googleapis.com", "oauth2.googleapis.com")
 EMULATOR_PORT = 4443
+# A bucket whose name starts so is answered only after SLOW_SECONDS; the front first
+# creates <tmp>/<bucket name>, so that a test knows the request is waiting.
+SLOW_BUCKET_PREFIX = "adapter-bert-slow-"
+SLOW_SECONDS = 30
 # The bearer token TensorFlow sends (GOOGLE_AUTH_TOKEN_FOR_TESTING); the front refuses a
 # request without it, as GCS refuses an anonymous caller.
 TOKEN = "test-token"
@@ -103,6 +107,12 @@ class _Front(http.server.BaseHTTPRequestHandler):
             print("gcs front:", format % args, dict(self.headers), file=sys.stderr, flush=True)
 
     def _relay(self):
+        if f"/{SLOW_BUCKET_PREFIX}" in self.path:
+            # A store that answers slowly: what a signal during a store call meets.
+            bucket = self.path.split(f"/{SLOW_BUCKET_PREFIX}", 1)[1].split("/", 1)[0]
+            marker = os.path.join(tempfile.gettempdir(), f"{SLOW_BUCKET_PREFIX}{bucket}")
+            open(marker, "w").close()
+            time.sleep(SLOW_SECONDS)
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             # As GCS answers an anonymous caller on a private bucket: a run whose process
             # has no credentials (GOOGLE_AUTH_TOKEN_FOR_TESTING unset) meets this.
