@@ -13,6 +13,7 @@ blocking the suite.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -66,6 +67,7 @@ def one_process(backbone, data, tmp_path_factory):
     result = run_subprocess("run_classifier.py", argv(backbone, data, out),
                             timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
+    (out.parent / "run.log").write_text(result.stdout + result.stderr)  # its progress lines
     return out
 
 
@@ -120,18 +122,32 @@ def run_cluster(args, tmp: Path, name: str):
     return texts
 
 
-def batch_losses(output_dir: Path) -> dict:
-    """{global step: batch loss} of a run's TensorBoard log (`logs/train`)."""
+def tensorboard_scalars(output_dir: Path, tag: str) -> dict:
+    """{step: value} of the scalar `tag` in a run's TensorBoard log (`logs/train`)."""
     import tensorflow as tf
     from tensorflow.core.util import event_pb2
-    losses = {}
+    values = {}
     for path in (output_dir / "logs" / "train").glob("events.out.tfevents.*"):
         for raw in tf.data.TFRecordDataset(str(path)):
             event = event_pb2.Event.FromString(raw.numpy())
             for value in event.summary.value:
-                if value.tag == "batch_loss":
-                    losses[event.step] = float(tf.make_ndarray(value.tensor))
-    return losses
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
+
+
+def progress_losses(text: str) -> dict:
+    """{step: loss} of the progress lines `train: N/M steps (...), loss X` in a log."""
+    found = {}
+    for line in text.splitlines():
+        match = re.match(r"train: (\d+)/\d+ steps .*loss ([0-9.]+)$", line)
+        if match:
+            found[int(match.group(1))] = float(match.group(2))
+    return found
+
+
+def reference_log(output_dir: Path) -> str:
+    return (output_dir.parent / "run.log").read_text()
 
 
 def assert_same_metrics(got: Path, expected: Path, tolerance=1e-3):
@@ -162,16 +178,16 @@ def test_two_workers_match_one_process_and_only_the_chief_writes(
                  for line in (one_process / "test_results.tsv").read_text().splitlines()]
     assert len(rows) == len(reference) == 8
     assert max(abs(a - b) for r, s in zip(rows, reference) for a, b in zip(r, s)) <= 1e-3
-    # The losses shown while training (TensorBoard's batch loss, the progress line) are the
-    # one-process run's, not twice them; and so are the trained weights.
-    batch = [batch_losses(run) for run in (out, one_process)]
-    assert sorted(batch[0]) == sorted(batch[1]) and batch[0]
-    for step in batch[1]:
-        assert abs(batch[0][step] - batch[1][step]) <= 1e-3, (step, batch)
-    shown = [float(line.rsplit("loss ", 1)[1]) for line in logs[0].splitlines()
-             if line.startswith("train: 6/6 steps")]
-    assert shown and abs(shown[-1] - float(read_results(one_process / "eval_results.txt")[
-        "loss"])) <= 0.05, shown
+    # The losses shown while training are the one-process run's, not twice them: each
+    # step's progress line (the step logs TensorBoard's batch loss reads too, every 10
+    # steps), and TensorBoard's epoch loss; and so are the trained weights.
+    shown = [progress_losses(text) for text in (logs[0], reference_log(one_process))]
+    assert sorted(shown[0]) == sorted(shown[1]) and shown[0], shown
+    for step in shown[1]:
+        assert abs(shown[0][step] - shown[1][step]) <= 1e-3, (step, shown)
+    epoch = [tensorboard_scalars(run, "epoch_loss") for run in (out, one_process)]
+    assert epoch[0] and epoch[0].keys() == epoch[1].keys()
+    assert max(abs(epoch[0][k] - epoch[1][k]) for k in epoch[0]) <= 1e-3, epoch
     from safetensors.numpy import load_file
     weights = [load_file(str(run / "adapter" / "adapter_model.safetensors"))
                for run in (out, one_process)]
