@@ -139,10 +139,8 @@ def find_problem() -> Optional[str]:
         return None
     found = (f"{keras_name} {keras_version} is installed" if keras_name
              else "tf-keras is not installed")
-    # --no-deps: tf-keras requires the `tensorflow` distribution, which would otherwise
-    # be installed over `tensorflow-cpu` or `tensorflow-tpu`.
     return (f"adapter_bert needs tf-keras {minor} to match {name} {version} ({found}): "
-            f"run  {_pip(f'tf-keras=={minor}.*', no_deps=True)}")
+            f"run  {add_on_install('tf-keras')}")
 
 
 def unsupported_note() -> Optional[str]:
