@@ -157,6 +157,11 @@ def write_problem(path: str) -> Optional[str]:
     return bucket_problem(path)
 
 
+# Buckets this process found: a run makes many folders in one, and each question is a
+# round trip to the store.
+_BUCKETS_FOUND: set = set()
+
+
 def bucket_problem(path: str) -> Optional[str]:
     """Why nothing can be written under the URL `path` of a bucket store: its bucket is
     missing (or not visible to these credentials); None otherwise, and for other paths."""
@@ -164,8 +169,11 @@ def bucket_problem(path: str) -> Optional[str]:
     if kind not in BUCKET_SCHEMES:
         return None
     bucket = f"{kind}://{str(path)[len(kind) + 3:].split('/', 1)[0]}"
+    if bucket in _BUCKETS_FOUND:
+        return None
     try:
         if isdir(bucket):
+            _BUCKETS_FOUND.add(bucket)
             return None
     except StorageError as e:  # named by the path asked about, as every store error is
         raise StorageError(path, e.reason) from None

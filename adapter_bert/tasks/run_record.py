@@ -87,8 +87,7 @@ def differing_flags(recorded: Dict[str, object], current: Dict[str, object]) -> 
 
 def _resumes(flag_values) -> bool:
     """Whether a run would resume training in its --output_dir."""
-    return bool(flag_values.do_train) and not getattr(flag_values, "overwrite_output_dir",
-                                                      False) \
+    return bool(flag_values.do_train) and not flag_values.overwrite_output_dir \
         and has_checkpoint(flag_values.output_dir)
 
 
@@ -120,7 +119,7 @@ def check_reused_output_dir(flag_values, runner: str) -> None:
         FlagError: one line naming the differing flags (old -> new) and the way out.
     """
     output_dir = flag_values.output_dir
-    if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
+    if flag_values.do_train and flag_values.overwrite_output_dir:
         check_may_clear(output_dir)
     if not _resumes(flag_values):
         return
