@@ -11,8 +11,8 @@ import pytest
 from sklearn.metrics import classification_report, confusion_matrix
 from sklearn.utils.class_weight import compute_class_weight
 
-from adapter_bert.tasks.classifier import ClassWeightedCrossEntropy, class_weights_for
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.training.objectives import ClassWeightedCrossEntropy, class_weights_for
+from adapter_bert.errors import UserError
 from adapter_bert.data.glue import InputExample
 from tests.runner_utils import flag_list, run_in_process
 from tests.test_text_classifier import write_csv
@@ -105,19 +105,18 @@ def test_the_weighted_loss_is_the_weighted_mean_of_the_cross_entropy():
     ("calm:2,calm:3", "'calm' is weighted twice"),
 ])
 def test_bad_class_weights_are_one_line_naming_the_flag(text, message):
-    train = [InputExample(f"train-{i}", "t", label=label) for i, label in
-             enumerate(["calm", "sad", "happy"])]
-    with pytest.raises(FlagError, match=f"^--class_weights={text}: .*{message}"):
+    train = {"calm": 1, "sad": 1, "happy": 1}
+    with pytest.raises(UserError, match=f"^--class_weights={text}: .*{message}"):
         class_weights_for(text, LABELS, False, train)
 
 
 def test_class_weights_name_what_they_cannot_weigh():
-    train = [InputExample("train-1", "t", label="calm"), InputExample("train-2", "t", label="sad")]
-    with pytest.raises(FlagError, match="a regression task has none"):
+    train = {"calm": 1, "sad": 1}  # rows per label of the training data
+    with pytest.raises(UserError, match="a regression task has none"):
         class_weights_for("balanced", [], True, train)
-    with pytest.raises(FlagError, match="it needs --do_train"):
+    with pytest.raises(UserError, match="it needs --do_train"):
         class_weights_for("balanced", LABELS, False, None)
-    with pytest.raises(FlagError, match="the training data has no row of happy"):
+    with pytest.raises(UserError, match="the training data has no row of happy"):
         class_weights_for("balanced", LABELS, False, train)
     assert class_weights_for("sad:4", LABELS, False, train) == {"calm": 1.0, "happy": 1.0,
                                                                "sad": 4.0}
@@ -158,7 +157,8 @@ def test_a_regression_adapter_predicts_and_exports_without_task_type_in_float32(
         *flag_list(common, {"output_dir": tmp_path / "train"})])
     assert code == 0
     config = json.loads((tmp_path / "train" / "adapter" / "adapter_config.json").read_text())
-    assert config["training"] == {"task_type": "regression", "target": "score"}
+    assert config["training"] == {"task_type": "regression", "target": "score",
+                                  "max_seq_length": 16}
     code, _ = run_in_process("run_classifier", [
         f"--dev_file={tmp_path / 'scores.csv'}", f"--test_file={tmp_path / 'scores.csv'}",
         f"--load_adapter={tmp_path / 'train' / 'adapter'}", "--do_eval", "--do_predict",
@@ -307,7 +307,7 @@ def test_text_classifier_weighs_classes_and_reports_them_per_class(backbone, tmp
                                               adapter={"size": 8}, max_seq_length=16)
     model.fit(texts, labels, batch_size=16, epochs=1, verbose=0, class_weight="balanced")
     assert model.class_weights == pytest.approx({"calm": 48 / 72, "happy": 48 / 24})
-    results = model.evaluate(texts, labels)
+    results = model.report(texts, labels)
     predicted = model.predict(texts, return_labels=True)
     expected = classification_report(labels, predicted, labels=["calm", "happy"],
                                       output_dict=True, zero_division=0)
@@ -317,5 +317,5 @@ def test_text_classifier_weighs_classes_and_reports_them_per_class(backbone, tmp
     model.save_adapter(str(tmp_path / "a"))
     config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
     assert config["training"]["class_weights"] == pytest.approx({"calm": 2 / 3, "happy": 2.0})
-    with pytest.raises(FlagError, match=r"class_weight=\{'angry': 2\}: 'angry' is not a label"):
+    with pytest.raises(UserError, match=r"class_weight=\{'angry': 2\}: 'angry' is not a label"):
         model.fit(texts, labels, batch_size=16, epochs=1, verbose=0, class_weight={"angry": 2})

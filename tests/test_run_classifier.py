@@ -303,10 +303,11 @@ def test_xnli_trains_and_evaluates_on_the_original_layout(backbone, tmp_path):
 
 @pytest.mark.parametrize("regression", (False, True))
 def test_eval_loss_is_the_training_loss(regression):
-    """eval_loss (numpy, `_mean_loss`) is the Keras training loss (`ClassifierRun._loss`)."""
+    """eval_loss (numpy, `mean_loss`) is the Keras training loss (`ClassifierRun._loss`)."""
     import tf_keras as keras
 
-    from adapter_bert.tasks.classifier import ClassifierRun, _mean_loss
+    from adapter_bert.metrics.classification import mean_loss
+    from adapter_bert.tasks.classifier import ClassifierRun
 
     rng = np.random.default_rng(0)
     logits = (3 * rng.normal(size=(257, 1 if regression else 3))).astype(np.float32)
@@ -316,4 +317,4 @@ def test_eval_loss_is_the_training_loss(regression):
     run.is_regression, run.class_weights = regression, None
     expected = float(run._loss()(labels, logits).numpy())
     assert isinstance(run._loss(), keras.losses.Loss)
-    assert _mean_loss(logits, labels, regression) == pytest.approx(expected, rel=1e-6)
+    assert mean_loss(logits, labels, regression) == pytest.approx(expected, rel=1e-6)

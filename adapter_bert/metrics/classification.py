@@ -12,7 +12,7 @@
 """
 
 import collections
-from typing import Optional
+from typing import Dict, Optional
 
 import numpy as np
 import scipy.stats
@@ -156,3 +156,31 @@ def confusion(predictions, labels, num_labels: int) -> np.ndarray:
     """Counts [true label id, predicted label id] (scikit-learn's `confusion_matrix`)."""
     predictions, labels = _prepare(predictions, labels, None, regression=False)
     return sk_metrics.confusion_matrix(labels, predictions, labels=list(range(num_labels)))
+
+
+def score_logits(logits: np.ndarray, label_ids: np.ndarray, kind: str,
+                 regression: bool) -> Dict[str, float]:
+    """The loss and the metrics of `kind` (`metrics.classification`) of a set's logits, as
+    eval_results.txt holds them (without the split's prefix)."""
+    scores = {"loss": mean_loss(logits, label_ids, regression)}
+    if regression:
+        scores.update(compute_metrics(kind, logits[:, 0], label_ids[:, 0]))
+    else:
+        scores.update(compute_metrics(kind, logits.argmax(-1), label_ids,
+                                      num_labels=logits.shape[-1]))
+    return scores
+
+
+def mean_loss(logits: np.ndarray, labels: np.ndarray, regression: bool) -> float:
+    """The dev-set mean of `run_classifier.py`'s training loss (MSE or softmax cross-entropy), in numpy.
+
+    Written twice on purpose: Keras' loss object on the same float32 logits agrees only to
+    float32 rounding (it sums in another order), and eval_loss is printed and written to
+    eval_results.txt at full precision, so reusing it would change the reported digits.
+    tests/test_run_classifier.py checks that the two agree to 1e-6.
+    """
+    if regression:
+        return float(np.mean((logits[:, 0] - labels[:, 0]) ** 2))
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    return float(-np.mean(log_probs[np.arange(len(labels)), labels]))

@@ -5,7 +5,6 @@ metrics -> files (`eval_results.txt`, `test_results.tsv`, the adapter directory)
 """
 
 import collections
-import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -26,13 +25,14 @@ from adapter_bert.tasks.flag_checks import uses_own_data, validate_classifier
 from adapter_bert.tasks.own_data import own_task
 from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text
-from adapter_bert.metrics.classification import compute_metrics, confusion, per_class_report
+from adapter_bert.metrics.classification import confusion, per_class_report, score_logits
 from adapter_bert.data.feature_cache import records_digest
 from adapter_bert.tasks import base
 from adapter_bert.tasks.epoch_selection import (BEST_DIR, STATE, EpochSelection,
                                                 epoch_boundaries, read_state,
                                                 selectable_metrics)
 from adapter_bert.training.loop import fit_with_resume
+from adapter_bert.training.objectives import ClassWeightedCrossEntropy, class_weights_for
 from adapter_bert import io_utils
 
 
@@ -109,9 +109,10 @@ class ClassifierRun(base.TaskRun):
         if uses_own_data(self.flags):  # known now that the files are read
             check_room_for_text(self.flags.max_seq_length, self.processor.pair, FlagError,
                                 self.processor.task)
+        train = self._examples.get("train")
         self.class_weights = class_weights_for(
             getattr(self.flags, "class_weights", None), self.labels, self.is_regression,
-            self._examples.get("train"))
+            None if train is None else collections.Counter(e.label for e in train))
         target = getattr(self.processor, "target", None)
         self.data_record = {"labels": self.labels,
                             "task_type": "regression" if self.is_regression else "classification",
@@ -238,7 +239,8 @@ class ClassifierRun(base.TaskRun):
         self.kept_epoch = {"kept_epoch": kept["epoch"], "kept_epoch_step": kept["step"]}
 
     def _loss(self):
-        # The training loss; `_mean_loss` is the same loss, unweighted, for evaluation.
+        # The training loss; `metrics.classification.mean_loss` is the same loss,
+        # unweighted, for evaluation.
         if self.is_regression:
             return keras.losses.MeanSquaredError()
         if self.class_weights:
@@ -248,9 +250,10 @@ class ClassifierRun(base.TaskRun):
     @property
     def training_record(self) -> Optional[Dict[str, object]]:
         """What the adapter records of how it was trained (`adapters.files.describe`): the
-        class weights; for a regression on your own data its task type and target column,
-        so that evaluating, predicting and exporting with it need no --task_type."""
-        record: Dict[str, object] = {}
+        sequence length and class weights; for a regression on your own data its task type
+        and target column, so that evaluating, predicting and exporting with it need no
+        --task_type."""
+        record: Dict[str, object] = {"max_seq_length": int(self.flags.max_seq_length)}
         if self.class_weights:
             record["class_weights"] = self.class_weights
         if uses_own_data(self.flags) and self.processor.pair:
@@ -374,79 +377,6 @@ class ClassifierRun(base.TaskRun):
                         [[*k, *row] for k, row in zip(kept, values)])
 
 
-class ClassWeightedCrossEntropy(keras.losses.Loss):
-    """Softmax cross-entropy of each row times its true class's weight, averaged over the
-    batch as Keras' `class_weight` does: a rare class's errors count `weight` times."""
-
-    def __init__(self, weights, name: str = "class_weighted_crossentropy"):
-        super().__init__(name=name)
-        self.weights = [float(w) for w in weights]
-
-    def call(self, y_true, y_pred):
-        ids = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
-        loss = keras.losses.sparse_categorical_crossentropy(ids, tf.cast(y_pred, tf.float32),
-                                                            from_logits=True)
-        return loss * tf.gather(tf.constant(self.weights, tf.float32), ids)
-
-    def get_config(self):
-        return {**super().get_config(), "weights": self.weights}
-
-
-def class_weights_for(spec, labels: List[str], regression: bool, train,
-                      name: str = "--class_weights") -> Optional[Dict[str, float]]:
-    """Class weights as {label: weight} in logit order (None when `spec` is empty):
-    `balanced` is scikit-learn's n_rows / (n_classes * rows of the class) over the
-    training examples `train`; `label:weight,...`, or a dict keyed by label names or ids
-    (`TextClassifier.fit`'s `class_weight`), sets them (the others weigh 1). Raises
-    FlagError naming `name` (the flag or argument) and what was expected."""
-    if spec is None or (isinstance(spec, str) and not spec.strip()):
-        return None
-    if regression:
-        raise FlagError(f"{name} weighs classes: a regression task has none")
-    if train is None:
-        raise FlagError(f"{name} weighs the training loss: it needs --do_train")
-    if isinstance(spec, str) and spec.strip() == "balanced":
-        counts = collections.Counter(example.label for example in train)
-        missing = [label for label in labels if not counts[label]]
-        if missing:
-            raise FlagError(f"{name}=balanced: the training data has no row of "
-                            f"{', '.join(missing)}")
-        total = sum(counts[label] for label in labels)
-        return {label: total / (len(labels) * counts[label]) for label in labels}
-    given = spec if isinstance(spec, dict) else _weight_items(spec, name)
-    weights = {label: 1.0 for label in labels}
-    for key, value in given.items():
-        label = labels[key] if isinstance(key, int) and 0 <= key < len(labels) else key
-        if label not in weights:
-            raise FlagError(f"{name}={spec}: {key or spec!r} is not a label of the task "
-                            f"({', '.join(labels)}); expected balanced or label:weight,...")
-        try:
-            weight = float(value)
-        except (TypeError, ValueError):
-            weight = math.nan
-        if not (math.isfinite(weight) and weight > 0):
-            raise FlagError(f"{name}={spec}: the weight of {label} must be a finite number "
-                            f"> 0, got {value!r}")
-        weights[label] = weight
-    return weights
-
-
-def _weight_items(spec: str, name: str) -> Dict[str, str]:
-    """{label: weight text} of `label:weight,...`; a label without a weight, or weighted
-    twice, is refused naming it."""
-    given: Dict[str, str] = {}
-    for item in filter(str.strip, spec.split(",")):  # a trailing comma names nothing
-        label, colon, weight = (part.strip() for part in item.rpartition(":"))
-        if not colon:
-            raise FlagError(f"{name}={spec}: {weight!r} has no weight; expected balanced or "
-                            f"label:weight,...")
-        if label in given:
-            raise FlagError(f"{name}={spec}: {label!r} is weighted twice; give each label "
-                            f"one weight")
-        given[label] = weight
-    return given
-
-
 def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray,
                        label_ids: np.ndarray, labels: List[str], regression: bool,
                        predictions: bool = True, kept_names: Sequence[str] = ()) -> None:
@@ -493,34 +423,6 @@ def write_split_report(directory: str, prefix: str, examples, logits: np.ndarray
         logging.warning("The %s set has no row of %s: their recall and F1 are 0 in "
                         "%sper_class.tsv and pull macro-averaged figures down", prefix[:-1],
                         ", ".join(absent), prefix)
-
-
-def score_logits(logits: np.ndarray, label_ids: np.ndarray, kind: str,
-                 regression: bool) -> Dict[str, float]:
-    """The loss and the metrics of `kind` (`metrics.classification`) of a set's logits, as
-    eval_results.txt holds them (without the split's prefix)."""
-    scores = {"loss": _mean_loss(logits, label_ids, regression)}
-    if regression:
-        scores.update(compute_metrics(kind, logits[:, 0], label_ids[:, 0]))
-    else:
-        scores.update(compute_metrics(kind, logits.argmax(-1), label_ids,
-                                      num_labels=logits.shape[-1]))
-    return scores
-
-
-def _mean_loss(logits: np.ndarray, labels: np.ndarray, regression: bool) -> float:
-    """The dev-set mean of `ClassifierRun._loss` (MSE or softmax cross-entropy), in numpy.
-
-    Written twice on purpose: Keras' loss object on the same float32 logits agrees only to
-    float32 rounding (it sums in another order), and eval_loss is printed and written to
-    eval_results.txt at full precision, so reusing it would change the reported digits.
-    tests/test_run_classifier.py checks that the two agree to 1e-6.
-    """
-    if regression:
-        return float(np.mean((logits[:, 0] - labels[:, 0]) ** 2))
-    shifted = logits - logits.max(-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-    return float(-np.mean(log_probs[np.arange(len(labels)), labels]))
 
 
 def main(flag_values, strategy=None) -> int:
