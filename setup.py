@@ -66,9 +66,12 @@ setup(
         # `tensorflow` distribution of its own minor version, so pip keeps the two matched.
         # CPU: the `tensorflow` wheel (tensorflow-cpu would come with a second copy of
         # TensorFlow, the `tensorflow` that tf-keras requires).
-        "cpu": [f"tensorflow{TENSORFLOW}", f"tf-keras{TENSORFLOW}"],
+        # tensorflow-text: `ab.TextClassifier` and exports tokenise in the graph with it.
+        "cpu": [f"tensorflow{TENSORFLOW}", f"tf-keras{TENSORFLOW}",
+                f"tensorflow-text{TENSORFLOW}"],
         # NVIDIA GPU: TensorFlow with the CUDA and cuDNN libraries it was built against.
-        "gpu": [f"tensorflow[and-cuda]{TENSORFLOW}", f"tf-keras{TENSORFLOW}"],
+        "gpu": [f"tensorflow[and-cuda]{TENSORFLOW}", f"tf-keras{TENSORFLOW}",
+                f"tensorflow-text{TENSORFLOW}"],
         # TPU (Colab TPU runtime, Cloud TPU VM): the TPU build of TensorFlow. Its tf-keras
         # must then be installed with `pip install --no-deps "tf-keras==2.20.*"`, since
         # tf-keras' requirement on `tensorflow` would replace the TPU build. A TPU named by
@@ -76,7 +79,8 @@ setup(
         # cloud-tpu-client, which TensorFlow's TPUClusterResolver imports for it; its own
         # requirements leave TensorFlow alone.
         "tpu": [f"tensorflow-tpu{TENSORFLOW}", "cloud-tpu-client>=0.10"],
-        # Exported SavedModels tokenise in the graph with tensorflow-text's ops. Its minor
+        # Exported SavedModels and `ab.TextClassifier` tokenise in the graph with
+        # tensorflow-text's ops. Its minor
         # version must be TensorFlow's (beside tensorflow-tpu or tensorflow-cpu install it
         # with --no-deps, as tf-keras).
         "serving": [f"tensorflow-text{TENSORFLOW}"],

@@ -57,7 +57,7 @@ _MODULE_EXPORTS = {
     "adapter_bert.adapters.tuning": ("apply_tuning", "TUNING_MODES", "parameter_report",
                                      "parameter_summary"),
     "adapter_bert.serving": ("export_classifier", "export_multi_adapter", "export_tflite"),
-    "adapter_bert.tasks.text_classifier": ("TextClassifier",),
+    "adapter_bert.library.text_classifier": ("TextClassifier",),
     "adapter_bert.training.recipe": ("fine_tuning_optimizer",),
 }
 _EXPORTS = {name: module for module, names in _MODULE_EXPORTS.items() for name in names}

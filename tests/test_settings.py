@@ -87,14 +87,15 @@ def test_every_setting_names_its_runners_and_a_valid_default():
 def test_text_classifier_starts_from_the_runners_defaults():
     import inspect
 
-    from adapter_bert.tasks import text_classifier
+    from adapter_bert.library import text_classifier
     fit = inspect.signature(text_classifier.TextClassifier.fit).parameters
+    built = inspect.signature(text_classifier.TextClassifier.from_pretrained).parameters
     # Keras' batch_size=None is the runner's default; Keras' epochs are whole.
     assert fit["batch_size"].default is None
     assert text_classifier.BATCH_SIZE == settings.default("train_batch_size") == 32
     assert fit["epochs"].default == settings.default("num_train_epochs") == 3.0
-    assert fit["warmup_proportion"].default == settings.default("warmup_proportion")
-    assert text_classifier.SEED == settings.default("seed")
+    assert built["warmup_proportion"].default == settings.default("warmup_proportion")
+    assert built["seed"].default == settings.default("seed")
     assert text_classifier.MAX_SEQ_LENGTH == settings.default("max_seq_length") == 128
     assert settings.default("max_seq_length", settings.SQUAD) == 384
 

@@ -183,13 +183,18 @@ def _cut_row(a, b, max_length: int, special: bool, cls_id: int, sep_id: int) -> 
             "attention_mask": [1] * len(rows)}
 
 
-def read_vocab(data: bytes) -> Dict[str, int]:
-    """vocab.txt's bytes -> token -> id, as transformers' `load_vocab` reads the file:
-    text-mode lines (any line ending), and a repeated token keeps its last index."""
-    vocab = {}
-    for index, token in enumerate(io.StringIO(data.decode("utf-8"), newline=None).readlines()):
-        vocab[token.rstrip("\n")] = index
-    return vocab
+def vocab_lines(data: bytes) -> List[str]:
+    """vocab.txt's bytes -> its tokens by line, as transformers' `load_vocab` splits the
+    file: text-mode lines (any line ending)."""
+    return [line.rstrip("\n") for line in
+            io.StringIO(data.decode("utf-8"), newline=None).readlines()]
+
+
+def read_vocab(data) -> Dict[str, int]:
+    """vocab.txt's bytes (or its `vocab_lines`) -> token -> id: the line number, a
+    repeated token keeping its last."""
+    lines = vocab_lines(data) if isinstance(data, bytes) else data
+    return {token: index for index, token in enumerate(lines)}
 
 
 def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceTokenizer:

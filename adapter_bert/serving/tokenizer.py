@@ -50,22 +50,27 @@ def vocabulary_of(vocab_file: str) -> Dict[str, int]:
     return vocab
 
 
-def _table(values, dtype=tf.int32) -> tf.Variable:
+def _variable(values, dtype=tf.int32) -> tf.Variable:
     """A constant table held in a (non-trainable) variable."""
     return tf.Variable(tf.cast(values, dtype), trainable=False)
 
 
 class BertInputEncoder(tf.Module):
     """Raw strings -> BERT features, exactly as Google's Python pipeline, for the run's
-    `vocab_file`, casing and `max_seq_length` (>= 3). Raises VocabularyError or ValueError.
+    vocabulary (a `vocab_file` path, or its {token: id} as `vocabulary_of` reads it),
+    casing and `max_seq_length` (>= 3). `in_variables`: the tables live in variables, so a
+    SavedModel stores them once for all its signatures; False keeps them as constants,
+    which a `tf.data` map can capture under any distribution strategy. Raises
+    VocabularyError or ValueError.
     """
 
-    def __init__(self, vocab_file: str, do_lower_case: bool, max_seq_length: int,
-                 name: str = "bert_input_encoder"):
+    def __init__(self, vocab_file, do_lower_case: bool, max_seq_length: int,
+                 name: str = "bert_input_encoder", in_variables: bool = True):
         super().__init__(name=name)
         import tensorflow_text as text  # the optional [serving] extra
         check_room_for_text(max_seq_length, pair=True)
-        vocab = vocabulary_of(vocab_file)
+        vocab = vocabulary_of(vocab_file) if isinstance(vocab_file, str) else vocab_file
+        _table = _variable if in_variables else tf.constant
         self.do_lower_case = bool(do_lower_case)
         self.max_seq_length = int(max_seq_length)
         self.cls_id, self.sep_id, self.unk_id = (vocab[t] for t in _SPECIAL_TOKENS)

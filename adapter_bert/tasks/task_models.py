@@ -98,15 +98,16 @@ class ModelRecipe:
                           classes=MODELS, adapter_name=adapter_name_for(self.task))
 
     def build(self, strategy, backbone, training: bool = True):
-        """The model under `strategy`, with `backbone`'s pretrained weights and the tuning
-        mode applied; `training` says the run trains, the only case where
-        `train_pooler="auto"` says that it trains the pooler."""
+        """The model under `strategy`, with `backbone`'s pretrained weights (none when its
+        `files` are None) and the tuning mode applied; `training` says the run trains, the
+        only case where `train_pooler="auto"` says that it trains the pooler."""
         # The model object itself is created under the scope: Keras records the strategy
         # when a Model is constructed, and under MultiWorkerMirroredStrategy a model created
         # outside it updates its loss metric in cross-replica context and fails in `fit`.
         with strategy.scope():
             model = self.new_model(backbone.config)
-            load_backbone_weights(model, backbone.files)
+            if backbone.files is not None:  # None: the weights come from a saved model
+                load_backbone_weights(model, backbone.files)
             has_adapters = bool(getattr(model, "adapter_names", None)) or \
                 bool(getattr(model, "frozen_backbone", False))
             mode = self.tuning_mode if (self.tuning_mode != "adapter" or has_adapters) \

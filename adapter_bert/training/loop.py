@@ -459,8 +459,7 @@ def steps_per_execution(iterations_per_loop: int, explicitly_set: bool, on_tpu: 
 def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.Dataset],
                     num_train_steps: int, output_dir: str, save_checkpoints_steps: int,
                     verbose: int = 1, extra_callbacks: Sequence = (),
-                    write_dir: Optional[str] = None, epoch_steps: Optional[int] = None,
-                    validation_data=None) -> Dict[str, float]:
+                    write_dir: Optional[str] = None) -> Dict[str, float]:
     """Trains for `num_train_steps` steps in total, resuming from the latest checkpoint.
 
     The model must be compiled with `optimizer`. The training stream is replayed and the
@@ -468,13 +467,8 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     would. Checkpoints are read from `output_dir` and written with TensorBoard logs into
     `write_dir` (default `output_dir`; a temporary folder on non-chief workers). Under
     `preemption.handle_signals` a signal ends training after the step in flight, with a
-    checkpoint. `verbose`: 1 `KerasProgress`, 0 nothing, 2 Keras' line per epoch.
-
-    By default the steps are one Keras epoch (the runners'). With `epoch_steps` (which
-    divides `num_train_steps`) they are Keras epochs of that many steps, each ending with
-    the `validation_data` scored and the callbacks' `on_epoch_end` (the library's `fit`);
-    a run resumed within an epoch first finishes that epoch, and a callback that stops
-    training (`EarlyStopping`) ends the run there.
+    checkpoint. `verbose`: 1 `KerasProgress`, 0 nothing, 2 Keras' line per epoch. The
+    steps are one Keras epoch.
 
     Returns the last logged metrics and "global_step". Raises TrainingError when the loss or
     weights become non-finite (the last good checkpoint is kept), `preemption.Preempted`,
@@ -482,8 +476,7 @@ def fit_with_resume(model, optimizer, make_train_dataset: Callable[[], tf.data.D
     """
     with preemption.deferred("training", "stopped at the end of training (checkpoint saved)"):
         return _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
-                    save_checkpoints_steps, verbose, extra_callbacks, write_dir or output_dir,
-                    epoch_steps, validation_data)
+                    save_checkpoints_steps, verbose, extra_callbacks, write_dir or output_dir)
 
 
 class _StopOnNaN(keras.callbacks.TerminateOnNaN):
@@ -498,30 +491,8 @@ class _StopOnNaN(keras.callbacks.TerminateOnNaN):
         super().on_batch_end(batch, logs)
 
 
-def _keras_fit(model, make_train_dataset, done: int, total: int, callbacks, verbose: int,
-               epoch_steps: Optional[int], validation_data) -> None:
-    """Keras `fit` over steps `done + 1 .. total`: one epoch, or epochs of `epoch_steps`.
-    A model whose `fit` takes other data (`TextClassifier`) has Keras' as `keras_fit`."""
-    fit = getattr(model, "keras_fit", model.fit)
-    if not epoch_steps:
-        fit(make_train_dataset().skip(done), steps_per_epoch=total - done, epochs=1,
-                  callbacks=callbacks, verbose=verbose)
-        return
-    epoch, into = divmod(done, epoch_steps)
-    runs = [(epoch, epoch + 1, epoch_steps - into)] if into else []
-    runs.append((epoch + bool(into), total // epoch_steps, epoch_steps))
-    for first, end, steps in runs:
-        if first >= end or (first > epoch and model.stop_training):
-            continue
-        fit(make_train_dataset().skip(done), steps_per_epoch=steps, initial_epoch=first,
-                  epochs=end, callbacks=callbacks, verbose=verbose,
-                  validation_data=validation_data)
-        done = end * epoch_steps
-
-
 def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
-         save_checkpoints_steps, verbose, extra_callbacks, write_dir, epoch_steps=None,
-         validation_data=None):
+         save_checkpoints_steps, verbose, extra_callbacks, write_dir):
     checkpoints = TrainingCheckpoints(model, optimizer, output_dir, write_dir=write_dir)
     checkpoints.remove_partial_saves()
     checkpoints.restore_latest()
@@ -551,8 +522,8 @@ def _fit(model, optimizer, make_train_dataset, num_train_steps, output_dir,
         # several workers each replica's are already the cluster's, so the progress line
         # and TensorBoard's batch loss would show N times the loss: take one replica's.
         model.distribute_reduction_method = "first"
-    _keras_fit(model, make_train_dataset, done, num_train_steps, callbacks, verbose,
-               epoch_steps, validation_data)
+    model.fit(make_train_dataset().skip(done), steps_per_epoch=num_train_steps - done,
+              epochs=1, callbacks=callbacks, verbose=verbose)
     logs = {k: float(v[-1]) for k, v in model.history.history.items()}
     step = int(optimizer.iterations.numpy())
     what = None

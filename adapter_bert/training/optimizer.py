@@ -234,6 +234,45 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
+class PlannedWarmupDecay(WarmupLinearDecay):
+    """`WarmupLinearDecay` whose step counts are set by `plan` when training starts
+    (`TextClassifier.fit` plans each fit from its data) instead of when it is made, so
+    one optimizer serves fits of any length; unplanned, the rate is `peak`.
+    """
+
+    def __init__(self, peak: float, total_steps: int = 0, warmup_steps: int = 0,
+                 name: Optional[str] = None):
+        keras.optimizers.schedules.LearningRateSchedule.__init__(self)
+        self.peak, self.name = float(peak), name
+        # Variables, read by every traced step: a later plan needs no retracing.
+        self._steps = tf.Variable([float(total_steps), float(warmup_steps)], trainable=False,
+                                  name="planned_steps")
+
+    def plan(self, total_steps: int, warmup_steps: int) -> None:
+        """Warmup over `warmup_steps`, then decay to 0 at `total_steps` (> 0)."""
+        if int(total_steps) <= 0 or not 0 <= int(warmup_steps) <= int(total_steps):
+            raise UserError(f"a schedule needs 0 <= warmup_steps <= total_steps and "
+                            f"total_steps > 0, got {warmup_steps} and {total_steps}")
+        self._steps.assign([float(total_steps), float(warmup_steps)])
+
+    @property
+    def total_steps(self) -> int:
+        return int(self._steps[0].numpy())
+
+    @property
+    def warmup_steps(self) -> int:
+        return int(self._steps[1].numpy())
+
+    def __call__(self, step):
+        with tf.name_scope(self.name or "PlannedWarmupDecay"):
+            step = tf.cast(step, tf.float32)
+            total, warmup = tf.unstack(tf.convert_to_tensor(self._steps))
+            decayed = self.peak * (1.0 - tf.minimum(step, total) / tf.maximum(total, 1.0))
+            rate = tf.where(step < warmup, self.peak * step / tf.maximum(warmup, 1.0), decayed)
+            return tf.where(total > 0, rate, tf.constant(self.peak, tf.float32))
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
 class BertAdamW(keras.optimizers.AdamW):
     """Keras `AdamW` that can drop Adam's bias correction, as Google BERT's optimiser.
 
@@ -337,7 +376,7 @@ class BertAdamW(keras.optimizers.AdamW):
         return config
 
 
-def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+def create_optimizer(learning_rate: float, num_train_steps: Optional[int], num_warmup_steps: int,
                      weight_decay: float = 0.01, epsilon: float = 1e-6, beta_1: float = 0.9,
                      beta_2: float = 0.999, clip_norm: Optional[float] = 1.0,
                      bias_correction: bool = False,
@@ -346,12 +385,13 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
     """Google BERT's fine-tuning optimiser as a tf-keras `AdamW` (`BertAdamW`).
 
     The rate warms up linearly over `num_warmup_steps` and reaches 0 at `num_train_steps`
-    (`WarmupLinearDecay`); weight decay skips LayerNorms and biases; gradients are clipped
+    (`WarmupLinearDecay`; `num_train_steps` None: `PlannedWarmupDecay`); weight decay skips LayerNorms and biases; gradients are clipped
     to `clip_norm` (None or 0: not clipped). `bias_correction=False` reproduces Google's
     optimiser exactly; `rate_factors` and `step_ceiling` as in `BertAdamW` (the warmup is
     taken as given: the runners lengthen it above the ceiling, `ceiling_warmup_steps`).
     """
-    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    schedule = PlannedWarmupDecay(learning_rate) if num_train_steps is None else \
+        WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     return BertAdamW(learning_rate=schedule, weight_decay=weight_decay,
                      bias_correction=bias_correction, no_decay_patterns=NO_DECAY_PATTERNS,
                      beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,

@@ -5,7 +5,7 @@ a linear warmup over `warmup_proportion` of them (lengthened when the peak rate 
 the step ceiling), then linear decay to 0, with the tuning mode's Adam variant
 (`optimizer.choose_optimizer`) and gradients clipped to global norm 1. The runners read
 the arguments from their flags (`tasks.base`); the library passes them itself
-(`fine_tuning_optimizer`, `tasks.text_classifier.TextClassifier.fit`), so both train
+(`fine_tuning_optimizer`, `library.text_classifier.TextClassifier`), so both train
 with one recipe.
 """
 
@@ -29,14 +29,16 @@ def schedule_for(choice: OptimizerChoice, num_examples: int, batch_size: int, ep
     return dataclasses.replace(schedule, num_warmup_steps=warmup)
 
 
-def optimizer_for(choice: OptimizerChoice, schedule: TrainSchedule, model=None):
-    """The AdamW of `choice` driven by `schedule` (create it under the strategy scope).
+def optimizer_for(choice: OptimizerChoice, schedule: Optional[TrainSchedule], model=None):
+    """The AdamW of `choice` driven by `schedule` (create it under the strategy scope);
+    None: a `PlannedWarmupDecay` that each `TextClassifier.fit` plans.
 
     With `choice.adapter_learning_rate`, the `model`'s trainable adapter weights train at
     that rate instead.
     """
-    return create_optimizer(choice.learning_rate, schedule.num_train_steps,
-                            schedule.num_warmup_steps, bias_correction=choice.bias_correction,
+    steps = (None, 0) if schedule is None else (schedule.num_train_steps,
+                                                schedule.num_warmup_steps)
+    return create_optimizer(choice.learning_rate, *steps, bias_correction=choice.bias_correction,
                             epsilon=choice.epsilon,
                             rate_factors=adapter_rate_factors(choice, model),
                             step_ceiling=choice.step_ceiling)

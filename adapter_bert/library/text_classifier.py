@@ -1,0 +1,603 @@
+"""Your own texts in Keras: a Keras model whose `fit`, `evaluate` and `predict` take strings.
+
+`TextClassifier.from_pretrained(labels=[...])` builds the network `run_classifier.py`
+builds at the same settings and compiles it with the runner's recipe (Google's AdamW,
+warm-up and linear decay, the tuning mode's learning rate). Every Keras method is
+`keras.Model`'s own: texts, labels and weights become a `tf.data` pipeline, the
+preprocessing (`preprocessing.TextPreprocessor`: the runner's tokenisation, packing and
+truncation, in the graph) is mapped over it, and Keras trains, evaluates and predicts.
+The model's config holds the backbone's architecture, vocabulary and casing, so `.keras`
+files, SavedModels and `ModelCheckpoint` files load without the backbone's files.
+"""
+
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from absl import logging
+
+from adapter_bert.adapters.api import adapter_config_from
+from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
+                                         save_trained_weights)
+from adapter_bert.data.tokenization import vocab_lines
+from adapter_bert.errors import UserError
+from adapter_bert.library.inputs import (checked_labels, label_array, sample_weights,
+                                         split_off, text_columns)
+from adapter_bert.library.preprocessing import TextPreprocessor, require_tensorflow_text
+from adapter_bert.metrics.classification import per_class_report, score_logits
+from adapter_bert.metrics.keras_metrics import PearsonCorrelation, for_logits
+from adapter_bert.model.config import BertConfig
+from adapter_bert.model.heads import ClassifierHead
+from adapter_bert.model.inputs import FeatureInputs, check_tf_keras
+from adapter_bert.precision import resolve_dtype
+from adapter_bert.serving.export import export_classifier, trim_to_longest
+from adapter_bert.tasks import base, settings
+from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
+from adapter_bert.training.distribute import get_strategy
+from adapter_bert.training.loop import set_seed
+from adapter_bert.training.objectives import class_weights_for
+from adapter_bert.training.optimizer import PlannedWarmupDecay, choose_optimizer
+from adapter_bert.training.recipe import optimizer_for
+from adapter_bert import io_utils
+
+# The runner's defaults (rows of `tasks.settings`): a model built with none of the
+# arguments trains as `run_classifier.py` does with none of the flags.
+SEED = settings.default("seed")
+MAX_SEQ_LENGTH = settings.default("max_seq_length")
+BATCH_SIZE = settings.default("train_batch_size")
+EPOCHS = int(settings.default("num_train_epochs"))
+WARMUP_PROPORTION = settings.default("warmup_proportion")
+# Texts per `predict` batch when none is given: each batch is padded to its longest row,
+# so past a few hundred rows the padding grows faster than the matmuls gain
+# (bench/library_predict.py measures it).
+PREDICT_BATCH_SIZE = 128
+_LR_CALLBACKS = (keras.callbacks.LearningRateScheduler, keras.callbacks.ReduceLROnPlateau)
+
+
+@keras.utils.register_keras_serializable(package="adapter_bert")
+class TextClassifier(FeatureInputs, keras.Model):
+    """A BERT text classifier (adapters by default) whose Keras methods take raw strings.
+
+    Build it with `from_pretrained` or `from_adapter`. `fit`, `evaluate`, `predict` and the
+    `*_on_batch` methods take texts (a list, an array, a pair `(first_texts,
+    second_texts)`, or a `tf.data.Dataset` of them with labels and weights, batched or
+    not) and labels (names or ids; floats for regression); called directly it takes the
+    features dict. `network` is the runner's task model, `preprocessor` the
+    tokenisation, `labels` the names in logit order (empty for regression), `task` the
+    name adapter directories record, `pair` whether it was trained on sentence pairs.
+    """
+
+    # A SavedModel of it is rebuilt by `from_config`, as Keras' preprocessing layers are.
+    _must_restore_from_config = True
+
+    def __init__(self, network, preprocessor: TextPreprocessor, backbone_config: BertConfig,
+                 settings: dict, name: str = "text_classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.network = network
+        self.preprocessor = preprocessor
+        self.backbone_config = backbone_config
+        # from_pretrained's resolved arguments: what `get_config` gives to rebuild it.
+        self._settings = dict(settings)
+        self.labels = tuple(preprocessor.labels)
+        self.max_seq_length = preprocessor.max_seq_length
+        self.task = settings["task"]
+        self.tuning_mode = settings["tuning_mode"]
+        self.seed = int(settings["seed"])
+        self.pair = bool(settings.get("pair"))
+        self.class_weights: Optional[Dict[str, float]] = settings.get("class_weights")
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_pretrained(cls, labels: Optional[Sequence[str]] = None, backbone: Optional[str] = None,
+                        *, regression: bool = False, adapter="houlsby",
+                        tuning_mode: str = "adapter", task: str = "text_classification",
+                        max_seq_length: Optional[int] = None,
+                        do_lower_case: Optional[bool] = None, seed: int = SEED,
+                        dtype: Optional[str] = "auto", train_pooler="auto",
+                        learning_rate: Optional[float] = None,
+                        warmup_proportion: float = WARMUP_PROPORTION, strategy=None,
+                        quiet: bool = False) -> "TextClassifier":
+        """A classifier on a pretrained backbone, built and compiled as `run_classifier.py`
+        builds and trains it; prints the parameter line (`quiet`: no line, and no notes
+        about training, for a model loaded to predict).
+
+        Args:
+            labels: label names in logit order (the runner sorts the training labels); None
+                with `regression` (one float output, mean squared error).
+            backbone: None (the embedded MiniLM), a checkpoint or a Google release name.
+            adapter: a family name, an `AdapterConfig` or its dict (adapter mode).
+            tuning_mode: "adapter", "full" or "layernorm".
+            task: the name adapter directories record.
+            max_seq_length: None: 128, or the backbone's limit if lower.
+            do_lower_case: None: as the checkpoint says.
+            seed, train_pooler, learning_rate, warmup_proportion: `--seed`,
+                `--train_pooler`, `--learning_rate` (None: the tuning mode's),
+                `--warmup_proportion`.
+            dtype: "auto" (the runner's choice for this machine), "float32",
+                "mixed_bfloat16" or "mixed_float16", for this model only; None: Keras'
+                global policy.
+            strategy: a `tf.distribute.Strategy`; None: the one in scope, as Keras models
+                are built (`with strategy.scope(): TextClassifier.from_pretrained(...)`),
+                else the runner's default.
+
+        Raises ValueError for missing or repeated labels, or labels with `regression`;
+        CheckpointError, ConfigError or TokenizerError for unusable backbone files.
+        """
+        labels = checked_labels(labels, regression)
+        if tuning_mode == "top_k":
+            raise UserError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
+                            "--tuning_mode=top_k --top_k_layers=N")
+        require_tensorflow_text()
+        bert = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
+        adapter_config = adapter_config_from(adapter) if tuning_mode == "adapter" else None
+        found = {
+            "labels": labels, "vocabulary": vocab_lines(io_utils.read_bytes(
+                bert.files.vocab_file)),
+            "do_lower_case": bert.tokenizer.do_lower_case,
+            "max_seq_length": max_seq_length or min(MAX_SEQ_LENGTH,
+                                                    bert.config.max_position_embeddings),
+            "adapter": adapter_config.to_dict() if adapter_config else None,
+            "tuning_mode": tuning_mode, "task": task, "seed": int(seed),
+            "train_pooler": train_pooler, "learning_rate": learning_rate,
+            "warmup_proportion": float(warmup_proportion), "dtype": dtype}
+        return cls._build(bert, found, strategy, quiet)
+
+    @classmethod
+    def _build(cls, bert: base.Backbone, found: dict, strategy, quiet: bool) -> "TextClassifier":
+        """The model of `found` (from_pretrained's resolved arguments) on `bert` (whose
+        `files` are None when the weights come from a saved file), compiled."""
+        if strategy is None:  # the one in scope, else the runner's (one device, or GPUs)
+            strategy = tf.distribute.get_strategy() if tf.distribute.has_strategy() \
+                else get_strategy("auto")
+        found = dict(found, dtype=_model_dtype(found["dtype"], strategy))
+        set_seed(found["seed"])  # the runner's order: seed, then the model
+        adapter = found["adapter"]
+        recipe = ModelRecipe("classifier", len(found["labels"]) or 1,
+                             adapter_config_from(adapter) if adapter else None,
+                             task=found["task"], tuning_mode=found["tuning_mode"],
+                             train_pooler=str(found["train_pooler"]).lower())
+        preprocessor = TextPreprocessor(found["vocabulary"], found["do_lower_case"],
+                                        found["max_seq_length"], found["labels"])
+        previous = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_global_policy(found["dtype"])
+        try:  # the layers keep the policy they were made under; the user's comes back
+            network = recipe.build(strategy, bert, training=not quiet)
+            _float32_heads(network)
+            with strategy.scope():
+                model = cls(network, preprocessor, bert.config, found)
+                model(preprocessor(tf.constant(["a"])))  # built: summary() and save work
+                model.compile()
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+        model._settings["train_pooler"] = _trains_pooler(network)
+        if not quiet:
+            report_parameters(network)
+        return model
+
+    @classmethod
+    def from_adapter(cls, directory: str, backbone: Optional[str] = None,
+                     **kwargs) -> "TextClassifier":
+        """The classifier an adapter directory holds (`save_adapter`'s or a run's
+        `<output_dir>/adapter`), trained on `backbone` (None: the embedded MiniLM), with
+        the sequence length, pairs and class weights it records; `kwargs` are
+        `from_pretrained`'s settings. Quiet: it prints no parameter line.
+        AdapterFileError for another kind of directory or backbone.
+        """
+        description = read_adapter_config(directory)
+        labels = description.get("labels") or None
+        training = description.get("training") or {}
+        kwargs.setdefault("quiet", True)
+        kwargs.setdefault("max_seq_length", training.get("max_seq_length"))
+        model = cls.from_pretrained(labels, backbone, regression=labels is None,
+                                    adapter=description.get("adapter_config"),
+                                    task=description.get("task") or io_utils.basename(directory),
+                                    **kwargs)
+        load_trained_weights(model.network, directory)
+        model.pair = bool(training.get("pair"))
+        model.class_weights = training.get("class_weights")
+        return model
+
+    def call(self, inputs, training=None):
+        return self.network(inputs, training=training)
+
+    # --------------------------------------------------- Keras' saving contract
+    def get_config(self):
+        """Everything `from_config` rebuilds the model from without the backbone's files:
+        the backbone's architecture, vocabulary, casing, the settings and the labels (the
+        weights come from the saved file)."""
+        return {"name": self.name, "backbone_config": self.backbone_config.to_dict(),
+                "settings": dict(self._settings, pair=self.pair,
+                                 class_weights=self.class_weights)}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        bert = base.Backbone(None, BertConfig.from_dict(config["backbone_config"]), None)
+        model = cls._build(bert, config["settings"], None, quiet=True)
+        # Its slots made now, so that a file holding the optimizer's state restores it.
+        with model.distribute_strategy.scope():
+            model.optimizer.build(model.trainable_variables)
+        return model
+
+    def get_build_config(self):
+        return None  # built by from_config
+
+    def get_compile_config(self):
+        return None  # compiled by from_config, with the runner's recipe
+
+    def save(self, filepath, *args, **kwargs):
+        """Keras' `save`: a `.keras` file or a SavedModel folder, which
+        `tf_keras.models.load_model` reads back once the package is imported."""
+        problem = io_utils.write_problem(io_utils.dirname(str(filepath)) or ".")
+        if problem:  # before Keras' own writes, which loop on a missing bucket
+            raise UserError(f"save: {filepath}: {problem}")
+        return super().save(filepath, *args, **kwargs)
+
+    def export(self, directory: str) -> str:
+        """Writes the SavedModel that answers raw strings (`serving_default`: `text_a`,
+        and `text_b` for a pair model -> probabilities and label, or score), served
+        with TensorFlow and tensorflow-text only (docs/serving.md). Returns its path."""
+        vocab_file = io_utils.join(io_utils.make_scratch_dir("adapter_bert_vocab_"), "vocab.txt")
+        try:
+            io_utils.atomic_write_text(vocab_file, "\n".join(self.preprocessor.vocabulary) + "\n")
+            return export_classifier(self.network, directory, vocab_file,
+                                     self.preprocessor.do_lower_case, self.max_seq_length,
+                                     self.labels, self.pair, task=self.task)
+        finally:
+            io_utils.remove_tree(io_utils.dirname(vocab_file))
+
+    # ------------------------------------------------------------- compiling
+    def compile(self, optimizer=None, loss=None, metrics=None, **kwargs):
+        """Keras' `compile`, with the runner's recipe for what is not given: the
+        optimizer (None: the model's runner optimizer, kept across compiles), the loss
+        (cross-entropy on the logits, or mean squared error) and the metrics (accuracy,
+        or Pearson's r). A metric named by a string is made for the model's logits;
+        one-probability metrics (`AUC`, `Precision`, ...) of a two-label model score the
+        second label's probability."""
+        check_tf_keras(metrics or [], "metrics", "compile(metrics=...)")
+        if optimizer is None:
+            optimizer = self.optimizer if _is_planned(getattr(self, "optimizer", None)) \
+                else self._runner_optimizer()
+        if loss is None:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True) \
+                if self.labels else keras.losses.MeanSquaredError()
+        with self.distribute_strategy.scope():
+            metrics = [self._metric(m) for m in metrics] if metrics else \
+                [keras.metrics.SparseCategoricalAccuracy(name="accuracy") if self.labels
+                 else PearsonCorrelation()]
+            super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def _runner_optimizer(self):
+        choice = choose_optimizer(self.tuning_mode, self._settings["learning_rate"])
+        with self.distribute_strategy.scope():
+            return optimizer_for(choice, None, self.network)
+
+    def _metric(self, metric):
+        """A metric for the model's logits: "accuracy" is the labels' accuracy; other
+        names are Keras' metrics; one-probability metrics need two labels."""
+        if isinstance(metric, str) and metric in ("accuracy", "acc") and self.labels:
+            return keras.metrics.SparseCategoricalAccuracy(name=metric)
+        if isinstance(metric, str):
+            metric = keras.metrics.get(metric)
+            metric = metric() if isinstance(metric, type) else metric
+        wrapped = for_logits(metric, len(self.labels))
+        if wrapped is metric and isinstance(metric, keras.metrics.Metric) and \
+                len(self.labels) != 2 and type(for_logits(metric, 2)) is not type(metric):
+            raise UserError(f"compile(metrics=...): {metric.name} scores one probability per "
+                            f"text, which a model of {len(self.labels) or 1} outputs lacks")
+        return wrapped
+
+    # ---------------------------------------------------------------- data
+    def dataset(self, x, y=None, sample_weight=None, batch_size: Optional[int] = None,
+                shuffle: bool = False, labelled: bool = True) -> tf.data.Dataset:
+        """The `tf.data` pipeline Keras' methods get: batches of `(features, label ids,
+        weights)` (just features without `labelled`). `x`: texts, a pair `(first_texts,
+        second_texts)`, or a dataset whose elements are Keras' `x`, `(x, y)` or `(x, y,
+        weight)` with `x` a text or a `(first, second)` pair, batched or not (unbatched
+        ones are batched by `batch_size`, default 32). One line for anything else."""
+        batch = int(batch_size or BATCH_SIZE)
+        if _holds_features(x):  # already mapped (Keras' fit validates through evaluate)
+            return x
+        if isinstance(x, tf.data.Dataset):
+            if y is not None or sample_weight is not None:
+                raise UserError("y and sample_weight must be None when x is a dataset: its "
+                                "elements hold the labels and weights")
+            spec = x.element_spec
+            text = spec[0] if isinstance(spec, tuple) else spec
+            first = text[0] if isinstance(text, tuple) else text
+            if not _is_text(text):
+                raise UserError(f"a dataset's elements must be texts, (text, label) or (text, "
+                                f"label, weight), a text being a string or a (first, second) "
+                                f"pair of strings; got {spec}")
+            data = x if first.shape.rank else x.batch(batch)
+            return data.map(self._batch_mapper(labelled), tf.data.AUTOTUNE).prefetch(
+                tf.data.AUTOTUNE)
+        # Texts in memory are tokenised at once (one call of the traced tokenizer), and
+        # each batch is cut to its longest row.
+        texts, second = text_columns(x)
+        columns = [self._features(texts, second)]
+        if labelled and y is not None:
+            columns.append(label_array(y, len(texts), self.labels))
+            if sample_weight is not None:
+                columns.append(sample_weights(sample_weight, len(texts)))
+        data = tf.data.Dataset.from_tensor_slices(tuple(columns) if len(columns) > 1
+                                                  else columns[0])
+        if shuffle:
+            data = data.shuffle(len(texts), seed=self.seed, reshuffle_each_iteration=True)
+        return self._batched(data, batch)
+
+    def _batched(self, data: tf.data.Dataset, batch: int) -> tf.data.Dataset:
+        """Batches of `data`'s rows of features (and labels, weights), each cut to its
+        longest row unless the shapes must stay static."""
+        static = self.preprocessor.static_shapes
+
+        @tf.autograph.experimental.do_not_convert
+        def trimmed(features, *rest):
+            features = features if static else trim_to_longest(features)
+            return (features, *rest) if rest else features
+        return data.batch(batch).map(trimmed).prefetch(tf.data.AUTOTUNE)
+
+    def _batch_mapper(self, labelled: bool):
+        preprocessor = self.preprocessor
+
+        @tf.autograph.experimental.do_not_convert
+        def mapped(*element):
+            x, y, weight = keras.utils.unpack_x_y_sample_weight(element)
+            features = preprocessor(x)
+            if not labelled or y is None:
+                return features
+            y = preprocessor.label_ids(y)
+            return (features, y) if weight is None else (features, y, weight)
+        return mapped
+
+    def _features(self, texts, second=None) -> dict:
+        """The features of checked texts (and second texts)."""
+        return self.preprocessor(tf.constant(texts) if second is None
+                                 else (tf.constant(texts), tf.constant(second)))
+
+    def _class_weight_ids(self, class_weight, data, y) -> Optional[Dict[int, float]]:
+        """Keras' `class_weight` ({id: weight} for every label) of the runner's rule:
+        "balanced" or {name or id: weight}; recorded for `save_adapter`."""
+        if class_weight is None:
+            return None
+        counts = {}
+        if isinstance(class_weight, str):  # "balanced" reads the training labels
+            ids = label_array(y, len(y), self.labels) if y is not None else \
+                np.concatenate([b[1].numpy() for b in data]) if data is not None else None
+            counts = None if ids is None else {
+                name: int(np.sum(ids == i)) for i, name in enumerate(self.labels)}
+        self.class_weights = class_weights_for(class_weight, list(self.labels),
+                                               not self.labels, counts, name="class_weight")
+        return {i: w for i, w in enumerate(self.class_weights.values())}
+
+    # ------------------------------------------------------------- training
+    def fit(self, x=None, y=None, batch_size: Optional[int] = None, epochs: int = EPOCHS,
+            verbose="auto", callbacks=None, validation_split: float = 0.0,
+            validation_data=None, shuffle: bool = True, class_weight=None,
+            sample_weight=None, initial_epoch: int = 0, steps_per_epoch=None, **kwargs):
+        """Keras' `fit` on texts and labels (see `dataset` for what `x` may be), returning
+        Keras' `History`. `epochs` defaults to the runner's 3, not Keras' 1. `class_weight`: "balanced", or {label name or id: weight}, as
+        `run_classifier.py --class_weights` weighs the loss (recorded by `save_adapter`).
+        Under the runner's optimizer the schedule is planned by each fit: warm-up over
+        `warmup_proportion` of the steps from the optimizer's first step to this fit's
+        last, then linear decay to 0 there, so a later fit (or `initial_epoch`) continues
+        the same optimizer. Learning-rate callbacks need an optimizer of one's own
+        (`compile(optimizer=...)`): the schedule sets the rate at every step.
+        """
+        callbacks = list(callbacks or [])
+        check_tf_keras(callbacks, "callbacks", "fit(callbacks=...)")
+        if _is_planned(self.optimizer):
+            for callback in callbacks:
+                if isinstance(callback, _LR_CALLBACKS):
+                    raise UserError(
+                        f"fit(callbacks=...): {type(callback).__name__} sets the learning "
+                        "rate, which the runner's schedule sets at every step: compile("
+                        "optimizer=...) with an optimizer of your own to use it")
+        if validation_split and validation_data is None:
+            if isinstance(x, tf.data.Dataset):
+                raise UserError("validation_split needs texts and labels, not a dataset: "
+                                "pass validation_data")
+            x, y, sample_weight, validation_data = split_off(x, y, sample_weight,
+                                                              validation_split)
+        if not isinstance(x, tf.data.Dataset) and y is None:
+            raise UserError("fit needs y: a label (name, id or float) for each text")
+        data = self.dataset(x, y, sample_weight, batch_size, shuffle)
+        self.pair = self.pair or _holds_pairs(x)
+        if validation_data is not None:
+            validation_data = self._validation(validation_data, batch_size)
+        class_ids = self._class_weight_ids(class_weight, data, y)
+        steps = steps_per_epoch or _batches(data)
+        if _is_planned(self.optimizer) and steps is not None:
+            self._plan(steps * (int(epochs) - int(initial_epoch)))
+        return super().fit(data, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                           validation_data=validation_data, class_weight=class_ids,
+                           initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+                           **kwargs)
+
+    def _plan(self, steps: int) -> None:
+        """Plans the runner's schedule to end `steps` after the optimizer's current step."""
+        if steps <= 0:
+            return
+        total = int(self.optimizer.iterations.numpy()) + steps
+        choice = choose_optimizer(self.tuning_mode, self._settings["learning_rate"])
+        warmup = choice.warmup_steps(int(total * self._settings["warmup_proportion"]), total)
+        self.optimizer._learning_rate.plan(total, warmup)  # noqa: SLF001 - its schedule
+
+    def _validation(self, data, batch_size):
+        if isinstance(data, tf.data.Dataset):
+            return self.dataset(data, batch_size=batch_size)
+        if not isinstance(data, tuple) or len(data) not in (2, 3):
+            raise UserError("validation_data: expected (texts, labels), (texts, labels, "
+                            f"weights) or a tf.data.Dataset, got {type(data).__name__}")
+        return self.dataset(*data, batch_size=batch_size)
+
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, **kwargs):
+        """Keras' `train_on_batch` on one batch of texts and labels."""
+        return super().train_on_batch(
+            *self._labelled(x, y), sample_weight=sample_weight,
+            class_weight=self._class_weight_ids(class_weight, None, y), **kwargs)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, **kwargs):
+        """Keras' `test_on_batch` on one batch of texts and labels."""
+        return super().test_on_batch(*self._labelled(x, y), sample_weight=sample_weight,
+                                     **kwargs)
+
+    def _labelled(self, x, y):
+        texts, second = text_columns(x)
+        return self._features(texts, second), label_array(y, len(texts), self.labels)
+
+    # ----------------------------------------------------------- inference
+    def predict(self, x, batch_size: Optional[int] = None, verbose="auto", steps=None,
+                callbacks=None, return_labels: bool = False, **kwargs):
+        """Keras' `predict`: logits `[N, num_labels]` of texts (`[N, 1]` for regression),
+        in their order (`batch_size` default `PREDICT_BATCH_SIZE`); with `return_labels`,
+        the predicted label names (floats for regression). Texts in memory run in order of
+        length (each batch padded to rows of about its length); a dataset's run as they
+        come, and labels and weights in its elements are ignored, as Keras ignores them."""
+        batch_size = batch_size or PREDICT_BATCH_SIZE
+        if isinstance(x, tf.data.Dataset):
+            logits = super().predict(self.dataset(x, batch_size=batch_size, labelled=False),
+                                     verbose=verbose, steps=steps, callbacks=callbacks,
+                                     **kwargs)
+        elif _is_empty(x):
+            logits = np.zeros((0, max(1, len(self.labels))), np.float32)
+        else:
+            # Texts in memory are predicted in order of length, so that each batch is
+            # padded to rows of about its own length, and answered in the texts' order.
+            features = self._features(*text_columns(x))
+            order = np.argsort(features["input_mask"].numpy().sum(1), kind="stable")
+            data = tf.data.Dataset.from_tensor_slices(
+                {key: tf.gather(value, order) for key, value in features.items()})
+            in_order = super().predict(self._batched(data, batch_size), verbose=verbose,
+                                       steps=steps, callbacks=callbacks, **kwargs)
+            logits = np.empty_like(in_order)
+            logits[order] = in_order
+        return self.label_names(logits) if return_labels else logits
+
+    def predict_on_batch(self, x):
+        """Keras' `predict_on_batch` on one batch of texts."""
+        return super().predict_on_batch(self._features(*text_columns(x)))
+
+    def label_names(self, logits) -> list:
+        """The predicted label name of each row of `logits` (floats for regression)."""
+        logits = np.asarray(logits)
+        if not self.labels:
+            return [float(v) for v in logits[:, 0]]
+        return [self.labels[i] for i in logits.argmax(-1)]
+
+    def evaluate(self, x=None, y=None, batch_size: Optional[int] = None, verbose="auto",
+                 sample_weight=None, steps=None, callbacks=None, return_dict=False, **kwargs):
+        """Keras' `evaluate`: the loss and the compiled metrics of texts and labels."""
+        return super().evaluate(self.dataset(x, y, sample_weight, batch_size), verbose=verbose,
+                                steps=steps, callbacks=callbacks, return_dict=return_dict,
+                                **kwargs)
+
+    def report(self, x, y, batch_size: Optional[int] = None) -> dict:
+        """The runner's eval_results.txt figures for texts and labels: "loss" and the
+        metrics of own data (`metrics.classification`: accuracy, macro_f1, mcc, and with
+        two labels precision, recall and f1 of the second; pearson, spearmanr and mse for
+        regression), and for classes "per_class" (eval_per_class.tsv's figures)."""
+        targets = label_array(y, len(text_columns(x)[0]) if not isinstance(
+            x, tf.data.Dataset) else 0, self.labels) if y is not None else None
+        if targets is None:
+            raise UserError("report needs y: a label (name, id or float) for each text")
+        logits = self.predict(x, batch_size=batch_size, verbose=0)
+        targets = targets.reshape(-1, 1) if not self.labels else targets
+        results = dict(score_logits(logits, targets, "classification" if self.labels
+                                    else "regression", not self.labels))
+        if self.labels:
+            results["per_class"] = {
+                name: {"precision": p, "recall": r, "f1": f, "support": n}
+                for name, p, r, f, n in per_class_report(logits.argmax(-1), targets,
+                                                         self.labels)}
+        return results
+
+    # --------------------------------------------------------------- files
+    def save_adapter(self, directory: str, name: Optional[str] = None,
+                     task: Optional[str] = None, labels: Optional[Sequence[str]] = None) -> str:
+        """Writes the adapter directory `run_classifier.py` writes (weights, backbone
+        description, task, label names, sequence length, and how it was trained);
+        returns the weights file's path. `name`: its adapter (default: the one it
+        trains); `task` (default the model's) names it; `labels`, if given, must be the
+        model's."""
+        if labels is not None and list(labels) != list(self.labels):
+            raise UserError(f"save_adapter: labels {list(labels)} are not the model's "
+                            f"{list(self.labels)}")
+        training = {"class_weights": self.class_weights, "pair": self.pair or None,
+                    "max_seq_length": self.max_seq_length}
+        return save_trained_weights(self.network, directory, task or self.task,
+                                    list(self.labels), self.tuning_mode,
+                                    {k: v for k, v in training.items() if v}, name)
+
+
+def _model_dtype(dtype: Optional[str], strategy) -> str:
+    """The dtype policy a model is built under: Keras' global one (None), or `dtype`
+    ("auto": the runner's choice for this machine), said in one line."""
+    if dtype is None:
+        return keras.mixed_precision.global_policy().name
+    resolved, why = resolve_dtype(dtype, strategy=strategy)
+    if dtype == "auto":
+        logging.info("TextClassifier dtype: %s for this model (dtype=auto: %s)", resolved, why)
+    return resolved
+
+
+def _float32_heads(network) -> None:
+    """Heads compute in float32 under a mixed policy, as Keras' mixed-precision guide has
+    the last layer: logits not rounded to bfloat16's 8 bits, which would tie the scores
+    of many texts. (The runners keep their own numerics, which their figures state.)"""
+    for head in [m for m in network.submodules if isinstance(m, ClassifierHead)]:
+        for layer in (head, *head.submodules):  # its dropout too, which would cast back
+            if isinstance(layer, keras.layers.Layer):
+                layer._set_dtype_policy("float32")  # noqa: SLF001 - Keras' own setter
+
+
+def _trains_pooler(network) -> bool:
+    bert = getattr(network, "bert", None)
+    pooler = getattr(bert, "pooler", None)
+    return bool(pooler is not None and pooler.trainable and pooler.trainable_weights)
+
+
+def _is_planned(optimizer) -> bool:
+    """Whether `optimizer` is the runner's, whose schedule each fit plans."""
+    return isinstance(getattr(optimizer, "_learning_rate", None), PlannedWarmupDecay)
+
+
+def _holds_features(x) -> bool:
+    """Whether `x` is a dataset whose inputs are the features dict."""
+    if not isinstance(x, tf.data.Dataset):
+        return False
+    spec = x.element_spec
+    first = spec[0] if isinstance(spec, tuple) else spec
+    return isinstance(first, dict) and "input_ids" in first
+
+
+def _holds_pairs(x) -> bool:
+    """Whether texts `x` (as `TextClassifier.dataset` takes them) are sentence pairs."""
+    if isinstance(x, tf.data.Dataset):
+        spec = x.element_spec
+        return isinstance(spec, tuple) and isinstance(spec[0], tuple)
+    return text_columns(x)[1] is not None
+
+
+def _is_text(spec) -> bool:
+    """Whether a dataset element part is a text: a string, or a pair of strings."""
+    if isinstance(spec, tuple):
+        return len(spec) == 2 and all(_is_text(part) for part in spec) and \
+            not any(isinstance(part, tuple) for part in spec)
+    return isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string
+
+
+def _batches(data: tf.data.Dataset) -> Optional[int]:
+    """Batches per pass of `data`, counted when TensorFlow cannot tell; None if endless."""
+    count = int(data.cardinality())
+    if count == tf.data.INFINITE_CARDINALITY:
+        return None
+    if count == tf.data.UNKNOWN_CARDINALITY:
+        count = int(data.reduce(0, lambda total, _: total + 1))
+    return count
+
+
+def _is_empty(x) -> bool:
+    if isinstance(x, tuple):
+        return all(len(part) == 0 for part in x)
+    return not isinstance(x, (str, bytes)) and x is not None and len(x) == 0
