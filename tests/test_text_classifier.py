@@ -126,17 +126,6 @@ def test_the_runner_and_the_library_read_each_others_adapters(library_model, run
 
 
 @pytest.mark.slow
-@SHARES_THE_RUNS
-def test_both_learn_the_same_task_from_the_same_file(library_model, runner_run, mood_data):
-    """Keras' batches are not the runner's length-bucketed ones, so the weights differ;
-    both learn the words that give the classes away."""
-    texts, labels = (list(v) for v in zip(*mood_data["dev"]))
-    runner = read_results(runner_run / "eval_results.txt")
-    library = library_model.report(texts, labels)
-    assert library["accuracy"] >= 0.9 and float(runner["eval_accuracy"]) >= 0.9
-
-
-@pytest.mark.slow
 def test_regression_takes_floats_and_reports_the_runners_figures(backbone):
     pytest.importorskip("tensorflow_text")
     model = TextClassifier.from_pretrained(None, str(backbone / "bert_model.ckpt"),

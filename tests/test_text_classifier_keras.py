@@ -426,6 +426,8 @@ def test_backup_and_restore_resumes_a_killed_fit(backbone, tmp_path):
     # Epochs 0 and 1 were backed up before the kill: the rerun trains 2 and 3 only, on
     # the same optimizer step count as an unbroken fit.
     assert result["epochs"] == [2, 3] and result["step"] == 8
+    # Near an unbroken fit's weights, not equal: Keras restores the weights, optimizer and
+    # epoch, not the shuffle order or the dropout draws.
     whole = run(tmp_path / "other", "finish")
     unbroken = json.loads(whole.stdout.strip().splitlines()[-1])
-    np.testing.assert_allclose(result["logits"], unbroken["logits"], atol=1e-4)
+    np.testing.assert_allclose(result["logits"], unbroken["logits"], atol=5e-3)

@@ -10,6 +10,7 @@ The model's config holds the backbone's architecture, vocabulary and casing, so 
 files, SavedModels and `ModelCheckpoint` files load without the backbone's files.
 """
 
+import re
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -34,7 +35,6 @@ from adapter_bert.precision import resolve_dtype
 from adapter_bert.serving.export import export_classifier, trim_to_longest
 from adapter_bert.tasks import base, settings
 from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
-from adapter_bert.training.distribute import get_strategy
 from adapter_bert.training.loop import set_seed
 from adapter_bert.training.objectives import class_weights_for
 from adapter_bert.training.optimizer import PlannedWarmupDecay, choose_optimizer
@@ -118,8 +118,7 @@ class TextClassifier(FeatureInputs, keras.Model):
                 "mixed_bfloat16" or "mixed_float16", for this model only; None: Keras'
                 global policy.
             strategy: a `tf.distribute.Strategy`; None: the one in scope, as Keras models
-                are built (`with strategy.scope(): TextClassifier.from_pretrained(...)`),
-                else the runner's default.
+                are built (`with strategy.scope(): TextClassifier.from_pretrained(...)`).
 
         Raises ValueError for missing or repeated labels, or labels with `regression`;
         CheckpointError, ConfigError or TokenizerError for unusable backbone files.
@@ -147,9 +146,8 @@ class TextClassifier(FeatureInputs, keras.Model):
     def _build(cls, bert: base.Backbone, found: dict, strategy, quiet: bool) -> "TextClassifier":
         """The model of `found` (from_pretrained's resolved arguments) on `bert` (whose
         `files` are None when the weights come from a saved file), compiled."""
-        if strategy is None:  # the one in scope, else the runner's (one device, or GPUs)
-            strategy = tf.distribute.get_strategy() if tf.distribute.has_strategy() \
-                else get_strategy("auto")
+        if strategy is None:  # the one in scope (Keras' default strategy outside any)
+            strategy = tf.distribute.get_strategy()
         found = dict(found, dtype=_model_dtype(found["dtype"], strategy))
         set_seed(found["seed"])  # the runner's order: seed, then the model
         adapter = found["adapter"]
@@ -277,9 +275,17 @@ class TextClassifier(FeatureInputs, keras.Model):
         names are Keras' metrics; one-probability metrics need two labels."""
         if isinstance(metric, str) and metric in ("accuracy", "acc") and self.labels:
             return keras.metrics.SparseCategoricalAccuracy(name=metric)
-        if isinstance(metric, str):
-            metric = keras.metrics.get(metric)
-            metric = metric() if isinstance(metric, type) else metric
+        if isinstance(metric, str):  # named after the string, not "auc_3"
+            name = re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", metric).lower()
+            made = keras.metrics.get(metric)
+            made = made() if isinstance(made, type) else made
+            metric = type(made).from_config({**made.get_config(), "name": name}) \
+                if isinstance(made, keras.metrics.Metric) else \
+                keras.metrics.MeanMetricWrapper(made, name=name)
+        extended = self.distribute_strategy.extended
+        if not all(extended.variable_created_in_scope(v) for v in
+                   getattr(metric, "variables", ())):  # made outside the model's scope:
+            metric = type(metric).from_config(metric.get_config())  # as Keras makes names
         wrapped = for_logits(metric, len(self.labels))
         if wrapped is metric and isinstance(metric, keras.metrics.Metric) and \
                 len(self.labels) != 2 and type(for_logits(metric, 2)) is not type(metric):
