@@ -30,7 +30,7 @@ from adapter_bert.metrics.classification import per_class_report, score_logits
 from adapter_bert.metrics.keras_metrics import PearsonCorrelation, for_logits
 from adapter_bert.model.config import BertConfig
 from adapter_bert.model.heads import ClassifierHead
-from adapter_bert.model.inputs import FeatureInputs, check_tf_keras
+from adapter_bert.model.inputs import FEATURE_NAMES, FeatureInputs, check_tf_keras
 from adapter_bert.precision import resolve_dtype
 from adapter_bert.serving.export import export_classifier, trim_to_longest
 from adapter_bert.tasks import base, settings
@@ -149,7 +149,8 @@ class TextClassifier(FeatureInputs, keras.Model):
         if strategy is None:  # the one in scope (Keras' default strategy outside any)
             strategy = tf.distribute.get_strategy()
         found = dict(found, dtype=_model_dtype(found["dtype"], strategy))
-        set_seed(found["seed"])  # the runner's order: seed, then the model
+        if bert.files is not None:  # the runner's order: seed, then the model (a loaded
+            set_seed(found["seed"])  # model's weights come from its file)
         adapter = found["adapter"]
         recipe = ModelRecipe("classifier", len(found["labels"]) or 1,
                              adapter_config_from(adapter) if adapter else None,
@@ -164,7 +165,7 @@ class TextClassifier(FeatureInputs, keras.Model):
             _float32_heads(network)
             with strategy.scope():
                 model = cls(network, preprocessor, bert.config, found)
-                model(preprocessor(tf.constant(["a"])))  # built: summary() and save work
+                model({key: tf.zeros([1, 2], tf.int32) for key in FEATURE_NAMES})  # built
                 model.compile()
         finally:
             keras.mixed_precision.set_global_policy(previous)
