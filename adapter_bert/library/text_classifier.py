@@ -27,7 +27,8 @@ from adapter_bert.library.inputs import (checked_labels, label_array, sample_wei
                                          split_off, text_columns)
 from adapter_bert.library.preprocessing import TextPreprocessor, require_tensorflow_text
 from adapter_bert.metrics.classification import per_class_report, score_logits
-from adapter_bert.metrics.keras_metrics import PearsonCorrelation, for_logits
+from adapter_bert.metrics.keras_metrics import (PearsonCorrelation, for_logits,
+                                                scores_one_probability)
 from adapter_bert.model.config import BertConfig
 from adapter_bert.model.heads import ClassifierHead
 from adapter_bert.model.inputs import FEATURE_NAMES, FeatureInputs, check_tf_keras
@@ -287,12 +288,10 @@ class TextClassifier(FeatureInputs, keras.Model):
         if not all(extended.variable_created_in_scope(v) for v in
                    getattr(metric, "variables", ())):  # made outside the model's scope:
             metric = type(metric).from_config(metric.get_config())  # as Keras makes names
-        wrapped = for_logits(metric, len(self.labels))
-        if wrapped is metric and isinstance(metric, keras.metrics.Metric) and \
-                len(self.labels) != 2 and type(for_logits(metric, 2)) is not type(metric):
+        if scores_one_probability(metric) and len(self.labels) != 2:
             raise UserError(f"compile(metrics=...): {metric.name} scores one probability per "
                             f"text, which a model of {len(self.labels) or 1} outputs lacks")
-        return wrapped
+        return for_logits(metric, len(self.labels))
 
     # ---------------------------------------------------------------- data
     def dataset(self, x, y=None, sample_weight=None, batch_size: Optional[int] = None,

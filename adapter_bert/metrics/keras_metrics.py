@@ -138,9 +138,14 @@ class OnPositiveClass(keras.metrics.Metric):
 def for_logits(metric, num_labels: int):
     """`metric` as a `compile` of a model of `num_labels` logits can use it: a one-probability
     metric of a two-class model wrapped in `OnPositiveClass`, anything else as it is."""
-    if num_labels == 2 and isinstance(metric, _BINARY_METRICS):
+    if num_labels == 2 and scores_one_probability(metric):
         return OnPositiveClass(metric)
     return metric
+
+
+def scores_one_probability(metric) -> bool:
+    """Whether `metric` reads one probability per example (`AUC`, `Precision`, ...)."""
+    return isinstance(metric, _BINARY_METRICS)
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
