@@ -16,18 +16,8 @@ import tf_keras as keras
 
 from adapter_bert.data.tokenization import read_vocab
 from adapter_bert.errors import UserError
-from adapter_bert.install_check import add_on_install
-from adapter_bert.serving.export import trim_to_longest
+from adapter_bert.serving.export import require_serving_extra, trim_to_longest
 from adapter_bert.serving.tokenizer import BertInputEncoder, VocabularyError
-
-
-def require_tensorflow_text() -> None:
-    """One line naming the install command when tensorflow-text is missing."""
-    try:
-        import tensorflow_text  # noqa: F401
-    except ImportError:
-        raise UserError("TextClassifier tokenises in the graph with tensorflow-text, which "
-                        f"is not installed: {add_on_install('tensorflow-text')}") from None
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")
@@ -45,7 +35,7 @@ class TextPreprocessor(keras.layers.Layer):
         kwargs.setdefault("trainable", False)
         kwargs["dtype"] = "float32"  # nothing here computes in another precision
         super().__init__(**kwargs)
-        require_tensorflow_text()
+        require_serving_extra("TextClassifier (its tokenizer runs in the graph)")
         self.vocabulary = list(vocabulary)
         self.do_lower_case = bool(do_lower_case)
         self.max_seq_length = int(max_seq_length)

@@ -21,11 +21,11 @@ from absl import logging
 from adapter_bert.adapters.api import adapter_config_from
 from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
                                          save_trained_weights)
-from adapter_bert.data.tokenization import vocab_lines
+from adapter_bert.data.tokenization import read_vocab, vocab_lines
 from adapter_bert.errors import UserError
 from adapter_bert.library.inputs import (checked_labels, label_array, sample_weights,
                                          split_off, text_columns)
-from adapter_bert.library.preprocessing import TextPreprocessor, require_tensorflow_text
+from adapter_bert.library.preprocessing import TextPreprocessor
 from adapter_bert.metrics.classification import per_class_report, score_logits
 from adapter_bert.metrics.keras_metrics import (PearsonCorrelation, for_logits,
                                                 scores_one_probability)
@@ -33,7 +33,8 @@ from adapter_bert.model.config import BertConfig
 from adapter_bert.model.heads import ClassifierHead
 from adapter_bert.model.inputs import FEATURE_NAMES, FeatureInputs, check_tf_keras
 from adapter_bert.precision import resolve_dtype
-from adapter_bert.serving.export import export_classifier, trim_to_longest
+from adapter_bert.serving.export import (export_classifier, require_serving_extra,
+                                         trim_to_longest)
 from adapter_bert.tasks import base, settings
 from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
 from adapter_bert.training.loop import set_seed
@@ -128,7 +129,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         if tuning_mode == "top_k":
             raise UserError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
                             "--tuning_mode=top_k --top_k_layers=N")
-        require_tensorflow_text()
+        require_serving_extra("TextClassifier (its tokenizer runs in the graph)")
         bert = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
         adapter_config = adapter_config_from(adapter) if tuning_mode == "adapter" else None
         found = {
@@ -237,14 +238,9 @@ class TextClassifier(FeatureInputs, keras.Model):
         """Writes the SavedModel that answers raw strings (`serving_default`: `text_a`,
         and `text_b` for a pair model -> probabilities and label, or score), served
         with TensorFlow and tensorflow-text only (docs/serving.md). Returns its path."""
-        vocab_file = io_utils.join(io_utils.make_scratch_dir("adapter_bert_vocab_"), "vocab.txt")
-        try:
-            io_utils.atomic_write_text(vocab_file, "\n".join(self.preprocessor.vocabulary) + "\n")
-            return export_classifier(self.network, directory, vocab_file,
-                                     self.preprocessor.do_lower_case, self.max_seq_length,
-                                     self.labels, self.pair, task=self.task)
-        finally:
-            io_utils.remove_tree(io_utils.dirname(vocab_file))
+        return export_classifier(self.network, directory, read_vocab(self.preprocessor.vocabulary),
+                                 self.preprocessor.do_lower_case, self.max_seq_length,
+                                 self.labels, self.pair, task=self.task)
 
     # ------------------------------------------------------------- compiling
     def compile(self, optimizer=None, loss=None, metrics=None, **kwargs):

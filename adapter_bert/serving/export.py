@@ -159,8 +159,8 @@ def export_classifier(model, export_dir: str, vocab_file: str, do_lower_case: bo
     """Writes a string-in SavedModel of a trained sentence (pair) classifier.
 
     `model` maps Google-named int32 features to float32 logits (`BertClassifier`,
-    `ResAdapterClassifier`); `vocab_file`, `do_lower_case`, `max_seq_length` are the run's
-    tokenisation; `labels` in logit order (None or empty: regression); `pair` adds `text_b`;
+    `ResAdapterClassifier`); `vocab_file` (or its {token: id}), `do_lower_case`,
+    `max_seq_length` are the run's tokenisation; `labels` in logit order (None or empty: regression); `pair` adds `text_b`;
     `task` is recorded. Returns the SavedModel's absolute path; raises ExportError for
     labels that do not match the outputs and VocabularyError for an unusable vocabulary.
     """
@@ -188,13 +188,14 @@ def _dummy_features():
             for name in FEATURE_NAMES}
 
 
-def require_serving_extra() -> None:
-    """Raises ExportError, naming the fix, when tensorflow-text is not installed."""
+def require_serving_extra(what: str = "--export_dir") -> None:
+    """Raises ExportError, naming the fix, when tensorflow-text (which `what` needs) is not
+    installed."""
     try:
         import tensorflow_text  # noqa: F401
     except ImportError:
         from adapter_bert.install_check import add_on_install
-        raise ExportError(f"--export_dir needs tensorflow-text: run  "
+        raise ExportError(f"{what} needs tensorflow-text: run  "
                           f"{add_on_install('tensorflow-text')}") from None
 
 
