@@ -40,7 +40,7 @@ def start(script: str, command: str) -> str:
 
 def entry_point(module_name: str, script: str, command: str, runner: str, job: str):
     """What a runner's module holds, made in one place: `start`s (before TensorFlow loads),
-    defines `runner`'s flags from the settings table (`tasks.settings`) and returns
+    defines `runner`'s flags from the settings table (`command_line.settings`) and returns
     (program, FLAGS, main, run). `job` ("module:function") takes the parsed flags and
     returns the exit status; the input errors it raises become one `<program>: error:`
     line and exit status 1."""
@@ -49,7 +49,7 @@ def entry_point(module_name: str, script: str, command: str, runner: str, job: s
     module.__doc__ = (module.__doc__ or "").rstrip() + (
         f"\n\nInstalled, `{command}` runs the same; in a clone of the repository,\n"
         f"`python {script}` takes the same flags.\n")
-    from adapter_bert.tasks import flags as runner_flags
+    from adapter_bert.command_line import flags as runner_flags
     runner_flags.define(runner)
     # --helpshort lists the key flags of the module Python started: the runner's module.
     key_module = sys.argv[0] if module_name == "__main__" else module_name
@@ -58,7 +58,8 @@ def entry_point(module_name: str, script: str, command: str, runner: str, job: s
 
     def main(argv=None) -> int:
         del argv  # everything comes from flags
-        from adapter_bert.tasks import base, settings
+        from adapter_bert.command_line import settings
+        from adapter_bert.tasks import base
         work = base.function_named(job)
         return base.run_cli(program, lambda: work(flags.FLAGS),
                             lambda: settings.path_values(flags.FLAGS, runner))

@@ -31,7 +31,8 @@ def main(argv=None) -> int:
         print(__doc__.strip() + "\n\n" + USAGE)
         return 0
     cli.start(SCRIPT, COMMAND)
-    from adapter_bert.tasks import base, settings, sweep
+    from adapter_bert.command_line import settings
+    from adapter_bert.tasks import base, sweep
 
     def body() -> int:
         try:

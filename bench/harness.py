@@ -230,6 +230,13 @@ def write_json(path: str, payload, indent: int = 2) -> None:
     atomic_write_text(path, json.dumps(payload, indent=indent))
 
 
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence], note: str) -> str:
+    """A Markdown table of `rows` under `header`, then `note` (what it ran on)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + f"\n\n{note}\n"
+
+
 def write_results(stem: str, result: dict, table: str) -> Dict[str, str]:
     """Writes `<stem>.json` (`result`) and `<stem>.md` (`table`), each atomically;
     returns their paths."""

@@ -19,7 +19,7 @@ import random
 import statistics
 import time
 
-from bench.harness import RESULTS, cpu_description, write_results
+from bench.harness import RESULTS, cpu_description, markdown_table, write_results
 
 SIZES = (32, 64, 128, 256, 512)
 
@@ -60,9 +60,9 @@ def main(argv=None) -> dict:
     result = {"cpu": cpu_description(), "texts": len(texts),
               "data": "airline tweets" if args.data else "generated, 5-60 words",
               "rounds": args.rounds, "rows": rows}
-    lines = ["| batch size | texts/s | vs 32 |", "|---|---|---|"]
-    lines += [f"| {r['batch_size']} | {r['texts_per_s']} | {r['vs_32']} |" for r in rows]
-    table = "\n".join(lines) + f"\n\n{result['cpu'].get('model', '')}, {result['data']}\n"
+    table = markdown_table(("batch size", "texts/s", "vs 32"),
+                           [(r["batch_size"], r["texts_per_s"], r["vs_32"]) for r in rows],
+                           f"{result['cpu'].get('model', '')}, {result['data']}")
     write_results(os.path.join(RESULTS, "library_predict"), result, table)
     print(table)
     return result

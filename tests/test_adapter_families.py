@@ -90,7 +90,7 @@ def test_built_in_families_are_registered_and_count_their_weights(tiny_config):
 
 def test_runner_flags_offer_the_registered_families():
     from absl import flags
-    from adapter_bert.tasks.flags import define_classifier_flags
+    from adapter_bert.command_line.flags import define_classifier_flags
     if "adapter_type" not in flags.FLAGS:  # another test may have defined them
         define_classifier_flags()
     choices = flags.FLAGS["adapter_type"].parser.enum_values

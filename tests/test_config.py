@@ -122,7 +122,7 @@ def test_adapter_config_defaults_follow_the_paper():
 def test_runner_flag_and_layers_share_the_config_default():
     from absl import flags
     from adapter_bert.model.adapter_layers import HoulsbyAdapter
-    from adapter_bert.tasks.flags import define_classifier_flags
+    from adapter_bert.command_line.flags import define_classifier_flags
     if "adapter_init_scale" not in flags.FLAGS:  # another test may have defined them
         define_classifier_flags()
     assert flags.FLAGS["adapter_init_scale"].default == AdapterConfig().init_scale

@@ -1,7 +1,7 @@
 """The command-line entry points explain themselves: --helpshort and the docstring example.
 
 `--helpshort` lists the key flags of the main module; the flags are defined in
-adapter_bert/tasks/flags.py (and tasks/ablation.py), so each runner (adapter_bert/
+adapter_bert/command_line/flags.py (and tasks/ablation.py), so each runner (adapter_bert/
 run_classifier.py, ...) adopts them, and its help shows the same whether it is started as
 `python -m adapter_bert.run_classifier` or as the clone's root script run_classifier.py.
 Each entry point's docstring shows an example command: it must pass the runner's flag
@@ -72,7 +72,7 @@ def _swap(argv, old: str, new: str) -> list:
 
 
 def test_run_classifier_example_passes_validation(mrpc_dir, tmp_path):
-    from adapter_bert.tasks import flag_checks
+    from adapter_bert.command_line import flag_checks
     module = importlib.import_module("adapter_bert.run_classifier")
     argv = _swap(_example_argv(module), "glue_data/MRPC", str(mrpc_dir))
     argv = _swap(argv, "/tmp/mrpc", str(tmp_path / "mrpc"))
@@ -82,7 +82,7 @@ def test_run_classifier_example_passes_validation(mrpc_dir, tmp_path):
 
 
 def test_run_squad_example_passes_validation(squad_dir, tmp_path):
-    from adapter_bert.tasks import flag_checks
+    from adapter_bert.command_line import flag_checks
     module = importlib.import_module("adapter_bert.run_squad")
     squad = squad_dir
     argv = _swap(_example_argv(module), "squad/train-v1.1.json",
@@ -97,7 +97,7 @@ def test_run_squad_example_passes_validation(squad_dir, tmp_path):
 
 
 def test_ablate_adapters_example_passes_validation(mrpc_dir, tmp_path):
-    from adapter_bert.tasks import flag_checks
+    from adapter_bert.command_line import flag_checks
     module = importlib.import_module("adapter_bert.ablate_adapters")
     (tmp_path / "mrpc" / "adapter").mkdir(parents=True)
     argv = _swap(_example_argv(module), "glue_data/MRPC", str(mrpc_dir))

@@ -14,7 +14,7 @@ from adapter_bert.io_utils import StorageError, WriteError
 from adapter_bert.model.checkpoints import CheckpointError
 from adapter_bert.model.config import ConfigError
 from adapter_bert.tasks.base import run_cli
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import FlagError
 from adapter_bert.tasks.run_lock import LockLost
 from adapter_bert.training.loop import TrainingError
 

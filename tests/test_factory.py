@@ -15,7 +15,7 @@ from adapter_bert.model.encoder import backbone_of
 from adapter_bert.model.factory import task_model
 from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.model.naming import tf1_variables
-from adapter_bert.tasks.task_models import ModelRecipe
+from adapter_bert.adapters.task_models import ModelRecipe
 
 
 @pytest.mark.parametrize("head,cls", [(None, BertNetwork), ("classifier", BertClassifierNetwork),
@@ -70,6 +70,6 @@ def test_runners_build_a_resadapter_through_the_factory(tiny_config):
 ])
 def test_a_runs_adapter_is_named_after_its_task_as_adapter_names_allow(task, name):
     from adapter_bert.adapters.named import validate_name
-    from adapter_bert.tasks.task_models import adapter_name_for
+    from adapter_bert.adapters.task_models import adapter_name_for
     assert adapter_name_for(task) == name
     assert validate_name(adapter_name_for(task)) == name

@@ -155,7 +155,7 @@ def test_a_stores_advice_fits_its_scheme(path, reason, advice):
 ])
 def test_an_output_root_that_cannot_be_written_is_one_line_on_every_scheme(flag, path,
                                                                            expected):
-    from adapter_bert.tasks.flag_checks import FlagError, check_writable_dir
+    from adapter_bert.command_line.flag_checks import FlagError, check_writable_dir
     with pytest.raises(FlagError) as error:
         check_writable_dir(flag, path)
     assert str(error.value).startswith(expected) and "\n" not in str(error.value)

@@ -4,7 +4,7 @@ Subpackages are ordered from the bottom up (docs/design.md explains the order):
 
     errors < io_utils, install_check, console, progress, precision < model < adapters
     < data, metrics
-    < training < serving < tasks < library < cli < the runners (run_classifier, run_squad,
+    < training < serving < command_line < tasks < library < cli < the runners (run_classifier, run_squad,
     ablate_adapters, export_model), __main__
 
 A module may import modules of its own subpackage or of a lower one, never of a higher
@@ -23,7 +23,7 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "console": 0, "progress": 0,
           "precision": 0, "cli": 6.5,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
-          "tasks": 6, "library": 6.2, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
+          "command_line": 5.5, "tasks": 6, "library": 6.2, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "sweep": 7, "__main__": 7}
 
 # No edge runs against the order: the adapter layers are network layers (model/), and

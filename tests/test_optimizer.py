@@ -380,7 +380,7 @@ def _parsed(argv):
     """run_classifier.py's flags parsed from `argv` (absl's global FLAGS, reset first)."""
     from absl import flags
 
-    from adapter_bert.tasks import flags as adapter_flags
+    from adapter_bert.command_line import flags as adapter_flags
     adapter_flags.define_classifier_flags()
     values = flags.FLAGS
     values.unparse_flags()
@@ -511,8 +511,8 @@ def test_adapter_learning_rate_applies_to_the_adapters_only(caplog):
     (["--tuning_mode=adapter", "--adapter_learning_rate=-1"], "adapter_learning_rate"),
 ])
 def test_adapter_learning_rate_flag_is_checked(argv, message, tmp_path):
-    from adapter_bert.tasks.flag_checks import FlagError
-    from adapter_bert.tasks.flag_checks import validate_common
+    from adapter_bert.command_line.flag_checks import FlagError
+    from adapter_bert.command_line.flag_checks import validate_common
     with pytest.raises(FlagError, match=message):
         validate_common(_parsed(["--do_train", f"--output_dir={tmp_path}", *argv]))
 

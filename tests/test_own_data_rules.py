@@ -11,7 +11,7 @@ import pytest
 from adapter_bert.data.text_files import DataFileError
 from adapter_bert.data.text_task import Columns, TextTask, hold_out_indices
 from adapter_bert.data.glue import InputExample
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import FlagError
 from adapter_bert.tasks.own_data import _check_labels_flag
 
 

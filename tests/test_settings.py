@@ -1,4 +1,4 @@
-"""The settings table (adapter_bert/tasks/settings.py) is the one place a setting is
+"""The settings table (adapter_bert/command_line/settings.py) is the one place a setting is
 defined: its flag, bounds check, resume comparison, docs lines and TextClassifier's
 defaults are made from its row."""
 
@@ -6,21 +6,21 @@ import json
 import subprocess
 import sys
 
-from adapter_bert.tasks import settings
+from adapter_bert.command_line import settings
 from tests.conftest import REPO
 
 # A new row, as a contributor adds one, then everything that must follow from it.
 ADD_A_ROW = r"""
 import json, sys
 from adapter_bert.model.families import Bounds
-from adapter_bert.tasks import settings
+from adapter_bert.command_line import settings
 settings.EXTRA = (settings.Setting(
     "label_smoothing", "float", 0.0, "Label smoothing of the classification loss.",
     runners=("classifier",), bounds=Bounds(0, 1, high_open=True), resume=True,
     added=True, see="own-data.md"),)
 from absl import flags
-from adapter_bert.tasks import flags as runner_flags
-from adapter_bert.tasks.flag_checks import FlagError, check_numeric_flags
+from adapter_bert.command_line import flags as runner_flags
+from adapter_bert.command_line.flag_checks import FlagError, check_numeric_flags
 from adapter_bert.tasks.run_record import training_record
 runner_flags.define_classifier_flags()
 FLAGS = flags.FLAGS
@@ -58,7 +58,7 @@ def test_a_new_row_brings_its_flag_bounds_check_resume_comparison_and_docs_lines
 def test_docs_cli_md_tables_are_made_from_the_table():
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     assert settings.rewrite_tables(text) == text, (
-        "docs/cli.md's settings tables are stale: python -m adapter_bert.tasks.settings "
+        "docs/cli.md's settings tables are stale: python -m adapter_bert.command_line.settings "
         "docs/cli.md")
     assert "<!-- settings:added -->" in text and "<!-- settings:all -->" in text
 

@@ -12,7 +12,7 @@ import pytest
 from adapter_bert.adapters.files import read_adapter_weights
 from adapter_bert.io_utils.folders import ForeignFileError
 from adapter_bert.tasks import sweep
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import FlagError
 from tests.conftest import REPO
 from tests.fixtures import write_mrpc
 from tests.runner_utils import read_results, run_in_process

@@ -293,6 +293,114 @@ def test_the_users_global_policy_is_left_as_it_is_and_logits_are_float32(backbon
     assert not np.array_equal(rounded, margins)
 
 
+# ------------------------------------------------------------------ several tasks
+
+THREE = ("news", "sport", "weather")
+
+
+def _ids(variables):
+    return {id(v) for v in variables}
+
+
+def test_one_backbone_holds_several_tasks_each_trained_and_run_from_strings(backbone):
+    model = build(backbone)
+    texts = [r[0] for r in rows(12)]
+    first = model.adapter_names[0]
+    trainable = _ids(model.trainable_variables)
+    model.fit(*inputs("single", rows(16)), batch_size=8, epochs=1, verbose=0)
+    before = model.predict(texts, verbose=0)
+    backbone_weights = len(model.weights)
+
+    model.add_adapter("topic", list(THREE), config=ab.AdapterConfig(size=4))
+    assert model.adapter_names == [first, "topic"] and model.active_adapter == first
+    assert _ids(model.trainable_variables) == trainable   # adding switches nothing
+    model.set_active_adapters("topic")
+    assert model.labels == THREE and model.predict(texts, verbose=0).shape == (12, 3)
+    own = _ids(model.trainable_variables)
+    assert own == _ids(model.network.adapter_variables("topic").values())
+    assert not own & trainable
+    # The second task adds its adapters, LayerNorm copies and head, not another backbone.
+    added = len(model.weights) - backbone_weights
+    assert 0 < added < len(trainable) * 2
+    topics = [THREE[i % 3] for i in range(12)]
+    model.fit(texts, topics, batch_size=4, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 3
+
+    model.set_active_adapters(first)
+    assert _ids(model.trainable_variables) == trainable and model.labels == TWO
+    assert int(model.optimizer.iterations) == 2        # the first task's own optimizer
+    np.testing.assert_array_equal(model.predict(texts, verbose=0), before)
+    assert model.predict(texts[:2], return_labels=True, verbose=0)[0] in TWO
+
+
+def test_a_second_model_shares_the_backbone_of_the_first(backbone, tmp_path):
+    path = str(backbone / "bert_model.ckpt")
+    model = build(backbone)
+    other = build(backbone, seed=7, task="moods")
+    other.fit(*inputs("single", rows(16)), batch_size=8, epochs=1, verbose=0)
+    other.save_adapter(tmp_path / "moods")
+    texts = [r[0] for r in rows(8, offset=50)]
+    before = model.predict(texts, verbose=0)
+
+    shared = TextClassifier.from_adapter(tmp_path / "moods", backbone=model)
+    alone = TextClassifier.from_adapter(tmp_path / "moods", path, max_seq_length=24)
+    assert shared.active_adapter == "moods" and model.active_adapter != "moods"
+    assert shared.network is model.network and shared.max_seq_length == 24
+    assert _ids(shared.weights) == _ids(model.weights)   # one backbone, both tasks
+    np.testing.assert_allclose(shared.predict(texts, verbose=0),
+                               alone.predict(texts, verbose=0), atol=1e-5)
+    # Training one model's task leaves the other's as it was.
+    shared.fit(texts, [TWO[i % 2] for i in range(8)], batch_size=4, epochs=1, verbose=0)
+    np.testing.assert_array_equal(model.predict(texts, verbose=0), before)
+    assert not np.allclose(shared.predict(texts, verbose=0), alone.predict(texts, verbose=0))
+
+
+def test_each_task_saves_and_a_model_file_holds_them_all(backbone, tmp_path):
+    model = build(backbone)
+    model.add_adapter("topic", list(THREE), config=ab.AdapterConfig(size=4), max_seq_length=16)
+    model.set_active_adapters("topic")
+    texts = [r[0] for r in rows(9)]
+    model.fit(texts, [THREE[i % 3] for i in range(9)], batch_size=3, epochs=1, verbose=0)
+    expected = model.predict(texts, verbose=0)
+    model.save_adapter(tmp_path / "topic")
+    description = json.loads((tmp_path / "topic" / "adapter_config.json").read_text())
+    assert description["labels"] == list(THREE) and description["task"] == "topic"
+    assert description["training"]["max_seq_length"] == 16
+    alone = TextClassifier.from_adapter(tmp_path / "topic", str(backbone / "bert_model.ckpt"))
+    np.testing.assert_allclose(alone.predict(texts, verbose=0), expected, atol=1e-5)
+
+    model.save(tmp_path / "both.keras")
+    loaded = keras.models.load_model(tmp_path / "both.keras")
+    assert loaded.adapter_names == model.adapter_names and loaded.active_adapter == "topic"
+    np.testing.assert_allclose(loaded.predict(texts, verbose=0), expected, atol=1e-5)
+    loaded.set_active_adapters(model.adapter_names[0])
+    model.set_active_adapters(model.adapter_names[0])
+    np.testing.assert_allclose(loaded.predict(texts, verbose=0),
+                               model.predict(texts, verbose=0), atol=1e-5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, d: m.set_active_adapters("nope"), "no task 'nope' on this model"),
+    (lambda m, d: TextClassifier.from_adapter(d, backbone=m, seed=3),
+     "shares that model's settings; got seed"),
+    (lambda m, d: m.load_adapter(d, name=m.adapter_names[0]), "already exists"),
+    (lambda m, d: m.save_adapter(d, name="nope"), "no task 'nope'"),
+])
+def test_task_mistakes_are_one_line(backbone, tmp_path, call, message):
+    model = build(backbone)
+    model.save_adapter(tmp_path / "a")
+    with pytest.raises(ValueError, match=message) as error:
+        call(model, tmp_path / "a")
+    assert "\n" not in str(error.value)
+
+
+def test_several_tasks_need_adapter_mode(backbone):
+    model = build(backbone, tuning_mode="layernorm")
+    with pytest.raises(ValueError, match="several tasks on one backbone need "
+                                         "tuning_mode='adapter'"):
+        model.add_adapter("topic", list(THREE))
+
+
 # ------------------------------------------------------------------ files
 
 _LOAD = textwrap.dedent("""

@@ -1,9 +1,9 @@
 """What the flags must be, checked before anything is loaded: the error a bad value
 raises (`FlagError`, one line naming the flag), the bounds of every numeric flag (rows of
-`tasks.settings`), the checks of the paths flags name, and each runner's one validation
+`command_line.settings`), the checks of the paths flags name, and each runner's one validation
 of its flags (`validate_classifier`, `validate_squad`, `validate_ablation`).
 
-The flags themselves are defined in `tasks.flags`.
+The flags themselves are defined in `command_line.flags`.
 """
 
 from typing import Optional
@@ -14,7 +14,7 @@ from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.errors import UserError
 from adapter_bert.model.config import adapter_families
 from adapter_bert.model.families import parse_option
-from adapter_bert.tasks.settings import numeric_bounds
+from adapter_bert.command_line.settings import numeric_bounds
 
 
 class FlagError(UserError):
@@ -31,7 +31,7 @@ def was_set(values, name: str) -> bool:
 
 def check_numeric_flags(values) -> None:
     """Checks every numeric flag `values` has against its setting's bounds (None: unset;
-    `tasks.settings`).
+    `command_line.settings`).
 
     Raises:
         FlagError: the first flag out of bounds, e.g. `--num_train_epochs must be a finite

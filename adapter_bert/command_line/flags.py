@@ -1,15 +1,15 @@
-"""The runners' absl flags, defined from the settings table (`tasks.settings`).
+"""The runners' absl flags, defined from the settings table (`command_line.settings`).
 
 Every flag of Google's BERT scripts keeps its name, meaning and default; the flags this
 port adds (adapters, tuning mode, distribution, dtype, seed, ...) are rows of the same
 table, so both entry points read the same way. What their values must be, and each
-runner's validation of them: `tasks.flag_checks`.
+runner's validation of them: `command_line.flag_checks`.
 """
 
 from absl import flags
 
-from adapter_bert.tasks import settings
-from adapter_bert.tasks.settings import CLASSIFIER, SQUAD
+from adapter_bert.command_line import settings
+from adapter_bert.command_line.settings import CLASSIFIER, SQUAD
 
 FLAGS = flags.FLAGS
 

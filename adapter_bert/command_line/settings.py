@@ -2,8 +2,8 @@
 
 A row says a setting's name, type, default, help, bounds, which runners have it, whether
 a resumed training run must have the same value, and whether it names a file or folder.
-Made from it: the absl flags (`tasks.flags.define`), the bounds check
-(`tasks.flag_checks.check_numeric_flags`), the resume comparison (`tasks.run_record`),
+Made from it: the absl flags (`command_line.flags.define`), the bounds check
+(`command_line.flag_checks.check_numeric_flags`), the resume comparison (`tasks.run_record`),
 `TextClassifier`'s defaults and docs/cli.md's flag tables (`docs_table`, checked by
 tests/test_settings.py). An adapter family's options are settings too, made from the
 family's declaration (`family_settings`). How to add one: docs/design.md.
@@ -538,7 +538,7 @@ def rewrite_tables(text: str) -> str:
 
 
 def main(argv) -> int:
-    """`python -m adapter_bert.tasks.settings FILE...` rewrites the settings tables of the
+    """`python -m adapter_bert.command_line.settings FILE...` rewrites the settings tables of the
     files; with `--check`, exits 1 naming each file whose tables differ."""
     check = "--check" in argv
     stale = []
@@ -551,7 +551,7 @@ def main(argv) -> int:
                 io_utils.atomic_write_text(path, fresh)
     if check and stale:
         print(f"settings tables out of date in {', '.join(stale)}: run python -m "
-              f"adapter_bert.tasks.settings {' '.join(stale)}", file=sys.stderr)
+              f"adapter_bert.command_line.settings {' '.join(stale)}", file=sys.stderr)
         return 1
     return 0
 

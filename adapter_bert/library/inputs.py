@@ -58,9 +58,15 @@ def checked_labels(labels, regression: bool) -> List[str]:
     return names
 
 
+def is_pair(x) -> bool:
+    """Whether texts given in memory are sentence pairs: only a pair `(first_texts,
+    second_texts)` is (a list of two texts is two texts)."""
+    return isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], (str, bytes))
+
+
 def text_columns(x):
     """(texts, second texts or None) of `x`: texts or a pair of equally long lists, checked."""
-    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], (str, bytes)):
+    if is_pair(x):
         first, second = strings(x[0], "x[0]"), strings(x[1], "x[1]")
         if len(first) != len(second):
             raise UserError(f"x: a sentence pair needs as many second texts as first ones "

@@ -10,6 +10,7 @@ The model's config holds the backbone's architecture, vocabulary and casing, so 
 files, SavedModels and `ModelCheckpoint` files load without the backbone's files.
 """
 
+import contextlib
 import re
 from typing import Dict, Optional, Sequence
 
@@ -21,10 +22,15 @@ from absl import logging
 from adapter_bert.adapters.api import adapter_config_from
 from adapter_bert.adapters.files import (load_trained_weights, read_adapter_config,
                                          save_trained_weights)
+from adapter_bert.adapters.named import named_adapter_info
+from adapter_bert.adapters.task_models import ModelRecipe, adapter_name_for, report_parameters
+from adapter_bert.command_line import settings
+from adapter_bert.data.backbone import Backbone, load_backbone
 from adapter_bert.data.tokenization import read_vocab, vocab_lines
 from adapter_bert.errors import UserError
-from adapter_bert.library.inputs import (checked_labels, label_array, sample_weights,
-                                         split_off, text_columns)
+from adapter_bert.library import pipeline
+from adapter_bert.library.inputs import (checked_labels, is_pair, label_array, split_off,
+                                         text_columns)
 from adapter_bert.library.preprocessing import TextPreprocessor
 from adapter_bert.metrics.classification import per_class_report, score_logits
 from adapter_bert.metrics.keras_metrics import (PearsonCorrelation, for_logits,
@@ -33,17 +39,14 @@ from adapter_bert.model.config import BertConfig
 from adapter_bert.model.heads import ClassifierHead
 from adapter_bert.model.inputs import FEATURE_NAMES, FeatureInputs, check_tf_keras
 from adapter_bert.precision import resolve_dtype
-from adapter_bert.serving.export import (export_classifier, require_serving_extra,
-                                         trim_to_longest)
-from adapter_bert.tasks import base, settings
-from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
+from adapter_bert.serving.export import export_classifier, require_serving_extra
 from adapter_bert.training.loop import set_seed
 from adapter_bert.training.objectives import class_weights_for
 from adapter_bert.training.optimizer import PlannedWarmupDecay, choose_optimizer
 from adapter_bert.training.recipe import optimizer_for
 from adapter_bert import io_utils
 
-# The runner's defaults (rows of `tasks.settings`): a model built with none of the
+# The runner's defaults (rows of `command_line.settings`): a model built with none of the
 # arguments trains as `run_classifier.py` does with none of the flags.
 SEED = settings.default("seed")
 MAX_SEQ_LENGTH = settings.default("max_seq_length")
@@ -57,6 +60,24 @@ PREDICT_BATCH_SIZE = 128
 _LR_CALLBACKS = (keras.callbacks.LearningRateScheduler, keras.callbacks.ReduceLROnPlateau)
 
 
+# The settings of one task (one adapter and head) on the shared backbone; the others in
+# a model's settings are the model's.
+TASK_KEYS = ("task", "labels", "max_seq_length", "adapter", "train_pooler", "pair",
+             "class_weights")
+
+
+class _TaskTable:
+    """The tasks one network holds, shared by every `TextClassifier` on it: adapter name
+    -> the task's settings (`TASK_KEYS`), its runner optimizer once made, and its
+    preprocessing. A plain object, so Keras tracks none of it (settings, not weights; a
+    model saves the optimizer it is compiled with)."""
+
+    def __init__(self):
+        self.specs: Dict[str, dict] = {}
+        self.optimizers: dict = {}
+        self.preprocessors: Dict[str, TextPreprocessor] = {}
+
+
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class TextClassifier(FeatureInputs, keras.Model):
     """A BERT text classifier (adapters by default) whose Keras methods take raw strings.
@@ -65,29 +86,75 @@ class TextClassifier(FeatureInputs, keras.Model):
     `*_on_batch` methods take texts (a list, an array, a pair `(first_texts,
     second_texts)`, or a `tf.data.Dataset` of them with labels and weights, batched or
     not) and labels (names or ids; floats for regression); called directly it takes the
-    features dict. `network` is the runner's task model, `preprocessor` the
-    tokenisation, `labels` the names in logit order (empty for regression), `task` the
-    name adapter directories record, `pair` whether it was trained on sentence pairs.
+    features dict. In adapter mode one backbone holds several tasks: `add_adapter`,
+    `load_adapter`, `set_active_adapters`, or `from_adapter(directory, backbone=model)`
+    for a second model on the same backbone. `labels` are the active task's names in
+    logit order (empty for regression), `task` its recorded name, `pair` whether it was
+    trained on sentence pairs.
     """
 
     # A SavedModel of it is rebuilt by `from_config`, as Keras' preprocessing layers are.
     _must_restore_from_config = True
 
-    def __init__(self, network, preprocessor: TextPreprocessor, backbone_config: BertConfig,
-                 settings: dict, name: str = "text_classifier", **kwargs):
+    def __init__(self, network, backbone_config: BertConfig, settings: dict,
+                 tasks: Optional[_TaskTable] = None, active: Optional[str] = None,
+                 name: str = "text_classifier", **kwargs):
         super().__init__(name=name, **kwargs)
         self.network = network
-        self.preprocessor = preprocessor
         self.backbone_config = backbone_config
         # from_pretrained's resolved arguments: what `get_config` gives to rebuild it.
         self._settings = dict(settings)
-        self.labels = tuple(preprocessor.labels)
-        self.max_seq_length = preprocessor.max_seq_length
-        self.task = settings["task"]
         self.tuning_mode = settings["tuning_mode"]
         self.seed = int(settings["seed"])
-        self.pair = bool(settings.get("pair"))
-        self.class_weights: Optional[Dict[str, float]] = settings.get("class_weights")
+        if tasks is None:
+            tasks = _TaskTable()
+            tasks.specs[adapter_name_for(settings["task"])] = {
+                key: settings.get(key) for key in TASK_KEYS}
+        self._task_table = tasks
+        self._active = active or next(iter(tasks.specs))
+
+    # -------------------------------------------------- the active task
+    @property
+    def _spec(self) -> dict:
+        return self._task_table.specs[self._active]
+
+    @property
+    def labels(self) -> tuple:
+        return tuple(self._spec["labels"] or ())
+
+    @property
+    def task(self) -> str:
+        return self._spec["task"]
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self._spec["max_seq_length"])
+
+    @property
+    def pair(self) -> bool:
+        return bool(self._spec.get("pair"))
+
+    @pair.setter
+    def pair(self, value: bool) -> None:
+        self._spec["pair"] = bool(value)
+
+    @property
+    def class_weights(self) -> Optional[Dict[str, float]]:
+        return self._spec.get("class_weights")
+
+    @class_weights.setter
+    def class_weights(self, value) -> None:
+        self._spec["class_weights"] = value
+
+    @property
+    def preprocessor(self) -> TextPreprocessor:
+        """The active task's tokenisation, packing and label ids."""
+        made = self._task_table.preprocessors.get(self._active)
+        if made is None:
+            made = TextPreprocessor(self._settings["vocabulary"], self._settings["do_lower_case"],
+                                    self.max_seq_length, self.labels)
+            self._task_table.preprocessors[self._active] = made
+        return made
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -130,7 +197,7 @@ class TextClassifier(FeatureInputs, keras.Model):
             raise UserError("tuning_mode='top_k' needs a layer count: use run_classifier.py "
                             "--tuning_mode=top_k --top_k_layers=N")
         require_serving_extra("TextClassifier (its tokenizer runs in the graph)")
-        bert = base.load_backbone(backbone, None, None, do_lower_case, max_seq_length)
+        bert = load_backbone(backbone, None, None, do_lower_case, max_seq_length)
         adapter_config = adapter_config_from(adapter) if tuning_mode == "adapter" else None
         found = {
             "labels": labels, "vocabulary": vocab_lines(io_utils.read_bytes(
@@ -145,7 +212,7 @@ class TextClassifier(FeatureInputs, keras.Model):
         return cls._build(bert, found, strategy, quiet)
 
     @classmethod
-    def _build(cls, bert: base.Backbone, found: dict, strategy, quiet: bool) -> "TextClassifier":
+    def _build(cls, bert: Backbone, found: dict, strategy, quiet: bool) -> "TextClassifier":
         """The model of `found` (from_pretrained's resolved arguments) on `bert` (whose
         `files` are None when the weights come from a saved file), compiled."""
         if strategy is None:  # the one in scope (Keras' default strategy outside any)
@@ -158,33 +225,39 @@ class TextClassifier(FeatureInputs, keras.Model):
                              adapter_config_from(adapter) if adapter else None,
                              task=found["task"], tuning_mode=found["tuning_mode"],
                              train_pooler=str(found["train_pooler"]).lower())
-        preprocessor = TextPreprocessor(found["vocabulary"], found["do_lower_case"],
-                                        found["max_seq_length"], found["labels"])
-        previous = keras.mixed_precision.global_policy()
-        keras.mixed_precision.set_global_policy(found["dtype"])
-        try:  # the layers keep the policy they were made under; the user's comes back
+        with _policy(found["dtype"]):  # the layers keep it; the user's comes back
             network = recipe.build(strategy, bert, training=not quiet)
             _float32_heads(network)
+            found["train_pooler"] = _trains_pooler(network)
             with strategy.scope():
-                model = cls(network, preprocessor, bert.config, found)
-                model({key: tf.zeros([1, 2], tf.int32) for key in FEATURE_NAMES})  # built
-                model.compile()
-        finally:
-            keras.mixed_precision.set_global_policy(previous)
-        model._settings["train_pooler"] = _trains_pooler(network)
+                model = cls(network, bert.config, found)
+                model._made()
         if not quiet:
             report_parameters(network)
         return model
 
+    def _made(self) -> None:
+        """Builds (on zero features: no tokenizer trace before the first data) and
+        compiles a model just made, in its strategy's scope."""
+        self({key: tf.zeros([1, 2], tf.int32) for key in FEATURE_NAMES})
+        self.compile()
+
     @classmethod
-    def from_adapter(cls, directory: str, backbone: Optional[str] = None,
-                     **kwargs) -> "TextClassifier":
+    def from_adapter(cls, directory: str, backbone=None, **kwargs) -> "TextClassifier":
         """The classifier an adapter directory holds (`save_adapter`'s or a run's
-        `<output_dir>/adapter`), trained on `backbone` (None: the embedded MiniLM), with
-        the sequence length, pairs and class weights it records; `kwargs` are
-        `from_pretrained`'s settings. Quiet: it prints no parameter line.
+        `<output_dir>/adapter`), with the sequence length, pairs and class weights it
+        records. `backbone`: None (the embedded MiniLM), a checkpoint it was trained on, or
+        a `TextClassifier` (adapter mode), whose backbone the new model shares: the
+        adapter is added to it (`load_adapter`) and the model returned runs it, at the
+        memory of one more adapter. `kwargs` are `from_pretrained`'s settings (none with a
+        shared model: its settings hold). Quiet: it prints no parameter line.
         AdapterFileError for another kind of directory or backbone.
         """
+        if isinstance(backbone, TextClassifier):
+            if kwargs:
+                raise UserError(f"from_adapter(..., backbone=<TextClassifier>) shares that "
+                                f"model's settings; got {', '.join(sorted(kwargs))}")
+            return backbone._view(backbone.load_adapter(directory))
         description = read_adapter_config(directory)
         labels = description.get("labels") or None
         training = description.get("training") or {}
@@ -199,22 +272,144 @@ class TextClassifier(FeatureInputs, keras.Model):
         model.class_weights = training.get("class_weights")
         return model
 
+    # ------------------------------------------------ several tasks, one backbone
+    @property
+    def adapter_names(self) -> list:
+        """The tasks' adapters on this model's backbone, in the order they were added."""
+        return list(self._task_table.specs)
+
+    @property
+    def active_adapter(self) -> str:
+        """The adapter (task) this model's methods run and train."""
+        return self._active
+
+    def add_adapter(self, name: str, labels: Optional[Sequence[str]] = None, *,
+                    regression: bool = False, config="houlsby",
+                    max_seq_length: Optional[int] = None, train_pooler="auto",
+                    task: Optional[str] = None) -> None:
+        """Adds a task to the backbone: a fresh named adapter (`config`: a family name, an
+        `AdapterConfig` or its dict) with its own head for `labels` (or one float output
+        with `regression`), its own LayerNorm copies and, `train_pooler` as
+        `from_pretrained`'s, pooler copy. The backbone's weights are shared, not copied.
+        `set_active_adapters(name)` then trains and runs it. `task` (default `name`) is
+        the name its adapter directory records. Adapter mode only.
+        """
+        labels = checked_labels(labels, regression)
+        spec = {"task": task or name, "labels": labels,
+                "max_seq_length": self._checked_length(max_seq_length),
+                "adapter": adapter_config_from(config).to_dict(), "train_pooler": train_pooler,
+                "pair": False, "class_weights": None}
+        set_seed(self.seed)  # as from_pretrained: the same adapter for the same seed
+        self._add_task(name, spec)
+
+    def load_adapter(self, directory: str, name: Optional[str] = None) -> str:
+        """Adds the task an adapter directory holds (`save_adapter`'s, or a run's
+        `<output_dir>/adapter` in adapter mode, trained on this backbone) with its head,
+        labels, sequence length and pairs; returns its adapter name (`name`, else the
+        task it records, else the directory's name). It does not become active.
+        AdapterFileError for another backbone, mode or head.
+        """
+        description = read_adapter_config(directory)
+        if description.get("fusion"):
+            raise UserError(f"{directory}: an AdapterFusion task; TextClassifier holds one "
+                            f"adapter per task (ab.BertClassifier.load_adapter loads fusions)")
+        task = description.get("task") or io_utils.basename(directory)
+        if name is None:
+            taken = set(self._task_table.specs)
+            name = next((n for n in (adapter_name_for(task),
+                                     adapter_name_for(io_utils.basename(directory)))
+                         if n not in taken), None)
+            if name is None:
+                raise UserError(f"{directory}: an adapter named {adapter_name_for(task)!r} is "
+                                f"on this model already; pass name=...")
+        training = description.get("training") or {}
+        spec = {"task": task, "labels": list(description.get("labels") or []),
+                "max_seq_length": self._checked_length(training.get("max_seq_length")),
+                "adapter": description.get("adapter_config"), "train_pooler": None,
+                "pair": bool(training.get("pair")),
+                "class_weights": training.get("class_weights")}
+        self._add_task(name, spec, directory)
+        return name
+
+    def set_active_adapters(self, name: str) -> None:
+        """Makes task `name` the one this model's methods run and train (its adapter's
+        weights alone trainable), compiled with its own runner optimizer, which keeps its
+        state across switches: `compile` again after switching for other settings."""
+        if name not in self._task_table.specs:
+            raise UserError(f"no task {name!r} on this model; its tasks: "
+                            f"{', '.join(self._task_table.specs)}")
+        self._active = name
+        self._use_active()
+        self.compile()
+
+    def _add_task(self, name: str, spec: dict, directory: Optional[str] = None) -> None:
+        """Adds task `name` of `spec` to the network: a fresh adapter and head, or the
+        ones in `directory`; the active task stays as it was."""
+        if self.tuning_mode != "adapter":
+            raise UserError(f"several tasks on one backbone need tuning_mode='adapter'; "
+                            f"this model tunes {self.tuning_mode!r}")
+        with _policy(self._settings["dtype"]), self.distribute_strategy.scope():
+            if directory is None:
+                self.network.add_adapter(name, spec["adapter"], num_labels=len(spec["labels"])
+                                         or 1, labels=spec["labels"] or None,
+                                         train_pooler=spec["train_pooler"])
+            else:
+                self.network.load_adapter(directory, name)
+        _float32_heads(self.network)
+        spec["train_pooler"] = bool(named_adapter_info(self.network.bert, name).train_pooler)
+        self._task_table.specs[name] = spec
+        self._use_active()
+
+    def _use_active(self) -> None:
+        """Makes the network run and train this model's task: its adapter's weights alone
+        trainable (other models on the same backbone may have switched them)."""
+        if self._active in self.network.adapter_names:
+            self.network.train_adapter(self._active, verbose=False)
+
+    def _view(self, name: str) -> "TextClassifier":
+        """Another model on this one's network and tasks, running task `name`."""
+        with _policy(self._settings["dtype"]), self.distribute_strategy.scope():
+            view = type(self)(self.network, self.backbone_config, self._settings,
+                              tasks=self._task_table, active=name)
+            view._use_active()
+            view._made()
+        return view
+
+    def _checked_length(self, max_seq_length: Optional[int]) -> int:
+        limit = self.backbone_config.max_position_embeddings
+        length = int(max_seq_length or min(MAX_SEQ_LENGTH, limit))
+        if not 2 < length <= limit:
+            raise UserError(f"max_seq_length={length}: expected 3..{limit} (this backbone's "
+                            f"limit)")
+        return length
+
     def call(self, inputs, training=None):
-        return self.network(inputs, training=training)
+        network, name = self.network, self._active
+        if name not in network.adapter_names:  # full or LayerNorm tuning: one task
+            return network(inputs, training=training)
+        pooled = network.bert(inputs, training=training, adapter_name=name)["pooled_output"]
+        return network.adapter_head(name)(pooled, training=training)
 
     # --------------------------------------------------- Keras' saving contract
     def get_config(self):
         """Everything `from_config` rebuilds the model from without the backbone's files:
-        the backbone's architecture, vocabulary, casing, the settings and the labels (the
-        weights come from the saved file)."""
+        the backbone's architecture, vocabulary, casing, the settings, every task's labels
+        and adapter, and the active one (the weights come from the saved file)."""
+        first, *others = self._task_table.specs
         return {"name": self.name, "backbone_config": self.backbone_config.to_dict(),
-                "settings": dict(self._settings, pair=self.pair,
-                                 class_weights=self.class_weights)}
+                "settings": {**self._settings, **self._task_table.specs[first]},
+                "tasks": [dict(self._task_table.specs[n], name=n) for n in others],
+                "active": self._active}
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
-        bert = base.Backbone(None, BertConfig.from_dict(config["backbone_config"]), None)
+        bert = Backbone(None, BertConfig.from_dict(config["backbone_config"]), None)
         model = cls._build(bert, config["settings"], None, quiet=True)
+        for spec in config.get("tasks") or ():
+            spec = dict(spec)
+            model._add_task(spec.pop("name"), spec)
+        if config.get("active", model._active) != model._active:
+            model.set_active_adapters(config["active"])
         # Its slots made now, so that a file holding the optimizer's state restores it.
         with model.distribute_strategy.scope():
             model.optimizer.build(model.trainable_variables)
@@ -237,7 +432,9 @@ class TextClassifier(FeatureInputs, keras.Model):
     def export(self, directory: str) -> str:
         """Writes the SavedModel that answers raw strings (`serving_default`: `text_a`,
         and `text_b` for a pair model -> probabilities and label, or score), served
-        with TensorFlow and tensorflow-text only (docs/serving.md). Returns its path."""
+        with TensorFlow and tensorflow-text only (docs/serving.md), of the active task.
+        Returns its path."""
+        self._use_active()  # the network runs this model's task
         return export_classifier(self.network, directory, read_vocab(self.preprocessor.vocabulary),
                                  self.preprocessor.do_lower_case, self.max_seq_length,
                                  self.labels, self.pair, task=self.task)
@@ -245,15 +442,14 @@ class TextClassifier(FeatureInputs, keras.Model):
     # ------------------------------------------------------------- compiling
     def compile(self, optimizer=None, loss=None, metrics=None, **kwargs):
         """Keras' `compile`, with the runner's recipe for what is not given: the
-        optimizer (None: the model's runner optimizer, kept across compiles), the loss
+        optimizer (None: the task's runner optimizer, kept across compiles), the loss
         (cross-entropy on the logits, or mean squared error) and the metrics (accuracy,
         or Pearson's r). A metric named by a string is made for the model's logits;
         one-probability metrics (`AUC`, `Precision`, ...) of a two-label model score the
         second label's probability."""
         check_tf_keras(metrics or [], "metrics", "compile(metrics=...)")
         if optimizer is None:
-            optimizer = self.optimizer if _is_planned(getattr(self, "optimizer", None)) \
-                else self._runner_optimizer()
+            optimizer = self._runner_optimizer()
         if loss is None:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True) \
                 if self.labels else keras.losses.MeanSquaredError()
@@ -264,9 +460,14 @@ class TextClassifier(FeatureInputs, keras.Model):
             super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def _runner_optimizer(self):
-        choice = choose_optimizer(self.tuning_mode, self._settings["learning_rate"])
-        with self.distribute_strategy.scope():
-            return optimizer_for(choice, None, self.network)
+        """The active task's runner optimizer, made at its first compile."""
+        made = self._task_table.optimizers.get(self._active)
+        if made is None:
+            choice = choose_optimizer(self.tuning_mode, self._settings["learning_rate"])
+            with self.distribute_strategy.scope():
+                made = optimizer_for(choice, None, self.network)
+            self._task_table.optimizers[self._active] = made
+        return made
 
     def _metric(self, metric):
         """A metric for the model's logits: "accuracy" is the labels' accuracy; other
@@ -298,74 +499,26 @@ class TextClassifier(FeatureInputs, keras.Model):
         weight)` with `x` a text or a `(first, second)` pair, batched or not (unbatched
         ones are batched by `batch_size`, default 32). One line for anything else."""
         batch = int(batch_size or BATCH_SIZE)
-        if _holds_features(x):  # already mapped (Keras' fit validates through evaluate)
+        if pipeline.holds_features(x):
             return x
         if isinstance(x, tf.data.Dataset):
-            if y is not None or sample_weight is not None:
-                raise UserError("y and sample_weight must be None when x is a dataset: its "
-                                "elements hold the labels and weights")
-            spec = x.element_spec
-            text = spec[0] if isinstance(spec, tuple) else spec
-            first = text[0] if isinstance(text, tuple) else text
-            if not _is_text(text):
-                raise UserError(f"a dataset's elements must be texts, (text, label) or (text, "
-                                f"label, weight), a text being a string or a (first, second) "
-                                f"pair of strings; got {spec}")
-            data = x if first.shape.rank else x.batch(batch)
-            return data.map(self._batch_mapper(labelled), tf.data.AUTOTUNE).prefetch(
-                tf.data.AUTOTUNE)
-        # Texts in memory are tokenised at once (one call of the traced tokenizer), and
-        # each batch is cut to its longest row.
-        texts, second = text_columns(x)
-        columns = [self._features(texts, second)]
-        if labelled and y is not None:
-            columns.append(label_array(y, len(texts), self.labels))
-            if sample_weight is not None:
-                columns.append(sample_weights(sample_weight, len(texts)))
-        data = tf.data.Dataset.from_tensor_slices(tuple(columns) if len(columns) > 1
-                                                  else columns[0])
-        if shuffle:
-            data = data.shuffle(len(texts), seed=self.seed, reshuffle_each_iteration=True)
-        return self._batched(data, batch)
+            _no_columns_beside(y, sample_weight)
+            return pipeline.mapped(pipeline.text_batches(x, batch), self.preprocessor,
+                                   labelled)
+        return pipeline.in_memory(self.preprocessor, x, y if labelled else None,
+                                  sample_weight, batch, self.seed if shuffle else None)
 
-    def _batched(self, data: tf.data.Dataset, batch: int) -> tf.data.Dataset:
-        """Batches of `data`'s rows of features (and labels, weights), each cut to its
-        longest row unless the shapes must stay static."""
-        static = self.preprocessor.static_shapes
-
-        @tf.autograph.experimental.do_not_convert
-        def trimmed(features, *rest):
-            features = features if static else trim_to_longest(features)
-            return (features, *rest) if rest else features
-        return data.batch(batch).map(trimmed).prefetch(tf.data.AUTOTUNE)
-
-    def _batch_mapper(self, labelled: bool):
-        preprocessor = self.preprocessor
-
-        @tf.autograph.experimental.do_not_convert
-        def mapped(*element):
-            x, y, weight = keras.utils.unpack_x_y_sample_weight(element)
-            features = preprocessor(x)
-            if not labelled or y is None:
-                return features
-            y = preprocessor.label_ids(y)
-            return (features, y) if weight is None else (features, y, weight)
-        return mapped
-
-    def _features(self, texts, second=None) -> dict:
-        """The features of checked texts (and second texts)."""
-        return self.preprocessor(tf.constant(texts) if second is None
-                                 else (tf.constant(texts), tf.constant(second)))
-
-    def _class_weight_ids(self, class_weight, data, y) -> Optional[Dict[int, float]]:
+    def _class_weight_ids(self, class_weight, training_labels) -> Optional[Dict[int, float]]:
         """Keras' `class_weight` ({id: weight} for every label) of the runner's rule:
-        "balanced" or {name or id: weight}; recorded for `save_adapter`."""
+        "balanced" (counting `training_labels`: names or ids, or a dataset of text
+        batches and labels) or {name or id: weight}; recorded for `save_adapter`."""
         if class_weight is None:
             return None
         counts = {}
-        if isinstance(class_weight, str):  # "balanced" reads the training labels
-            ids = label_array(y, len(y), self.labels) if y is not None else \
-                np.concatenate([b[1].numpy() for b in data]) if data is not None else None
+        if isinstance(class_weight, str):  # "balanced" counts the training labels
+            values = pipeline.dataset_labels(training_labels) if isinstance(
+                training_labels, tf.data.Dataset) else training_labels
+            ids = None if values is None else label_array(values, len(values), self.labels)
             counts = None if ids is None else {
                 name: int(np.sum(ids == i)) for i, name in enumerate(self.labels)}
         self.class_weights = class_weights_for(class_weight, list(self.labels),
@@ -401,14 +554,23 @@ class TextClassifier(FeatureInputs, keras.Model):
                                 "pass validation_data")
             x, y, sample_weight, validation_data = split_off(x, y, sample_weight,
                                                               validation_split)
-        if not isinstance(x, tf.data.Dataset) and y is None:
-            raise UserError("fit needs y: a label (name, id or float) for each text")
-        data = self.dataset(x, y, sample_weight, batch_size, shuffle)
-        self.pair = self.pair or _holds_pairs(x)
+        self._use_active()
+        if isinstance(x, tf.data.Dataset) and not pipeline.holds_features(x):
+            _no_columns_beside(y, sample_weight)
+            batches = pipeline.text_batches(x, int(batch_size or BATCH_SIZE))
+            data = pipeline.mapped(batches, self.preprocessor, labelled=True)
+            self.pair = self.pair or pipeline.holds_pairs(x)
+            training_labels = batches
+        else:
+            if y is None and not isinstance(x, tf.data.Dataset):
+                raise UserError("fit needs y: a label (name, id or float) for each text")
+            batches = data = self.dataset(x, y, sample_weight, batch_size, shuffle)
+            self.pair = self.pair or is_pair(x)
+            training_labels = y
         if validation_data is not None:
             validation_data = self._validation(validation_data, batch_size)
-        class_ids = self._class_weight_ids(class_weight, data, y)
-        steps = steps_per_epoch or _batches(data)
+        class_ids = self._class_weight_ids(class_weight, training_labels)
+        steps = steps_per_epoch or pipeline.count_batches(batches)
         if _is_planned(self.optimizer) and steps is not None:
             self._plan(steps * (int(epochs) - int(initial_epoch)))
         return super().fit(data, epochs=epochs, verbose=verbose, callbacks=callbacks,
@@ -435,9 +597,10 @@ class TextClassifier(FeatureInputs, keras.Model):
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, **kwargs):
         """Keras' `train_on_batch` on one batch of texts and labels."""
+        self._use_active()
         return super().train_on_batch(
             *self._labelled(x, y), sample_weight=sample_weight,
-            class_weight=self._class_weight_ids(class_weight, None, y), **kwargs)
+            class_weight=self._class_weight_ids(class_weight, y), **kwargs)
 
     def test_on_batch(self, x, y=None, sample_weight=None, **kwargs):
         """Keras' `test_on_batch` on one batch of texts and labels."""
@@ -446,7 +609,8 @@ class TextClassifier(FeatureInputs, keras.Model):
 
     def _labelled(self, x, y):
         texts, second = text_columns(x)
-        return self._features(texts, second), label_array(y, len(texts), self.labels)
+        return (pipeline.features_of(self.preprocessor, texts, second),
+                label_array(y, len(texts), self.labels))
 
     # ----------------------------------------------------------- inference
     def predict(self, x, batch_size: Optional[int] = None, verbose="auto", steps=None,
@@ -461,16 +625,18 @@ class TextClassifier(FeatureInputs, keras.Model):
             logits = super().predict(self.dataset(x, batch_size=batch_size, labelled=False),
                                      verbose=verbose, steps=steps, callbacks=callbacks,
                                      **kwargs)
-        elif _is_empty(x):
+        elif pipeline.is_empty(x):
             logits = np.zeros((0, max(1, len(self.labels))), np.float32)
         else:
             # Texts in memory are predicted in order of length, so that each batch is
             # padded to rows of about its own length, and answered in the texts' order.
-            features = self._features(*text_columns(x))
+            features = pipeline.features_of(self.preprocessor, *text_columns(x))
             order = np.argsort(features["input_mask"].numpy().sum(1), kind="stable")
             data = tf.data.Dataset.from_tensor_slices(
                 {key: tf.gather(value, order) for key, value in features.items()})
-            in_order = super().predict(self._batched(data, batch_size), verbose=verbose,
+            in_order = super().predict(pipeline.batched(data, batch_size,
+                                                        self.preprocessor.static_shapes),
+                                       verbose=verbose,
                                        steps=steps, callbacks=callbacks, **kwargs)
             logits = np.empty_like(in_order)
             logits[order] = in_order
@@ -478,7 +644,8 @@ class TextClassifier(FeatureInputs, keras.Model):
 
     def predict_on_batch(self, x):
         """Keras' `predict_on_batch` on one batch of texts."""
-        return super().predict_on_batch(self._features(*text_columns(x)))
+        return super().predict_on_batch(pipeline.features_of(self.preprocessor,
+                                                             *text_columns(x)))
 
     def label_names(self, logits) -> list:
         """The predicted label name of each row of `logits` (floats for regression)."""
@@ -519,17 +686,39 @@ class TextClassifier(FeatureInputs, keras.Model):
                      task: Optional[str] = None, labels: Optional[Sequence[str]] = None) -> str:
         """Writes the adapter directory `run_classifier.py` writes (weights, backbone
         description, task, label names, sequence length, and how it was trained);
-        returns the weights file's path. `name`: its adapter (default: the one it
-        trains); `task` (default the model's) names it; `labels`, if given, must be the
-        model's."""
-        if labels is not None and list(labels) != list(self.labels):
-            raise UserError(f"save_adapter: labels {list(labels)} are not the model's "
-                            f"{list(self.labels)}")
-        training = {"class_weights": self.class_weights, "pair": self.pair or None,
-                    "max_seq_length": self.max_seq_length}
-        return save_trained_weights(self.network, directory, task or self.task,
-                                    list(self.labels), self.tuning_mode,
-                                    {k: v for k, v in training.items() if v}, name)
+        returns the weights file's path. `name`: its adapter (default: the active task's);
+        `task` (default the task's) names it; `labels`, if given, must be the task's."""
+        name = name or self._active
+        if name not in self._task_table.specs:
+            raise UserError(f"save_adapter: no task {name!r} on this model; its tasks: "
+                            f"{', '.join(self._task_table.specs)}")
+        spec = self._task_table.specs[name]
+        if labels is not None and list(labels) != list(spec["labels"]):
+            raise UserError(f"save_adapter: labels {list(labels)} are not the task's "
+                            f"{list(spec['labels'])}")
+        training = {key: spec.get(key) for key in ("class_weights", "pair", "max_seq_length")}
+        named = name if name in self.network.adapter_names else None
+        return save_trained_weights(self.network, directory, task or spec["task"],
+                                    list(spec["labels"]), self.tuning_mode,
+                                    {k: v for k, v in training.items() if v}, named)
+
+
+def _no_columns_beside(y, sample_weight) -> None:
+    if y is not None or sample_weight is not None:
+        raise UserError("y and sample_weight must be None when x is a dataset: its "
+                        "elements hold the labels and weights")
+
+
+@contextlib.contextmanager
+def _policy(dtype: str):
+    """Keras' global policy set to `dtype` while a model's layers are made (they keep
+    it), the user's restored after."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(dtype)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
 
 
 def _model_dtype(dtype: Optional[str], strategy) -> str:
@@ -562,44 +751,3 @@ def _trains_pooler(network) -> bool:
 def _is_planned(optimizer) -> bool:
     """Whether `optimizer` is the runner's, whose schedule each fit plans."""
     return isinstance(getattr(optimizer, "_learning_rate", None), PlannedWarmupDecay)
-
-
-def _holds_features(x) -> bool:
-    """Whether `x` is a dataset whose inputs are the features dict."""
-    if not isinstance(x, tf.data.Dataset):
-        return False
-    spec = x.element_spec
-    first = spec[0] if isinstance(spec, tuple) else spec
-    return isinstance(first, dict) and "input_ids" in first
-
-
-def _holds_pairs(x) -> bool:
-    """Whether texts `x` (as `TextClassifier.dataset` takes them) are sentence pairs."""
-    if isinstance(x, tf.data.Dataset):
-        spec = x.element_spec
-        return isinstance(spec, tuple) and isinstance(spec[0], tuple)
-    return text_columns(x)[1] is not None
-
-
-def _is_text(spec) -> bool:
-    """Whether a dataset element part is a text: a string, or a pair of strings."""
-    if isinstance(spec, tuple):
-        return len(spec) == 2 and all(_is_text(part) for part in spec) and \
-            not any(isinstance(part, tuple) for part in spec)
-    return isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string
-
-
-def _batches(data: tf.data.Dataset) -> Optional[int]:
-    """Batches per pass of `data`, counted when TensorFlow cannot tell; None if endless."""
-    count = int(data.cardinality())
-    if count == tf.data.INFINITE_CARDINALITY:
-        return None
-    if count == tf.data.UNKNOWN_CARDINALITY:
-        count = int(data.reduce(0, lambda total, _: total + 1))
-    return count
-
-
-def _is_empty(x) -> bool:
-    if isinstance(x, tuple):
-        return all(len(part) == 0 for part in x)
-    return not isinstance(x, (str, bytes)) and x is not None and len(x) == 0

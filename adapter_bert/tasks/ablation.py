@@ -28,7 +28,7 @@ def check_metric(metric, metrics_kind: str) -> None:
     """--ablation_metric names a figure the evaluation writes (`eval_<metric>` of the
     task's kind, or eval_loss); refused in one line before anything is loaded."""
     from adapter_bert.metrics.classification import METRIC_NAMES
-    from adapter_bert.tasks.flag_checks import FlagError
+    from adapter_bert.command_line.flag_checks import FlagError
     known = ["eval_loss"] + [f"eval_{name}" for name in METRIC_NAMES[metrics_kind]]
     if metric is not None and metric not in known:
         raise FlagError(f"--ablation_metric={metric}: the evaluation reports "
@@ -313,7 +313,7 @@ def classifier_main(flag_values) -> int:
     Raises:
         FlagError: a bad flag (`flag_checks.validate_ablation`), or no trained weights to ablate.
     """
-    from adapter_bert.tasks.flag_checks import validate_ablation
+    from adapter_bert.command_line.flag_checks import validate_ablation
     from adapter_bert.tasks import base
     from adapter_bert.tasks.classifier import ClassifierRun
 
@@ -332,7 +332,7 @@ def _ablate(run, flag_values) -> None:
     """The ablation of a built run: every span evaluated, the files written and named."""
     from absl import logging
 
-    from adapter_bert.tasks.flag_checks import FlagError
+    from adapter_bert.command_line.flag_checks import FlagError
 
     if not any(adapter_blocks_by_layer(run.model)):
         raise FlagError("the model has no adapters: pass --load_adapter with an adapter-tuned "

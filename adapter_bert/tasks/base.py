@@ -7,7 +7,6 @@ head its model has, and what it trains, evaluates and writes.
 """
 
 import contextlib
-import dataclasses
 import errno
 import functools
 import importlib
@@ -24,19 +23,17 @@ from adapter_bert.adapters.files import load_trained_weights, save_trained_weigh
 from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.console import configure_logging
 from adapter_bert.errors import UserError
-from adapter_bert.data.tokenization import (check_vocab_matches_config, checkpoint_lower_case,
-                                            load_tokenizer, validate_case_matches_checkpoint)
+from adapter_bert.data.backbone import Backbone, load_backbone
 from adapter_bert.io_utils import (atomic_write_text, makedirs, read_text,
                                    remove_stale_temporaries)
-from adapter_bert.model.checkpoints import BackboneFiles, resolve_backbone
 from adapter_bert.model.google_checkpoints import cache_root
-from adapter_bert.model.config import BertConfig
-from adapter_bert.tasks.flag_checks import FlagError, was_set
+from adapter_bert.command_line.flag_checks import was_set
 from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, check_same_data,
                                            clear_output_dir, write_record)
-from adapter_bert.tasks.task_models import ModelRecipe, report_parameters
+from adapter_bert.adapters.task_models import report_parameters
+from adapter_bert.tasks.task_models import recipe_from_flags
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, set_seed, steps_per_execution)
@@ -79,15 +76,6 @@ def _configured_paths() -> Tuple[str, ...]:
             os.environ.get("TFDS_DATA_DIR") or io_utils.join("~", "tensorflow_datasets"))
 
 
-@dataclasses.dataclass
-class Backbone:
-    """The pretrained network a run starts from."""
-
-    files: BackboneFiles
-    config: BertConfig
-    tokenizer: object
-
-
 class TaskRun:
     """One invocation of a runner, configured from parsed flags.
 
@@ -126,8 +114,8 @@ class TaskRun:
         if static_shapes is not None:
             self.static_shapes = bool(static_shapes)
         try:
-            recipe = ModelRecipe.from_flags(flag_values, self.HEAD, self.num_labels,
-                                            self.train_pooler, self.task)
+            recipe = recipe_from_flags(flag_values, self.HEAD, self.num_labels,
+                                       self.train_pooler, self.task)
             self.model = recipe.build(self.strategy, self.backbone,
                                       training=bool(getattr(flag_values, "do_train", True)))
             self.param_results = report_parameters(self.model)
@@ -201,34 +189,6 @@ def prepare_backbone(flag_values, max_seq_length: int) -> Backbone:
     --do_lower_case (`load_backbone`)."""
     return load_backbone(flag_values.init_checkpoint, flag_values.bert_config_file,
                          flag_values.vocab_file, flag_values.do_lower_case, max_seq_length)
-
-
-def load_backbone(init_checkpoint: Optional[str], config_file: Optional[str],
-                  vocab_file: Optional[str], do_lower_case: Optional[bool],
-                  max_seq_length: Optional[int]) -> Backbone:
-    """Resolves checkpoint, config and vocabulary and checks they fit the sequence length
-    and the casing. `do_lower_case` None: as the checkpoint says (lower case when it says
-    nothing); `max_seq_length` None: not checked here.
-
-    Raises:
-        FlagError, CheckpointError, ConfigError, TokenizerError: with a clear message.
-    """
-    files = resolve_backbone(init_checkpoint, config_file, vocab_file)
-    if files.vocab_file is None:
-        raise FlagError(f"no vocab.txt beside {files.weights}; pass --vocab_file")
-    config = BertConfig.from_json_file(files.config_file)
-    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
-        raise FlagError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
-                        f"only trained up to sequence length {config.max_position_embeddings} "
-                        f"(--max_seq_length)")
-    if do_lower_case is None:
-        do_lower_case = checkpoint_lower_case(files.weights) is not False
-    validate_case_matches_checkpoint(do_lower_case, files.weights)
-    tokenizer = load_tokenizer(files.vocab_file, do_lower_case)
-    check_vocab_matches_config(tokenizer, config, files.vocab_file)
-    logging.info("Backbone: %s (%s), config %s, vocab %s", files.weights, files.format,
-                 files.config_file, files.vocab_file)
-    return Backbone(files, config, tokenizer)
 
 
 def prepare_run(flag_values, strategy=None, runner: str = "",

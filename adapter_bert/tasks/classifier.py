@@ -20,8 +20,8 @@ from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how
 from adapter_bert.data.tfds_text import load_glue_examples
 from adapter_bert.data.text_files import output_header, tsv_text
 from adapter_bert.data.text_task import hold_out_indices
-from adapter_bert.tasks.flag_checks import FlagError
-from adapter_bert.tasks.flag_checks import uses_own_data, validate_classifier
+from adapter_bert.command_line.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import uses_own_data, validate_classifier
 from adapter_bert.tasks.own_data import own_task
 from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text

@@ -1,6 +1,6 @@
 """export_model.py's job: trained adapters -> one SavedModel on one frozen backbone."""
 
-from adapter_bert.tasks.flag_checks import FlagError, check_numeric_flags
+from adapter_bert.command_line.flag_checks import FlagError, check_numeric_flags
 
 
 def main(flag_values) -> int:
@@ -32,5 +32,5 @@ def main(flag_values) -> int:
 
 def flag_help(name: str) -> str:
     """A setting's help, as the line that asks for it quotes it."""
-    from adapter_bert.tasks import settings
+    from adapter_bert.command_line import settings
     return settings.by_name()[name].help.rstrip(".")

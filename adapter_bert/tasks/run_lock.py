@@ -25,7 +25,7 @@ from absl import logging
 from adapter_bert import io_utils
 from adapter_bert.io_utils import folders
 from adapter_bert.errors import UserError
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import FlagError
 
 LOCK_NAME = ".adapter_bert.lock"
 HEARTBEAT_S = 30.0

@@ -17,9 +17,9 @@ from absl import logging
 from adapter_bert import io_utils
 from adapter_bert.errors import UserError
 from adapter_bert.io_utils import folders
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import FlagError
 from adapter_bert.tasks.run_lock import LOCK_NAME
-from adapter_bert.tasks.settings import resume_compared, resume_paths
+from adapter_bert.command_line.settings import resume_compared, resume_paths
 
 RECORD_NAME = "run_flags.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -37,7 +37,7 @@ def _value(name: str, value):
 
 def training_record(flag_values, runner: str) -> Dict[str, object]:
     """The runner and the values of the settings a resumed run must match
-    (`tasks.settings`, in table order) that `flag_values` defines."""
+    (`command_line.settings`, in table order) that `flag_values` defines."""
     values: Dict[str, object] = {"runner": runner}
     for name in resume_compared():
         if hasattr(flag_values, name):

@@ -20,8 +20,8 @@ from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
-from adapter_bert.tasks.flag_checks import FlagError
-from adapter_bert.tasks.flag_checks import validate_squad
+from adapter_bert.command_line.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import validate_squad
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2

@@ -22,7 +22,7 @@ from adapter_bert.io_utils import atomic_write_text, folders
 from adapter_bert.tasks.base import read_results
 from adapter_bert.tasks.epoch_selection import is_better
 from adapter_bert.errors import UserError
-from adapter_bert.tasks.flag_checks import FlagError
+from adapter_bert.command_line.flag_checks import FlagError
 
 RUNNERS = {"classifier": "run_classifier", "squad": "run_squad"}
 # The paper's grid (section 3.1), for adapters.
@@ -136,7 +136,7 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
     """
     from absl import flags as absl_flags
 
-    from adapter_bert.tasks import flags as runner_flags
+    from adapter_bert.command_line import flags as runner_flags
     define = (runner_flags.define_classifier_flags if runner == "classifier"
               else runner_flags.define_squad_flags)
     define()
@@ -172,7 +172,7 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
 def _check_backbone(values, checked: Dict[tuple, None]) -> None:
     """The point's backbone takes its sequence length, casing and vocabulary, as the
     runner checks it after loading (`base.load_backbone`); each combination once."""
-    from adapter_bert.tasks.base import load_backbone
+    from adapter_bert.data.backbone import load_backbone
     key = (values.init_checkpoint, values.bert_config_file, values.vocab_file,
            values.do_lower_case, values.max_seq_length)
     if key not in checked:
@@ -193,7 +193,7 @@ def _validate(runner: str, values, data: Dict[tuple, object]) -> str:
     its data (`data` holds each reading, keyed by DATA_FLAGS' values, so every distinct
     data is read once); returns the selection metric."""
     if runner == "squad":
-        from adapter_bert.tasks.flag_checks import validate_squad
+        from adapter_bert.command_line.flag_checks import validate_squad
         validate_squad(values)
         return values.select_metric if "select_metric" in values and values.select_metric \
             else "f1"

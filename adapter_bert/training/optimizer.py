@@ -194,6 +194,19 @@ def choose_optimizer(tuning_mode: str, learning_rate: Optional[float] = None,
         step_ceiling=ceiling)
 
 
+def warmup_then_decay(step, peak: float, total, warmup) -> tf.Tensor:
+    """Google BERT's rate at `step` of `total` with `warmup` steps (float32):
+    `peak * step / warmup` while `step < warmup`, else `peak * (1 - min(step, total) /
+    total)`."""
+    # The optimiser's `iterations` is int64; float32 counts steps exactly up to 2**24,
+    # far beyond any fine-tuning run.
+    step = tf.cast(step, tf.float32)
+    peak = tf.constant(peak, tf.float32)
+    total, warmup = tf.cast(total, tf.float32), tf.cast(warmup, tf.float32)
+    decayed = peak * (1.0 - tf.minimum(step, total) / tf.maximum(total, 1.0))
+    return tf.where(step < warmup, peak * step / tf.maximum(warmup, 1.0), decayed)
+
+
 @keras.utils.register_keras_serializable(package="adapter_bert")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Google BERT's learning rate: linear warmup, then linear decay to 0.
@@ -217,16 +230,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         with tf.name_scope(self.name or "WarmupLinearDecay"):
-            # The optimiser's `iterations` is int64; float32 counts steps exactly
-            # up to 2**24, far beyond any fine-tuning run.
-            step = tf.cast(step, tf.float32)
-            peak = tf.constant(self.peak, tf.float32)
-            total = tf.constant(float(self.total_steps), tf.float32)
-            decayed = peak * (1.0 - tf.minimum(step, total) / total)
-            if not self.warmup_steps:
-                return decayed
-            warmup = tf.constant(float(self.warmup_steps), tf.float32)
-            return tf.where(step < warmup, peak * step / warmup, decayed)
+            return warmup_then_decay(step, self.peak, float(self.total_steps),
+                                     float(self.warmup_steps))
 
     def get_config(self):
         return {"peak": self.peak, "total_steps": self.total_steps,
@@ -265,11 +270,9 @@ class PlannedWarmupDecay(WarmupLinearDecay):
 
     def __call__(self, step):
         with tf.name_scope(self.name or "PlannedWarmupDecay"):
-            step = tf.cast(step, tf.float32)
             total, warmup = tf.unstack(tf.convert_to_tensor(self._steps))
-            decayed = self.peak * (1.0 - tf.minimum(step, total) / tf.maximum(total, 1.0))
-            rate = tf.where(step < warmup, self.peak * step / tf.maximum(warmup, 1.0), decayed)
-            return tf.where(total > 0, rate, tf.constant(self.peak, tf.float32))
+            return tf.where(total > 0, warmup_then_decay(step, self.peak, total, warmup),
+                            tf.constant(self.peak, tf.float32))
 
 
 @keras.utils.register_keras_serializable(package="adapter_bert")

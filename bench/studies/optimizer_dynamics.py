@@ -133,7 +133,7 @@ class DynamicsProbe:
 def run_variant(name: str, args) -> dict:
     """Trains one variant in this process; returns its record."""
     from absl import flags as absl_flags
-    from adapter_bert.tasks import flags as adapter_flags
+    from adapter_bert.command_line import flags as adapter_flags
     adapter_flags.define_classifier_flags()
     values = absl_flags.FLAGS
     work = tempfile.mkdtemp(prefix=f"dynamics_{name}_", dir=args.work_dir)

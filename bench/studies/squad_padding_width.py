@@ -27,7 +27,7 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from adapter_bert.tasks import flags as adapter_flags
+from adapter_bert.command_line import flags as adapter_flags
 
 adapter_flags.define_squad_flags()
 FLAGS = flags.FLAGS

@@ -471,7 +471,7 @@ def test_unwritable_output_dir_is_named_before_anything_loads(runner, backbone, 
 
 
 def test_output_dir_under_a_file_is_named(tmp_path):
-    from adapter_bert.tasks.flag_checks import FlagError, check_writable_dir
+    from adapter_bert.command_line.flag_checks import FlagError, check_writable_dir
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     with pytest.raises(FlagError, match=r"^--output_dir=.*a_file/run: cannot create it, "

@@ -44,7 +44,7 @@ class Saved:
         from adapter_bert.adapters.tuning import trained_weights
         from adapter_bert.model.checkpoints import build_model
         from adapter_bert.model.config import AdapterConfig
-        from adapter_bert.tasks.task_models import ModelRecipe
+        from adapter_bert.adapters.task_models import ModelRecipe
         from adapter_bert.training.loop import TrainingCheckpoints
         self.root = root
         self.model = ModelRecipe("classifier", 2, AdapterConfig(size=4)).new_model(tiny_config)

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from adapter_bert.tasks.settings import numeric_bounds
+from adapter_bert.command_line.settings import numeric_bounds
 from tests.runner_utils import REPO
 
 ENTRY_POINTS = {"run_classifier": "run_classifier.py", "run_squad": "run_squad.py",

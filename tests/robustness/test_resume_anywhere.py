@@ -43,7 +43,7 @@ def test_the_checkpoint_tracks_every_dropout_generator(tiny_config, tmp_path):
     from adapter_bert.model.checkpoints import build_model
     from adapter_bert.model.config import AdapterConfig
     from adapter_bert.model.fast_layers import Dropout
-    from adapter_bert.tasks.task_models import ModelRecipe
+    from adapter_bert.adapters.task_models import ModelRecipe
     from adapter_bert.training.loop import TrainingCheckpoints, set_seed
 
     set_seed(3)

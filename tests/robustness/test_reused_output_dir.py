@@ -252,7 +252,7 @@ def test_a_resume_after_the_training_file_gained_a_label_stops_before_restoring(
 def test_the_data_record_is_compared_only_where_both_hold_a_value(tmp_path):
     from types import SimpleNamespace
     from adapter_bert.tasks import run_record
-    from adapter_bert.tasks.flag_checks import FlagError
+    from adapter_bert.command_line.flag_checks import FlagError
     out = tmp_path / "out"
     (out / "checkpoints").mkdir(parents=True)
     (out / "checkpoints" / "checkpoint").write_text("x")

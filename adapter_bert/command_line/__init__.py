@@ -1,0 +1,1 @@
+"""The command line: the settings table, the absl flags made from it, and their checks."""
