@@ -9,7 +9,7 @@ GLUE_DIR ?=
 OUT      ?= output
 STAMP    := .make/setup.stamp
 
-.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir test-gcs tf220-env test-tf220 bench clean
+.PHONY: setup demo demo-data test test-slow test-all test-data test-data-dir test-gcs tf220-env test-tf220 lint bench clean
 
 setup: $(STAMP)
 
@@ -66,6 +66,11 @@ PYTEST = $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=$(TEST_WORKERS
 # workers, exports, the real MiniLM weights), which `make test-slow` runs; CI runs both.
 test: setup
 	$(PYTEST) -m "not slow"
+
+# ruff with the rules in pyproject.toml: pyflakes, pycodestyle's errors, McCabe complexity.
+lint:
+	$(PYTHON) -m pip install -q "ruff>=0.17,<0.18"
+	$(PYTHON) -m ruff check adapter_bert tests bench
 
 test-slow: setup
 	$(PYTEST) -m slow --durations=25

@@ -262,15 +262,15 @@ def test_the_classifier_uses_the_lean_layers_everywhere(tiny_config):
     model = BertClassifier(tiny_config, 2, adapter_config=AdapterConfig(size=4))
     model(tiny_inputs(), training=False)
     layers = [layer for _, layer in walk_layers(model)]
-    dropouts = [l for l in layers if isinstance(l, keras.layers.Dropout)]
-    norms = [l for l in layers if isinstance(l, keras.layers.LayerNormalization)]
+    dropouts = [x for x in layers if isinstance(x, keras.layers.Dropout)]
+    norms = [x for x in layers if isinstance(x, keras.layers.LayerNormalization)]
     # Embeddings + 2 per layer + head; embeddings + 2 per layer, the backbone's and the
     # adapter's copies.
     assert len(dropouts) == 1 + 3 * 2 + 1 and len(norms) == 2 * (1 + 2 * 2)
-    assert all(type(l) is Dropout for l in dropouts) and all(type(l) is LayerNorm for l in norms)
+    assert all(type(x) is Dropout for x in dropouts) and all(type(x) is LayerNorm for x in norms)
     # Every encoder projection (query, key, value, 2 outputs, intermediate per layer) and
     # the pooler, whose 2-D input takes Keras' own path.
-    denses = [l for l in layers if type(l) is Dense]
+    denses = [x for x in layers if type(x) is Dense]
     assert len(denses) == 6 * 2 + 1
 
 

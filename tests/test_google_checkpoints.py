@@ -57,8 +57,8 @@ def test_catalogue_has_googles_names_locations_and_shapes():
         assert gc.lookup(name).url(base_url=gc.DEFAULT_BASE_URL) == url
     small = [n for n in names if gc.lookup(n).release == "2020_02_20"]
     assert sorted(small) == sorted(
-        f"uncased_L-{l}_H-{h}_A-{h // 64}" for l in (2, 4, 6, 8, 10, 12)
-        for h in (128, 256, 512, 768) if (l, h) != (12, 768))
+        f"uncased_L-{layers}_H-{h}_A-{h // 64}" for layers in (2, 4, 6, 8, 10, 12)
+        for h in (128, 256, 512, 768) if (layers, h) != (12, 768))
     for name in names:
         entry = gc.lookup(name)
         assert name.endswith(f"L-{entry.num_layers}_H-{entry.hidden_size}_A-{entry.num_heads}")

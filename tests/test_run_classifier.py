@@ -177,7 +177,7 @@ def test_mnli_evaluates_matched_and_mismatched(backbone, tmp_path):
 def test_bad_flags_give_one_clear_line(backbone, mrpc_dir, tmp_path, capsys, extra, message):
     argv = [f"--data_dir={mrpc_dir}", "--do_train",
             *common_flags(backbone, tmp_path / "out")]
-    argv = [a for a in argv if not (a.split("=")[0] in {e.split("=")[0] for e in extra})] + extra
+    argv = [a for a in argv if a.split("=")[0] not in {e.split("=")[0] for e in extra}] + extra
     code, _ = run_in_process("run_classifier", argv)
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()

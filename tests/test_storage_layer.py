@@ -75,8 +75,8 @@ def file_uses(source: str) -> set:
             found.add((node.lineno, f"os.path.{node.attr}"))
     # `os.path.join` is reported as itself, not also as `os.path`.
     return {(line, what) for line, what in found
-            if not (what == "os.path" and any(w.startswith("os.path.") and l == line
-                                              for l, w in found))}
+            if not (what == "os.path" and any(w.startswith("os.path.") and other == line
+                                              for other, w in found))}
 
 
 def test_no_module_outside_io_utils_touches_files_itself():

@@ -158,6 +158,29 @@ def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[Ada
     neither of `adapter_config` and `fuse`, or adapters that cannot be fused, and
     ConfigError for a config that does not fit.
     """
+    adapter_config = _checked_request(bert, name, adapter_config, fuse)
+    fused = _check_fusable(bert, fuse) if fuse is not None else []
+    branches = {holder: TaskBranch(name) for holder in _branch_holders(bert)}
+    for holder, branch in branches.items():
+        if getattr(holder, "layer_norm", None) is None:
+            continue  # the pooler, self-attention and the intermediate block have none
+        branch.layer_norm = _layer_norm_copy(bert, holder.layer_norm)
+    if train_pooler:
+        branches[bert.pooler].dense = _pooler_copy(bert)
+    for index, layer in enumerate(bert.encoder.transformer_layers):
+        _add_layer_branches(bert, layer, index, branches, adapter_config, fused)
+    info = branches[bert.embeddings]
+    info.adapter_config = adapter_config
+    info.fused = list(fused)
+    info.train_pooler = bool(train_pooler)
+    for holder, branch in branches.items():
+        if not holder.BRANCH_PER_TASK and branch.adapter is None and branch.dense is None:
+            continue  # these holders fall back to the shared layer
+        holder.add_task_branch(branch)
+
+
+def _checked_request(bert: BertNetwork, name: str, adapter_config, fuse):
+    """`add_named_adapter`'s arguments checked; its `AdapterConfig` (None for a fusion)."""
     validate_name(name)
     if fuse is not None and not bert.built:
         raise UserError("build the backbone (and load its weights) before adding a fusion")
@@ -169,34 +192,23 @@ def add_named_adapter(bert: BertNetwork, name: str, adapter_config: Optional[Ada
         adapter_config = AdapterConfig.from_dict(adapter_config)
     if adapter_config is not None:
         adapter_config.validate_for(bert.config)
-    fused = _check_fusable(bert, fuse) if fuse is not None else []
-    branches = {holder: TaskBranch(name) for holder in _branch_holders(bert)}
-    for holder, branch in branches.items():
-        if getattr(holder, "layer_norm", None) is None:
-            continue  # the pooler, self-attention and the intermediate block have none
-        branch.layer_norm = _layer_norm_copy(bert, holder.layer_norm)
-    if train_pooler:
-        branches[bert.pooler].dense = _pooler_copy(bert)
-    for index, layer in enumerate(bert.encoder.transformer_layers):
-        if adapter_config is not None:
-            for slot, adapter in new_adapters(layer, adapter_config, index):
-                if bert.built:
-                    adapter.build(slot.adapter_input_shape(adapter))
-                branches[slot].adapter = adapter
-        for block in (layer.attention_output_block, layer.ffn_output_block):
-            if fused and block.modification(fused[0]).adapter is not None:
-                fusion = AdapterFusion(initializer_range=bert.config.initializer_range)
-                fusion.build(_width_shape(bert))
-                branches[block].fusion = fusion
-                branches[block].fused = list(fused)
-    info = branches[bert.embeddings]
-    info.adapter_config = adapter_config
-    info.fused = list(fused)
-    info.train_pooler = bool(train_pooler)
-    for holder, branch in branches.items():
-        if not holder.BRANCH_PER_TASK and branch.adapter is None and branch.dense is None:
-            continue  # these holders fall back to the shared layer
-        holder.add_task_branch(branch)
+    return adapter_config
+
+
+def _add_layer_branches(bert: BertNetwork, layer, index: int, branches: dict,
+                        adapter_config: Optional[AdapterConfig], fused: List[str]) -> None:
+    """Fills transformer layer `index`'s branches: its adapters, or fusions of `fused`."""
+    if adapter_config is not None:
+        for slot, adapter in new_adapters(layer, adapter_config, index):
+            if bert.built:
+                adapter.build(slot.adapter_input_shape(adapter))
+            branches[slot].adapter = adapter
+    for block in (layer.attention_output_block, layer.ffn_output_block):
+        if fused and block.modification(fused[0]).adapter is not None:
+            fusion = AdapterFusion(initializer_range=bert.config.initializer_range)
+            fusion.build(_width_shape(bert))
+            branches[block].fusion = fusion
+            branches[block].fused = list(fused)
 
 
 def _check_fusable(bert: BertNetwork, names: Sequence[str]) -> List[str]:

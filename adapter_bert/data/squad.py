@@ -10,7 +10,7 @@ Google's `run_squad.py`: `max_seq_length - len(query) - 3` tokens advancing by
 
 import dataclasses
 import json
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
@@ -174,42 +174,51 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
                     raise SquadDataError(f"{path}: {where}: question id {qid!r} is used "
                                          f"again (first at {seen[qid]}); ids must be unique")
                 seen[qid] = where
-                question = _get(qa, "question", str, path, where, qid)
-                impossible = False
-                if version_2_with_negative:
-                    impossible = _get(qa, "is_impossible", bool, path, where, qid)
-                if is_training or "answers" in qa:
-                    answers = _get(qa, "answers", list, path, where, qid)
-                else:
-                    answers = []
-                texts, starts = [], []
-                for n_i, ans in enumerate(answers):
-                    texts.append(_get(ans, "text", str, path, f"{where}.answers[{n_i}]", qid))
-                    starts.append(_get(ans, "answer_start", int, path, f"{where}.answers[{n_i}]", qid))
-                example = SquadExample(qid, question, context, is_impossible=impossible, all_answers=texts)
-                if not impossible and texts:
-                    example.answer_text, example.start_char = texts[0], starts[0]
-                    if context[starts[0]:starts[0] + len(texts[0])] != texts[0] or starts[0] < 0:
-                        examples.num_answer_mismatches += 1
-                        examples.mismatched_ids.append(qid)
-                        logging.warning("%s: %s (question id %r): answer_start %d does not point at %r",
-                                        path, where, qid, starts[0], texts[0])
-                        if is_training:
-                            continue
-                elif is_training and not impossible:
-                    if not version_2_with_negative and qa.get("is_impossible") is True:
-                        raise SquadDataError(
-                            f"{path}: {where} (question id {qid!r}) is a SQuAD 2.0 "
-                            "unanswerable question (is_impossible: true): pass "
-                            "--version_2_with_negative to train on SQuAD 2.0")
-                    raise SquadDataError(f"{path}: {where}.answers (question id {qid!r}): "
-                                         "an answerable training question needs at least one answer")
+                example, mismatched = _question(qa, context, path, where, qid, is_training,
+                                                version_2_with_negative)
+                if mismatched:
+                    examples.num_answer_mismatches += 1
+                    examples.mismatched_ids.append(qid)
+                    if is_training:
+                        continue
                 examples.append(example)
     if examples.num_answer_mismatches:
         logging.warning("%s: %d answers whose answer_start does not match the text%s", path,
                         examples.num_answer_mismatches, " (skipped)" if is_training else "")
     logging.info("%s: read %d examples", path, len(examples))
     return examples
+
+
+def _question(qa: dict, context: str, path: str, where: str, qid: str, is_training: bool,
+              version_2_with_negative: bool) -> Tuple[SquadExample, bool]:
+    """The `SquadExample` of question `qa`, and whether its first answer's `answer_start`
+    misses the text (warned). SquadDataError for a malformed question."""
+    question = _get(qa, "question", str, path, where, qid)
+    impossible = False
+    if version_2_with_negative:
+        impossible = _get(qa, "is_impossible", bool, path, where, qid)
+    answers = _get(qa, "answers", list, path, where, qid) \
+        if is_training or "answers" in qa else []
+    texts, starts = [], []
+    for n_i, ans in enumerate(answers):
+        texts.append(_get(ans, "text", str, path, f"{where}.answers[{n_i}]", qid))
+        starts.append(_get(ans, "answer_start", int, path, f"{where}.answers[{n_i}]", qid))
+    example = SquadExample(qid, question, context, is_impossible=impossible, all_answers=texts)
+    if not impossible and texts:
+        example.answer_text, example.start_char = texts[0], starts[0]
+        if context[starts[0]:starts[0] + len(texts[0])] != texts[0] or starts[0] < 0:
+            logging.warning("%s: %s (question id %r): answer_start %d does not point at %r",
+                            path, where, qid, starts[0], texts[0])
+            return example, True
+    elif is_training and not impossible:
+        if not version_2_with_negative and qa.get("is_impossible") is True:
+            raise SquadDataError(
+                f"{path}: {where} (question id {qid!r}) is a SQuAD 2.0 "
+                "unanswerable question (is_impossible: true): pass "
+                "--version_2_with_negative to train on SQuAD 2.0")
+        raise SquadDataError(f"{path}: {where}.answers (question id {qid!r}): "
+                             "an answerable training question needs at least one answer")
+    return example, False
 
 
 # --------------------------------------------------------------------------- features
