@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from adapter_bert.io_utils import atomic_write_text
+from adapter_bert.io_utils import read_key_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "bench", "results")
@@ -81,21 +82,19 @@ def runner_command(runner: str, flags: Sequence[str]) -> List[str]:
 
 
 def read_eval_results(path: str) -> Dict[str, object]:
-    """Parses an eval_results file: JSON as it is, or `key = value` lines (numbers as floats,
-    other values as strings, lines without ` = ` skipped)."""
-    with open(path, encoding="utf-8") as f:
-        if path.endswith(".json"):
+    """Parses an eval_results file: JSON as it is, or the runner's `key = value` lines
+    (`io_utils.read_key_values`), numbers as floats and other values as strings."""
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
             return json.load(f)
-        results: Dict[str, object] = {}
-        for line in f:
-            key, sep, value = line.strip().partition(" = ")
-            if not sep:
-                continue
-            try:
-                results[key] = float(value)
-            except ValueError:
-                results[key] = value
-        return results
+    return {key: _number_or_text(value) for key, value in read_key_values(path).items()}
+
+
+def _number_or_text(value: str):
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def collect_results(output_dir: str) -> Dict[str, object]:

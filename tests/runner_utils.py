@@ -82,6 +82,6 @@ def run_subprocess(script: str, argv, timeout=600, env=None,
 
 
 def read_results(path: Path) -> dict:
-    """`key = value` lines -> dict of strings."""
-    pairs = (line.split(" = ", 1) for line in path.read_text().splitlines() if line)
-    return {k: v for k, v in pairs}
+    """eval_results.txt's `key = value` lines -> dict of strings (the package's reader)."""
+    from adapter_bert.io_utils import read_key_values
+    return read_key_values(str(path))

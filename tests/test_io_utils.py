@@ -181,3 +181,11 @@ def test_the_json_reader_names_the_file_and_what_was_expected(tmp_path, content,
         io_utils.read_json_object(str(path), Refused)
     path.write_text('{"a": [1, 2]}')
     assert io_utils.read_json_object(str(path)) == {"a": [1, 2]}
+
+
+def test_read_key_values_is_the_one_reader_of_eval_results(tmp_path):
+    from adapter_bert.io_utils import read_key_values
+    path = tmp_path / "eval_results.txt"
+    path.write_text("eval_accuracy = 0.8137254901960784\nnot a pair\nrun = a = b\n\n")
+    assert read_key_values(str(path)) == {"eval_accuracy": "0.8137254901960784",
+                                          "run": "a = b"}

@@ -24,7 +24,8 @@ from adapter_bert.io_utils.paths import (expand, absolute, join, is_within, base
                                          makedirs, listdir, glob, walk, files_under,
                                          local_write_problem, write_problem)
 from adapter_bert.io_utils.reads import (open_file, read_bytes, decode_utf8,
-                                         read_text, read_json_object, modified_time,
+                                         read_text, read_key_values, read_json_object,
+                                         modified_time,
                                          file_digest)
 from adapter_bert.io_utils.writes import (OBJECT_STORES, is_temporary,
                                           renames_folders_atomically, WRITE_LISTENERS,

@@ -35,12 +35,13 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 from adapter_bert.errors import UserError
 from adapter_bert import io_utils
+from adapter_bert.io_utils.writes import PACKAGE_TAG
 
 MANIFEST = ".adapter_bert_files.json"
 WRITER = "adapter_bert"
-# Beside a target `x`: `.x.adapter_bert.staging.<hex>` (the new folder being built),
-# `.x.adapter_bert.old.<hex>` (the old one, renamed aside) and the journal of a swap.
-_TAG = ".adapter_bert."
+# Beside a target `x` (PACKAGE_TAG marks them): `.x.adapter_bert.staging.<hex>` (the new
+# folder being built), `.x.adapter_bert.old.<hex>` (the old one, renamed aside) and the
+# journal of a swap.
 
 
 class ForeignFileError(UserError):
@@ -288,7 +289,7 @@ def remove_stale_staging(target: str) -> List[str]:
     names a process of this machine that has ended); returns their paths. A staged copy
     of a build still running, or of another machine's, is left."""
     parent, prefix = io_utils.dirname(target.rstrip("/")), \
-        f".{io_utils.basename(target)}{_TAG}staging."
+        f".{io_utils.basename(target)}{PACKAGE_TAG}staging."
     if not io_utils.isdir(parent):
         return []
     removed = []
@@ -353,11 +354,11 @@ def _copy_over(target: str, staging: str, ours: Set[str], flag: str) -> None:
 
 
 def _beside(target: str, kind: str) -> str:
-    name = f".{io_utils.basename(target)}{_TAG}{kind}.{os.urandom(4).hex()}"
+    name = f".{io_utils.basename(target)}{PACKAGE_TAG}{kind}.{os.urandom(4).hex()}"
     return io_utils.join(io_utils.dirname(target.rstrip("/")), name)
 
 
 def _journal_path(target: str) -> str:
     target = target.rstrip("/")
     return io_utils.join(io_utils.dirname(target),
-                         f".{io_utils.basename(target)}{_TAG}replacing.json")
+                         f".{io_utils.basename(target)}{PACKAGE_TAG}replacing.json")

@@ -6,7 +6,7 @@ import hashlib
 import io
 import json
 import os
-from typing import Callable
+from typing import Callable, Dict
 
 from adapter_bert.errors import UserError
 from adapter_bert.io_utils.store import ask, error_reason, gfile, is_local
@@ -82,6 +82,13 @@ def decode_utf8(data: bytes, where: str, error=UserError) -> str:
 def read_text(path: str, encoding: str = "utf-8") -> str:
     """The whole file decoded (raises UnicodeDecodeError like `open`)."""
     return read_bytes(path).decode(encoding)
+
+
+def read_key_values(path: str) -> Dict[str, str]:
+    """The `key = value` lines of a results file (`eval_results.txt`), as {key: value}
+    strings; other lines are skipped. The one reader of that format."""
+    pairs = (line.split(" = ", 1) for line in read_text(path).splitlines() if " = " in line)
+    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def read_json_object(path: str, error: Callable[[str], Exception] = UserError) -> dict:

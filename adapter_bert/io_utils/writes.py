@@ -18,10 +18,11 @@ from adapter_bert.io_utils.reads import read_bytes
 from adapter_bert.io_utils.store import as_write_error, ask, gfile, is_local, scheme
 
 
-# Names of the temporary files `atomic_write_with` creates:
-# ".<target>.adapter_bert.<random>.tmp". The package's name in it is the mark that lets
-# `remove_stale_temporaries` delete such a file: a user's file is never taken for one.
-_TEMPORARY_TAG = ".adapter_bert."
+# The mark in the name of every file or folder the package writes beside a target and
+# removes again: temporary files (".<target>.adapter_bert.<random>.tmp", which
+# `remove_stale_temporaries` deletes) and folders.py's staging and old folders. The
+# package's name in it is what keeps a user's file from being taken for one.
+PACKAGE_TAG = ".adapter_bert."
 
 
 _TEMPORARY = re.compile(r"^\..+\.adapter_bert\.[a-z0-9_]{8}\.tmp$")
@@ -75,7 +76,7 @@ def _atomic_local(path: str, write: Callable[[str], None]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + _TEMPORARY_TAG,
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + PACKAGE_TAG,
                                    suffix=".tmp",
                                    dir=directory)
         os.close(fd)
@@ -122,7 +123,7 @@ def _atomic_remote(path: str, data: bytes) -> None:
         with store.GFile(path, "wb") as f:  # one upload: the object appears whole
             f.write(data)
         return
-    tmp = f"{directory}/.{basename(path)}{_TEMPORARY_TAG}{os.urandom(6).hex()[:8]}.tmp"
+    tmp = f"{directory}/.{basename(path)}{PACKAGE_TAG}{os.urandom(6).hex()[:8]}.tmp"
     try:
         with store.GFile(tmp, "wb") as f:
             f.write(data)

@@ -24,8 +24,7 @@ from adapter_bert.adapters.merging import adapter_merged
 from adapter_bert.console import configure_logging
 from adapter_bert.errors import UserError
 from adapter_bert.data.backbone import Backbone, load_backbone
-from adapter_bert.io_utils import (atomic_write_text, makedirs, read_text,
-                                   remove_stale_temporaries)
+from adapter_bert.io_utils import (atomic_write_text, makedirs, remove_stale_temporaries)
 from adapter_bert.model.google_checkpoints import cache_root
 from adapter_bert.command_line.flag_checks import was_set
 from adapter_bert.tasks import run_lock
@@ -279,12 +278,6 @@ def write_results(path: str, results: Dict[str, object]) -> None:
     logging.info("***** Results written to %s *****", path)
     for line in lines:
         logging.debug("  %s", line)
-
-
-def read_results(path: str) -> Dict[str, str]:
-    """The `key = value` lines `write_results` writes, as {key: value}."""
-    pairs = (line.split(" = ", 1) for line in read_text(path).splitlines() if " = " in line)
-    return {key: value for key, value in pairs}
 
 
 def prepare_output_dir(path: str) -> None:

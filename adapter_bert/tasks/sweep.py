@@ -19,7 +19,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text, folders
-from adapter_bert.tasks.base import read_results
 from adapter_bert.tasks.epoch_selection import is_better
 from adapter_bert.errors import UserError
 from adapter_bert.command_line.flag_checks import FlagError
@@ -304,7 +303,7 @@ def run_point(runner: str, argv: List[str], out: str, label: str) -> dict:
             raise SweepStopped(f"{label} stopped (exit {done.returncode}); the lines above say "
                                f"why. Run the same command again to continue the sweep",
                                done.returncode)
-    record["results"] = read_results(io_utils.join(out, "eval_results.txt"))
+    record["results"] = io_utils.read_key_values(io_utils.join(out, "eval_results.txt"))
     return record
 
 
@@ -454,7 +453,7 @@ def _run_best(runner: str, passed: List[str], best: str, action: str) -> Dict[st
         raise SweepStopped(f"the chosen point's {action[5:]} run stopped (exit "
                            f"{done.returncode}); the lines above say why", done.returncode)
     path = io_utils.join(best, "eval_results.txt")
-    return read_results(path) if action == "--do_eval" else {}
+    return io_utils.read_key_values(path) if action == "--do_eval" else {}
 
 
 def _predict_best(runner: str, passed: List[str], best: str, folder: str) -> None:
