@@ -65,14 +65,16 @@ class SquadExampleList(list):
 
     Attributes:
       path: the file read.
+      dataset: its parsed JSON, which the official scoring reads.
       num_answer_mismatches: questions whose ``answer_start`` does not point
         at the answer text (skipped when reading for training).
       mismatched_ids: their question ids.
     """
 
-    def __init__(self, items=(), path: str = ""):
+    def __init__(self, items=(), path: str = "", dataset: Optional[dict] = None):
         super().__init__(items)
         self.path = path
+        self.dataset = dataset
         self.num_answer_mismatches = 0
         self.mismatched_ids: List[str] = []
 
@@ -119,7 +121,10 @@ class SquadFeatureList(list):
 # --------------------------------------------------------------------------- reading
 
 
-def _load_json(path: str) -> Any:
+def load_squad_json(path: str) -> Any:
+    """The parsed JSON of a SQuAD file (a UTF-8 byte-order mark allowed): the one reading
+    of it, for the examples and the official scoring. SquadDataError naming the file, and
+    line and column for malformed JSON."""
     if not io_utils.isfile(path):
         raise SquadDataError(f"{path}: SQuAD file not found")
     raw = io_utils.read_bytes(path)
@@ -158,8 +163,9 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
     `is_impossible`. Raises SquadDataError naming the file and, for JSON problems, line and
     column or the JSON path and question id (a duplicate id too).
     """
-    data = _get(_load_json(path), "data", list, path, "top level")
-    examples = SquadExampleList(path=path)
+    dataset = load_squad_json(path)
+    data = _get(dataset, "data", list, path, "top level")
+    examples = SquadExampleList(path=path, dataset=dataset)
     seen = {}  # question id -> where it was first met
     for a_i, article in enumerate(data):
         for p_i, paragraph in enumerate(_get(article, "paragraphs", list, path, f"data[{a_i}]")):

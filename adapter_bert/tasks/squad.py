@@ -90,17 +90,16 @@ def has_gold_answers(examples: SquadExampleList, version_2: bool) -> bool:
     return False
 
 
-def score_predictions(path: str, predictions: Dict[str, str],
+def score_predictions(dataset: dict, predictions: Dict[str, str],
                       null_odds: Optional[Dict[str, float]], version_2: bool,
                       null_score_diff_threshold: float) -> Dict[str, float]:
-    """Scores predictions (id -> text, "" abstains) against a SQuAD file by the official
-    rules.
+    """Scores predictions (id -> text, "" abstains) against a SQuAD file's parsed JSON
+    (`SquadExampleList.dataset`, `load_squad_json`) by the official rules.
 
     v2.0 uses `null_odds` and `null_score_diff_threshold` (the predictions' own threshold,
     so `exact`/`f1` score predictions.json as written) and adds HasAns/NoAns and
     best-threshold figures; v1.1 returns exact_match and f1.
     """
-    dataset = json.loads(io_utils.read_text(path, encoding="utf-8-sig"))
     if not version_2:
         return dict(evaluate_v1(dataset, predictions))
     return dict(evaluate_v2(dataset, predictions, na_probs=null_odds,
@@ -270,7 +269,7 @@ class SquadRun(base.TaskRun):
         figures: Dict[str, object] = {"predict_questions": len(examples),
                                       "predict_windows": len(features)}
         if self.scoreable:
-            figures.update(score_predictions(values.predict_file, predictions, null_odds,
+            figures.update(score_predictions(examples.dataset, predictions, null_odds,
                                              self.version_2, values.null_score_diff_threshold))
         else:
             logging.info("%s has no gold answers: predictions written, nothing scored",

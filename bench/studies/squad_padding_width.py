@@ -77,7 +77,7 @@ def measure(values):
             run.predict_examples, features, results, values.n_best_size,
             values.max_answer_length, run.version_2, values.null_score_diff_threshold,
             dirs[mode])
-        scores[mode] = squad.score_predictions(values.predict_file, predictions[mode],
+        scores[mode] = squad.score_predictions(run.predict_examples.dataset, predictions[mode],
                                                odds[mode], run.version_2,
                                                values.null_score_diff_threshold)
     lengths = np.asarray([int(f.input_mask.sum()) for f in features])
