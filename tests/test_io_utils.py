@@ -166,7 +166,7 @@ def test_an_output_root_that_cannot_be_written_is_one_line_on_every_scheme(flag,
 @pytest.mark.parametrize("content, message", [
     (None, r"x\.json: file not found"),
     (b"{not json", r"x\.json: not valid JSON \(line 1, column 2: "),
-    (b"\xff\xfe{}", r"x\.json: not UTF-8 text"),
+    (b"\xff\xfe{}", r"x\.json line 1: not valid UTF-8"),
     (b"[1, 2]", r"x\.json: expected a JSON object at the top level, got list"),
     (b"[" * 100000 + b"]" * 100000, r"x\.json: (JSON nested too deeply|not valid JSON)"),
 ])

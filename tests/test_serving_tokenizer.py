@@ -148,7 +148,7 @@ def test_table_facts_the_graph_relies_on():
 def test_vocabulary_errors_name_the_file_and_line(tmp_path):
     bad = tmp_path / "vocab.txt"
     bad.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n\xff\n[SEP]\n")
-    with pytest.raises(VocabularyError, match=r"vocab.txt: line 4 is not valid UTF-8"):
+    with pytest.raises(VocabularyError, match=r"vocab.txt line 4: not valid UTF-8 \(byte 0xff at byte column 1\)"):
         vocabulary_of(str(bad))
     bad.write_bytes(b"[PAD]\n[CLS]\n[SEP]\nthe\n")
     with pytest.raises(VocabularyError, match=r"no \[UNK\] token"):

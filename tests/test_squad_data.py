@@ -107,7 +107,7 @@ def test_read_errors(tmp_path):
     with pytest.raises(sq.SquadDataError, match=r"d\.json: malformed JSON at line 2, column 17"):
         sq.read_squad_examples(bad, True)
     latin = _write(tmp_path, '{"data": "caf\xe9"}'.encode("latin-1"))
-    with pytest.raises(sq.SquadDataError, match="not valid UTF-8 at byte 13"):
+    with pytest.raises(sq.SquadDataError, match=r"d\.json line 1: not valid UTF-8 \(byte 0xe9 at byte column 14\)"):
         sq.read_squad_examples(latin, True)
     with pytest.raises(sq.SquadDataError, match=r"top level: missing key 'data'"):
         sq.read_squad_examples(_write(tmp_path, {"version": "1.1"}), True)

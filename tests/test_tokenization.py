@@ -174,7 +174,7 @@ def test_load_tokenizer_errors(tmp_path):
     with pytest.raises(TokenizerError, match="is empty"):
         load_tokenizer(str(tmp_path / "empty.txt"))
     (tmp_path / "latin1.txt").write_bytes(b"[UNK]\ncaf\xe9\n")
-    with pytest.raises(TokenizerError, match=r"not valid UTF-8 \(line 2, byte 0xe9\)"):
+    with pytest.raises(TokenizerError, match=r"latin1.txt line 2: not valid UTF-8 \(byte 0xe9 at byte column 4\)"):
         load_tokenizer(str(tmp_path / "latin1.txt"))
 
 

@@ -127,11 +127,7 @@ def load_squad_json(path: str) -> Any:
     line and column for malformed JSON."""
     if not io_utils.isfile(path):
         raise SquadDataError(f"{path}: SQuAD file not found")
-    raw = io_utils.read_bytes(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise SquadDataError(f"{path}: not valid UTF-8 at byte {e.start}: {e.reason}") from None
+    text = io_utils.decode_utf8(io_utils.read_bytes(path), path, SquadDataError)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

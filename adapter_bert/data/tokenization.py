@@ -212,13 +212,7 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
     data = io_utils.read_bytes(vocab_file)
     if not data:
         raise TokenizerError(f"{vocab_file}: vocabulary file is empty")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise TokenizerError(f"{vocab_file}: not valid UTF-8 (line {line}, byte "
-                             f"0x{data[e.start]:02x}); a BERT vocab.txt is UTF-8, one token "
-                             f"a line") from None
+    io_utils.decode_utf8(data, vocab_file, TokenizerError)
     vocab = read_vocab(data)
     if WordPieceTokenizer.unk_token not in vocab:  # WordPiece cannot tokenise without it
         _check_special_tokens(vocab, vocab_file)

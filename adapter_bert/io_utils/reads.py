@@ -99,11 +99,9 @@ def read_json_object(path: str, error: Callable[[str], Exception] = UserError) -
         missing or unreadable, not UTF-8, not JSON, or not an object at the top level.
     """
     try:
-        value = json.loads(read_text(path))
+        value = json.loads(decode_utf8(read_bytes(path), path, error))
     except FileNotFoundError:
         raise error(f"{path}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise error(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
                     f"{e.msg})") from None

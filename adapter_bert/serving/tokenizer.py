@@ -39,11 +39,8 @@ def vocabulary_of(vocab_file: str) -> Dict[str, int]:
         data = io_utils.read_bytes(vocab_file)
     except OSError as e:
         raise VocabularyError(f"{vocab_file}: cannot read the vocabulary ({e.strerror})") from None
-    try:
-        vocab = read_vocab(data)
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise VocabularyError(f"{vocab_file}: line {line} is not valid UTF-8") from None
+    io_utils.decode_utf8(data, vocab_file, VocabularyError)
+    vocab = read_vocab(data)
     missing = [t for t in _SPECIAL_TOKENS if t not in vocab]
     if missing:
         raise VocabularyError(f"{vocab_file}: no {', '.join(missing)} token in the vocabulary")

@@ -127,7 +127,7 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
                 r"bad_config\.json: not valid JSON \(line 1, column \d+")
     if case == "non_utf8_config":
         (tmp / "latin1.json").write_bytes(b'{"vocab_size": 30522, "name": "caf\xe9"}')
-        return {"bert_config_file": tmp / "latin1.json"}, r"latin1\.json: not UTF-8 text"
+        return {"bert_config_file": tmp / "latin1.json"}, r"latin1\.json line 1: not valid UTF-8"
     if case == "config_checkpoint_mismatch":
         config = _config_with(backbone, tmp / "wide_config.json", intermediate_size=48)
         return {"bert_config_file": config}, (
@@ -141,7 +141,7 @@ def glue_case(case, backbone, vocab, data: Path, tmp: Path):
     if case == "non_utf8_vocab":
         lines = vocab.read_text(encoding="utf-8").splitlines()
         bad = write_lines(tmp / "latin1_vocab.txt", lines[:-1], raw=b"caf\xe9\n")
-        return {"vocab_file": bad}, r"latin1_vocab\.txt: not valid UTF-8 \(line 30522"
+        return {"vocab_file": bad}, r"latin1_vocab\.txt line 30522: not valid UTF-8"
     if case == "lower_case_vs_cased":
         cased = tmp / "cased_L-2_H-16_A-2"
         shutil.copytree(backbone, cased)
@@ -349,7 +349,7 @@ def squad_case(case, squad_slice, tmp: Path):
     if case == "not_utf8":
         word = data["data"][0]["paragraphs"][0]["context"].split()[0].encode("ascii")
         path.write_bytes(json.dumps(data).encode("utf-8").replace(word, b"\xfc" + word[1:], 1))
-        return {flag: path}, r"not_utf8\.json: not valid UTF-8 at byte \d+"
+        return {flag: path}, r"not_utf8\.json line 1: not valid UTF-8 \(byte 0xfc at byte column \d+\)"
     if case == "missing_key":
         del qas[1]["question"]
         qid = qas[1]["id"]
