@@ -355,6 +355,7 @@ def test_a_second_model_shares_the_backbone_of_the_first(backbone, tmp_path):
     assert not np.allclose(shared.predict(texts, verbose=0), alone.predict(texts, verbose=0))
 
 
+@pytest.mark.slow
 def test_each_task_saves_and_a_model_file_holds_them_all(backbone, tmp_path):
     model = build(backbone)
     model.add_adapter("topic", list(THREE), config=ab.AdapterConfig(size=4), max_seq_length=16)
