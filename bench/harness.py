@@ -236,6 +236,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence], note: str) -
     return "\n".join(lines) + f"\n\n{note}\n"
 
 
+def publish(name: str, result: dict, columns: Dict[str, str], note: str) -> dict:
+    """Writes bench/results/<name>.{json,md}: `result`, and the table of its "rows" with
+    `columns` ({header: row key}) and `note`; prints the table and returns `result`."""
+    table = markdown_table(list(columns), [[row[key] for key in columns.values()]
+                                           for row in result["rows"]], note)
+    write_results(os.path.join(RESULTS, name), result, table)
+    print(table)
+    return result
+
+
 def write_results(stem: str, result: dict, table: str) -> Dict[str, str]:
     """Writes `<stem>.json` (`result`) and `<stem>.md` (`table`), each atomically;
     returns their paths."""

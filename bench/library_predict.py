@@ -14,12 +14,11 @@ Usage:
 
 import argparse
 import csv
-import os
 import random
 import statistics
 import time
 
-from bench.harness import RESULTS, cpu_description, markdown_table, write_results
+from bench.harness import cpu_description, publish
 
 SIZES = (32, 64, 128, 256, 512)
 
@@ -60,12 +59,9 @@ def main(argv=None) -> dict:
     result = {"cpu": cpu_description(), "texts": len(texts),
               "data": "airline tweets" if args.data else "generated, 5-60 words",
               "rounds": args.rounds, "rows": rows}
-    table = markdown_table(("batch size", "texts/s", "vs 32"),
-                           [(r["batch_size"], r["texts_per_s"], r["vs_32"]) for r in rows],
-                           f"{result['cpu'].get('model', '')}, {result['data']}")
-    write_results(os.path.join(RESULTS, "library_predict"), result, table)
-    print(table)
-    return result
+    return publish("library_predict", result, {
+        "batch size": "batch_size", "texts/s": "texts_per_s", "vs 32": "vs_32"},
+        f"{result['cpu'].get('model', '')}, {result['data']}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench.harness import RESULTS, cpu_description, markdown_table, write_results
+from bench.harness import cpu_description, publish
 
 CASES = ("imported only", "one task", "two tasks, one backbone", "two models")
 
@@ -73,13 +73,10 @@ def main(argv=None) -> dict:
             for case, m in measured.items() if case != "imported only"]
     result = {"cpu": cpu_description(), "backbone": "embedded MiniLM (all-MiniLM-L6-v2)",
               "texts_per_task": 256, "imported_only_rss_mib": round(base, 1), "rows": rows}
-    table = markdown_table(
-        ("case", "resident memory (MiB)", "over the import (MiB)", "weights (MiB)"),
-        [(r["case"], r["rss_mib"], r["over_import_mib"], r["weights_mib"]) for r in rows],
+    return publish("library_tasks", result, {
+        "case": "case", "resident memory (MiB)": "rss_mib",
+        "over the import (MiB)": "over_import_mib", "weights (MiB)": "weights_mib"},
         f"{result['cpu'].get('model', '')}, {result['backbone']}")
-    write_results(os.path.join(RESULTS, "library_tasks"), result, table)
-    print(table)
-    return result
 
 
 if __name__ == "__main__":
