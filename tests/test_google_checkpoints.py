@@ -214,7 +214,7 @@ def test_download_checks_caches_and_reuses(google, server, tiny_files, name, cap
     assert files.vocab_file == str(folder / "vocab.txt")
     for base in gc.REQUIRED_FILES:
         assert (folder / base).read_bytes() == tiny_files[base]
-    marker = json.loads((folder / gc.MARKER).read_text())
+    marker = json.loads((folder / gc.PROVENANCE).read_text())
     assert marker["url"] == f"{server.url}/test/{name}.zip"
     assert marker["bytes"] == len(server.files[f"/test/{name}.zip"])
     assert json.loads((folder / "tokenizer_config.json").read_text()) == {
@@ -313,7 +313,7 @@ def test_a_filesystem_cache_is_complete_with_its_marker_and_manifest(google, ser
     files = resolve_backbone(FOLDER)
     folder = f"{cache}/{gc.CACHE_SUBDIR}/{FOLDER}"
     assert files.weights == f"{folder}/bert_model.ckpt"
-    assert tf.io.gfile.exists(f"{folder}/{gc.MARKER}")
+    assert tf.io.gfile.exists(f"{folder}/{gc.PROVENANCE}")
     assert tf.io.gfile.exists(f"{folder}/{folders.MANIFEST}")
     with tf.io.gfile.GFile(f"{folder}/vocab.txt", "rb") as f:
         assert f.read() == tiny_files["vocab.txt"]
@@ -346,7 +346,7 @@ def test_a_filesystem_cache_copy_killed_half_way_is_completed(google, server, mo
     assert len(server.requests) == 1
     assert json.loads(tf.io.gfile.GFile(files.config_file).read())["num_hidden_layers"] == 2
     assert sorted(tf.io.gfile.listdir(folder)) == sorted(
-        [gc.MARKER, folders.MANIFEST, "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+        [gc.PROVENANCE, folders.MANIFEST, "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
          "bert_model.ckpt.index", "tokenizer_config.json", "vocab.txt"])
     assert tf.io.gfile.listdir(f"{cache}/{gc.CACHE_SUBDIR}") == [FOLDER]
 

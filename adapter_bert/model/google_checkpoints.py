@@ -8,8 +8,8 @@ the embedding table) and unpacked into `$ADAPTER_BERT_CACHE/google_bert/<name>/`
 
 A cache folder is written whole by `io_utils.folders.replace` (unpacked beside it, then
 swapped in; on `gs://` in an order a killed fetch's successor completes) and is complete
-when it holds its `MARKER` and its manifest; a folder holding a file no fetch wrote is
-refused, never deleted.
+when it holds its manifest, which the swap writes last; `PROVENANCE` records where it came
+from. A folder holding a file no fetch wrote is refused, never deleted.
 """
 
 import dataclasses
@@ -38,8 +38,8 @@ DEFAULT_BASE_URL = "https://storage.googleapis.com/bert_models"
 BASE_URL_ENV = "ADAPTER_BERT_GOOGLE_BERT_URL"
 CACHE_ENV = "ADAPTER_BERT_CACHE"
 CACHE_SUBDIR = "google_bert"
-# In every complete cache folder: where and when it was downloaded, its size and digest.
-MARKER = ".adapter_bert_complete.json"
+# In every cache folder: where and when it was downloaded, its size and digest.
+PROVENANCE = ".adapter_bert_download.json"
 REQUIRED_FILES = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index",
                   "bert_model.ckpt.data-00000-of-00001")
 # Seconds without a byte from the server before the download is given up.
@@ -154,11 +154,9 @@ def cache_root(cache_dir: Optional[str] = None) -> str:
 
 
 def cached_path(name: str, cache_dir: Optional[str] = None) -> Optional[str]:
-    """The complete cache folder of `name` (its marker and manifest present), or None."""
+    """The complete cache folder of `name` (its manifest present), or None."""
     folder = io_utils.join(cache_root(cache_dir), name)
-    complete = io_utils.isfile(io_utils.join(folder, MARKER)) and \
-        io_utils.isfile(io_utils.join(folder, folders.MANIFEST))
-    return folder if complete else None
+    return folder if io_utils.isfile(io_utils.join(folder, folders.MANIFEST)) else None
 
 
 def resolve_name(path: str, cache_dir: Optional[str] = None) -> str:
@@ -226,7 +224,7 @@ def fetch(name: str, cache_dir: Optional[str] = None, base_url: Optional[str] = 
                 io_utils.copy_tree(unpacked, staging)
         finally:
             io_utils.remove_tree(work)
-        io_utils.atomic_write_text(io_utils.join(staging, MARKER), json.dumps(
+        io_utils.atomic_write_text(io_utils.join(staging, PROVENANCE), json.dumps(
             {"name": name, "url": url, "bytes": size, "sha256": digest,
              "downloaded": datetime.datetime.now(datetime.timezone.utc)
              .isoformat(timespec="seconds")}, indent=2) + "\n")

@@ -22,8 +22,6 @@ from adapter_bert import io_utils
 from adapter_bert.io_utils import folders
 
 INFO_FILE = "export_info.json"
-# Recorded in every export's INFO_FILE (what a reader of the export checks).
-WRITER = "adapter_bert"
 # Rows per network call inside a serving signature. A batch padded to its longest row
 # wastes the padding of all its shorter rows; groups of 8 rows of similar length waste
 # almost none and still give the matmuls hundreds of rows.
@@ -140,8 +138,6 @@ def write_saved_model(export_dir: str, module: tf.Module, signatures: Dict[str, 
     file no export wrote there, and WriteError (naming `export_dir` and the reason; what
     was staged is removed). Returns `export_dir` (absolute where local).
     """
-    info = {"written_by": WRITER, **info}
-
     def build(staging: str) -> None:
         tf.saved_model.save(module, staging, signatures=signatures)
         io_utils.atomic_write_text(io_utils.join(staging, INFO_FILE),

@@ -205,7 +205,7 @@ def test_a_serving_export_that_cannot_be_written_names_it_and_keeps_the_earlier_
     export_dir = tmp_path / "export"
     export_dir.mkdir()
     (export_dir / "saved_model.pb").write_bytes(b"the earlier export")
-    (export_dir / "export_info.json").write_text('{"written_by": "adapter_bert"}')
+    (export_dir / "export_info.json").write_text('{"kind": "classifier"}')
     folders.write_manifest(str(export_dir), ["saved_model.pb", "export_info.json"])
 
     def save_part_then_fail(module, directory, signatures=None):
