@@ -215,17 +215,18 @@ def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> WordPieceToke
     io_utils.decode_utf8(data, vocab_file, TokenizerError)
     vocab = read_vocab(data)
     if WordPieceTokenizer.unk_token not in vocab:  # WordPiece cannot tokenise without it
-        _check_special_tokens(vocab, vocab_file)
+        check_special_tokens(vocab, vocab_file)
     return WordPieceTokenizer(vocab, do_lower_case)
 
 
-def _check_special_tokens(in_file, vocab_file: str) -> None:
-    """A BERT vocabulary holds the special tokens the runners use: without them the
-    tokenizer would add them past the embedding table (or, for [UNK], fail on the first
-    unknown word)."""
+def check_special_tokens(in_file, vocab_file: str, error=None) -> None:
+    """The one check of a vocabulary's special tokens: a BERT vocabulary holds those the
+    runners and exports use (`USED_SPECIAL_TOKENS`); without them the tokenizer would add
+    them past the embedding table (or, for [UNK], fail on the first unknown word). Raises
+    `error` (default TokenizerError) naming the file and the missing tokens."""
     missing = [token for token in USED_SPECIAL_TOKENS if token not in in_file]
     if missing:
-        raise TokenizerError(
+        raise (error or TokenizerError)(
             f"{vocab_file} has no {', '.join(missing)} token: not the WordPiece vocabulary of "
             f"a BERT checkpoint (a vocab.txt of another kind of model?); pass the vocab.txt "
             f"of --init_checkpoint")
@@ -235,7 +236,7 @@ def check_vocab_matches_config(tokenizer, config: BertConfig, vocab_file: str) -
     """Raises TokenizerError if the vocabulary is not one the checkpoint can have been
     trained with: a BERT special token the runners use is missing from it (the tokenizer
     would add it past the embedding table), or its size is not the config's vocab_size."""
-    _check_special_tokens(tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False),
+    check_special_tokens(tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False),
                           vocab_file)
     size = len(tokenizer.get_vocab())
     if size != config.vocab_size:

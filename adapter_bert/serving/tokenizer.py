@@ -17,11 +17,12 @@ import tensorflow as tf
 from adapter_bert.serving import unicode_tables as tables
 from adapter_bert import io_utils
 from adapter_bert.data.features import check_room_for_text
-from adapter_bert.data.tokenization import read_vocab
+from adapter_bert.data.tokenization import check_special_tokens, read_vocab
 from adapter_bert.errors import UserError
 
 # google-research/bert's WordpieceTokenizer.max_input_chars_per_word.
 MAX_CHARS_PER_WORD = 200
+# The special tokens whose ids the encoder packs and falls back to.
 _SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
 
 
@@ -33,7 +34,8 @@ def vocabulary_of(vocab_file: str) -> Dict[str, int]:
     """A BERT `vocab.txt` as the runners' tokenizer reads it (`tokenization.read_vocab`:
     one token a line, id = line number from 0, the last id of a repeated token), so that
     an export numbers tokens as training did. VocabularyError for a missing or non-UTF-8
-    file (naming the line) or one without `[CLS]`, `[SEP]` or `[UNK]`.
+    file (naming the line) or one without the special tokens the runners use
+    (`tokenization.check_special_tokens`).
     """
     try:
         data = io_utils.read_bytes(vocab_file)
@@ -41,9 +43,7 @@ def vocabulary_of(vocab_file: str) -> Dict[str, int]:
         raise VocabularyError(f"{vocab_file}: cannot read the vocabulary ({e.strerror})") from None
     io_utils.decode_utf8(data, vocab_file, VocabularyError)
     vocab = read_vocab(data)
-    missing = [t for t in _SPECIAL_TOKENS if t not in vocab]
-    if missing:
-        raise VocabularyError(f"{vocab_file}: no {', '.join(missing)} token in the vocabulary")
+    check_special_tokens(vocab, vocab_file, VocabularyError)
     return vocab
 
 
