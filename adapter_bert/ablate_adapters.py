@@ -14,8 +14,16 @@ Example (after `run_classifier.py --task_name=MRPC --do_train ... --output_dir=/
 
 from adapter_bert import cli
 
+
+def _job(flag_values) -> int:
+    """The runner's work on the parsed flags; tasks/ loads TensorFlow, so it is imported
+    here, once `cli.start` has checked the install."""
+    from adapter_bert.tasks.ablation import classifier_main as work
+    return work(flag_values)
+
+
 PROGRAM, FLAGS, main, run = cli.entry_point(__name__, "ablate_adapters.py", "adapter-bert-ablate",
-                                            "ablation", "adapter_bert.tasks.ablation:classifier_main")
+                                            "ablation", _job)
 
 if __name__ == "__main__":
     run()

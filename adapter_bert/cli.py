@@ -11,6 +11,7 @@ calls `start` (the install check) before it defines the flags, which loads Tenso
 """
 
 import sys
+from typing import Any, Callable
 
 from absl import app, flags
 from adapter_bert import io_utils
@@ -38,11 +39,12 @@ def start(script: str, command: str) -> str:
     return program
 
 
-def entry_point(module_name: str, script: str, command: str, runner: str, job: str):
+def entry_point(module_name: str, script: str, command: str, runner: str,
+                job: Callable[[Any], int]):
     """What a runner's module holds, made in one place: `start`s (before TensorFlow loads),
     defines `runner`'s flags from the settings table (`command_line.settings`) and returns
-    (program, FLAGS, main, run). `job` ("module:function") takes the parsed flags and
-    returns the exit status; the input errors it raises become one `<program>: error:`
+    (program, FLAGS, main, run). `job` takes the parsed flags and returns the exit status
+    (it imports the runner's module when called, after `start`); the input errors it raises become one `<program>: error:`
     line and exit status 1."""
     program = start(script, command)
     module = sys.modules[module_name]
@@ -60,8 +62,7 @@ def entry_point(module_name: str, script: str, command: str, runner: str, job: s
         del argv  # everything comes from flags
         from adapter_bert.command_line import settings
         from adapter_bert.tasks import base
-        work = base.function_named(job)
-        return base.run_cli(program, lambda: work(flags.FLAGS),
+        return base.run_cli(program, lambda: job(flags.FLAGS),
                             lambda: settings.path_values(flags.FLAGS, runner))
 
     def run_main() -> None:

@@ -9,8 +9,16 @@ Example (adapter-tune MRPC on the embedded MiniLM backbone):
 
 from adapter_bert import cli
 
+
+def _job(flag_values) -> int:
+    """The runner's work on the parsed flags; tasks/ loads TensorFlow, so it is imported
+    here, once `cli.start` has checked the install."""
+    from adapter_bert.tasks.classifier import main as work
+    return work(flag_values)
+
+
 PROGRAM, FLAGS, main, run = cli.entry_point(__name__, "run_classifier.py", "adapter-bert-classifier",
-                                            "classifier", "adapter_bert.tasks.classifier:main")
+                                            "classifier", _job)
 
 if __name__ == "__main__":
     run()

@@ -14,8 +14,16 @@ predictions.json and the best no-answer threshold is reported.
 
 from adapter_bert import cli
 
+
+def _job(flag_values) -> int:
+    """The runner's work on the parsed flags; tasks/ loads TensorFlow, so it is imported
+    here, once `cli.start` has checked the install."""
+    from adapter_bert.tasks.squad import main as work
+    return work(flag_values)
+
+
 PROGRAM, FLAGS, main, run = cli.entry_point(__name__, "run_squad.py", "adapter-bert-squad",
-                                            "squad", "adapter_bert.tasks.squad:main")
+                                            "squad", _job)
 
 if __name__ == "__main__":
     run()

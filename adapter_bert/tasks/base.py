@@ -9,7 +9,6 @@ head its model has, and what it trains, evaluates and writes.
 import contextlib
 import errno
 import functools
-import importlib
 import os
 import sys
 import traceback
@@ -239,17 +238,11 @@ def _prepare_locked_output_dir(flag_values, runner: str,
         logging.info("Removed %s, left by a run killed while writing it", stale)
 
 
-def function_named(spec: str) -> Callable:
-    """The function a "module:function" string names, its module imported now (so that a
-    runner loads what it needs only when it needs it)."""
-    module, function = spec.split(":")
-    return getattr(importlib.import_module(module), function)
-
-
 def run_task(run_class, flag_values, strategy, steps: Callable,
-             export: Optional[str] = None) -> int:
+             export: Optional[Callable] = None) -> int:
     """A runner's `main`: makes `run_class`'s run, does `steps(run, flag_values)` and with
-    --export_dir exports through `export` ("module:function", imported only then), then
+    --export_dir exports through `export(run, export_dir)` (which imports serving/ only
+    then), then
     closes the run; returns 0. The serving extra is checked before training, not after it;
     only the chief exports (other workers of a cluster keep their copies in a temporary
     dir); with --merge_lora the export has LoRA folded into its kernels (restored after)."""
@@ -263,7 +256,7 @@ def run_task(run_class, flag_values, strategy, steps: Callable,
         if exporting and run.role.is_chief:
             with (adapter_merged(run.model) if getattr(flag_values, "merge_lora", False)
                   else contextlib.nullcontext()):
-                path = function_named(export)(run, flag_values.export_dir)
+                path = export(run, flag_values.export_dir)
             print(f"exported: {path}", flush=True)
         return 0
     finally:

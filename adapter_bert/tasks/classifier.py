@@ -433,8 +433,12 @@ def main(flag_values, strategy=None) -> int:
         strategy: an existing `tf.distribute.Strategy` to use instead of building one
             from the flags.
     """
-    return base.run_task(ClassifierRun, flag_values, strategy, _run_steps,
-                         "adapter_bert.serving.export:export_classifier_run")
+    return base.run_task(ClassifierRun, flag_values, strategy, _run_steps, _export)
+
+
+def _export(run: "ClassifierRun", export_dir: str) -> str:
+    from adapter_bert.serving.export import export_classifier_run  # only when exporting
+    return export_classifier_run(run, export_dir)
 
 
 def _run_steps(run: ClassifierRun, flag_values) -> None:

@@ -286,8 +286,12 @@ def main(flag_values, strategy=None) -> int:
     """Runs the requested steps (train / predict) and writes the outputs; returns 0. Bad
     input raises a `UserError` (run_cli prints its one line).
     """
-    return base.run_task(SquadRun, flag_values, strategy, _run_steps,
-                         "adapter_bert.serving.squad:export_squad_run")
+    return base.run_task(SquadRun, flag_values, strategy, _run_steps, _export)
+
+
+def _export(run: "SquadRun", export_dir: str) -> str:
+    from adapter_bert.serving.squad import export_squad_run  # only when exporting
+    return export_squad_run(run, export_dir)
 
 
 def _run_steps(run: SquadRun, flag_values) -> None:
