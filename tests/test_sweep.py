@@ -154,6 +154,21 @@ def test_a_glue_task_selects_on_held_out_training_rows_and_predicts(backbone, tm
     assert len((out / "best" / "test_results.tsv").read_text().splitlines()) == 30
 
 
+@pytest.mark.slow
+def test_a_top_k_sweep_evaluates_and_predicts_with_the_chosen_layer_count(backbone, tmp_path):
+    data = write_mrpc(tmp_path / "glue", rows={"train": 60, "dev": 20, "test": 12})
+    out = tmp_path / "sweep"
+    argv = ["--task_name=MRPC", f"--data_dir={data}",
+            f"--init_checkpoint={backbone / 'bert_model.ckpt'}", "--max_seq_length=32",
+            "--tuning_mode=top_k", "--train_batch_size=16", "--num_train_epochs=1",
+            "--eval_batch_size=64", "--predict_batch_size=64", "--grid=top_k_layers=1,2",
+            "--select_on=train_fraction:0.2", "--do_predict", f"--output_dir={out}"]
+    assert sweep.main(argv) == 0
+    assert [row["top_k_layers"] for row in table(out)] == ["1", "2"]
+    assert "eval_accuracy" in (out / "best" / "eval_results.txt").read_text()
+    assert len((out / "best" / "test_results.tsv").read_text().splitlines()) == 12
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--grid=learnin_rate=1e-3,3e-3"], "--grid: learnin_rate is not a flag of run_classifier.py"),
     (["--grid=learning_rate=-1,1e-3"],

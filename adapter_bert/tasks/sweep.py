@@ -429,23 +429,26 @@ def _sweep(own: dict, runner: str, passed: List[str], grid: Dict[str, List[str]]
                      rows[chosen]["argv"])
     best_dev = None
     if fraction is not None:  # the untouched dev set, for the chosen point only
-        best_dev = _run_best(runner, passed, best, "--do_eval")
+        best_dev = _run_best(runner, passed, rows[chosen]["point"], best, "--do_eval")
     seed = next((a.split("=", 1)[1] for a in passed if a.startswith("--seed=")), "42")
     write_tables(output_dir, grid, rows, chosen, key,
                  protocol_text(fraction, seed, key, best_dev))
     if own["do_predict"]:
-        _predict_best(runner, passed, best, rows[chosen]["folder"])
+        _predict_best(runner, passed, rows[chosen]["point"], best, rows[chosen]["folder"])
     print(f"sweep: selected {', '.join(f'{k}={v}' for k, v in rows[chosen]['point'].items())} "
           f"({key} = {rows[chosen]['results'][key]}); adapter: {io_utils.join(best, 'adapter')}; "
           f"table: {io_utils.join(output_dir, 'sweep_results.md')}", flush=True)
     return 0
 
 
-def _run_best(runner: str, passed: List[str], best: str, action: str) -> Dict[str, str]:
+def _run_best(runner: str, passed: List[str], point: Dict[str, str], best: str,
+              action: str) -> Dict[str, str]:
     """Runs the runner with the chosen adapter into best/ (`action`: --do_eval on the dev
-    set, --do_predict on the test set)."""
+    set, --do_predict on the test set), with the chosen point's values (a grid over
+    --top_k_layers is what a top_k model needs to be built)."""
     training_only = ("--eval_every_epoch", "--noeval_every_epoch")
     argv = [*(a for a in passed if a.split("=", 1)[0] not in training_only),
+            *(f"--{k}={v}" for k, v in point.items()),
             f"--load_adapter={io_utils.join(best, 'adapter')}", f"--output_dir={best}", action]
     done = subprocess.run([sys.executable, "-m", f"adapter_bert.{RUNNERS[runner]}", *argv],
                           check=False)
@@ -456,11 +459,12 @@ def _run_best(runner: str, passed: List[str], best: str, action: str) -> Dict[st
     return io_utils.read_key_values(path) if action == "--do_eval" else {}
 
 
-def _predict_best(runner: str, passed: List[str], best: str, folder: str) -> None:
+def _predict_best(runner: str, passed: List[str], point: Dict[str, str], best: str,
+                  folder: str) -> None:
     if runner == "squad":  # its points predicted --predict_file already
         with folders.tracking(best):
             for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
                 if io_utils.exists(io_utils.join(folder, name)):
                     io_utils.copy_file(io_utils.join(folder, name), io_utils.join(best, name))
         return
-    _run_best(runner, passed, best, "--do_predict")
+    _run_best(runner, passed, point, best, "--do_predict")
