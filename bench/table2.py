@@ -34,9 +34,9 @@ CPU), seeds 42-44, each scored on dev and test:
 
 Each result is bench/results/table2/<set>/<cell>_seed<N>.json, written when its run ends;
 a cell with a record is not run again (a sweep stopped half-way continues from its
-finished points). Runs go breadth-first (every set's seed-42 cells, then the sweeps, then
-the other seeds, then the peer), the smallest sets first, so a table over every set comes
-early. The table is bench/results/table2.md (and .json), rewritten after every record.
+finished points). Runs go breadth-first (every set's seed-42 cells, then the defaults'
+other seeds, then the sweeps, then their chosen points' other seeds, then the peer), the
+smallest sets first, so a table over every set comes early. The table is bench/results/table2.md (and .json), rewritten after every record.
 
 Usage:
     python -m bench.table2 --sets_dir=<folder of <set>/data.csv> --airline=<Tweets.csv>
@@ -379,14 +379,16 @@ def _call(command: List[str], log_path: Optional[str] = None):
 
 # ------------------------------------------------------------------- the plan
 def plan(sets: Sequence[str], peer: bool) -> List[tuple]:
-    """(set, cell, seed) in the order they run: every set's seed-42 cells, the sweeps,
-    the other seeds, then the peer."""
+    """(set, cell, seed) in the order they run: every set's seed-42 cells, the other seeds
+    of the defaults (adapters against full fine-tuning, the comparison a user's first run
+    makes), the sweeps, their chosen points' other seeds, then the peer."""
     first = [(s, c, SEEDS[0]) for s in sets for c in ("tfidf", "adapters", "full")]
+    defaults = [(s, c, seed) for s in sets for seed in SEEDS[1:] for c in ("adapters", "full")]
     sweeps = [(s, c, SEEDS[0]) for s in sets for c in ("adapters_selected", "variable")]
-    rest = [(s, c, seed) for s in sets for seed in SEEDS[1:]
-            for c in ("adapters", "full", "adapters_selected", "variable")]
+    chosen = [(s, c, seed) for s in sets for seed in SEEDS[1:]
+              for c in ("adapters_selected", "variable")]
     peers = [(s, "adapterhub", seed) for s in sets for seed in SEEDS] if peer else []
-    return first + sweeps + rest + peers
+    return first + defaults + sweeps + chosen + peers
 
 
 def record_name(cell: str, seed: int) -> str:

@@ -116,12 +116,17 @@ def test_the_written_split_has_a_fixed_digest(tmp_path):
     assert len(rows) == 20 and rows[0]["text"].endswith("second line")
 
 
-def test_the_plan_runs_seed_42_first_then_sweeps_then_seeds_then_the_peer():
+def test_the_plan_runs_seed_42_then_the_defaults_seeds_then_sweeps_then_the_peer():
     order = table2.plan(["s1", "s2"], peer=True)
     assert order[:6] == [("s1", "tfidf", 42), ("s1", "adapters", 42), ("s1", "full", 42),
                          ("s2", "tfidf", 42), ("s2", "adapters", 42), ("s2", "full", 42)]
-    assert order[6:10] == [("s1", "adapters_selected", 42), ("s1", "variable", 42),
-                           ("s2", "adapters_selected", 42), ("s2", "variable", 42)]
+    assert order[6:14] == [("s1", "adapters", 43), ("s1", "full", 43),
+                           ("s1", "adapters", 44), ("s1", "full", 44),
+                           ("s2", "adapters", 43), ("s2", "full", 43),
+                           ("s2", "adapters", 44), ("s2", "full", 44)]
+    assert order[14:18] == [("s1", "adapters_selected", 42), ("s1", "variable", 42),
+                            ("s2", "adapters_selected", 42), ("s2", "variable", 42)]
+    assert order[18] == ("s1", "adapters_selected", 43)
     assert order[-1] == ("s2", "adapterhub", 44)
     assert len(order) == 2 * (3 + 2 + 8 + 3)
     assert not any(c == "adapterhub" for _, c, _ in table2.plan(["s1"], peer=False))
