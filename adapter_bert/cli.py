@@ -43,9 +43,10 @@ def entry_point(module_name: str, script: str, command: str, runner: str,
                 job: Callable[[Any], int]):
     """What a runner's module holds, made in one place: `start`s (before TensorFlow loads),
     defines `runner`'s flags from the settings table (`command_line.settings`) and returns
-    (program, FLAGS, main, run). `job` takes the parsed flags and returns the exit status
-    (it imports the runner's module when called, after `start`); the input errors it raises become one `<program>: error:`
-    line and exit status 1."""
+    (program, FLAGS, main, run). `job` takes the run's configuration (`RunConfig`, made
+    once from the parsed flags) and returns the exit status (it imports the runner's
+    module when called, after `start`); the input errors it raises become one
+    `<program>: error:` line and exit status 1."""
     program = start(script, command)
     module = sys.modules[module_name]
     module.__doc__ = (module.__doc__ or "").rstrip() + (
@@ -60,10 +61,11 @@ def entry_point(module_name: str, script: str, command: str, runner: str,
 
     def main(argv=None) -> int:
         del argv  # everything comes from flags
-        from adapter_bert.command_line import settings
+        from adapter_bert.command_line import run_config, settings
         from adapter_bert.tasks import base
-        return base.run_cli(program, lambda: job(flags.FLAGS),
-                            lambda: settings.path_values(flags.FLAGS, runner))
+        config = run_config.from_flags(runner, flags.FLAGS)
+        return base.run_cli(program, lambda: job(config),
+                            lambda: settings.path_values(config.as_dict(), runner))
 
     def run_main() -> None:
         """The command line: parses sys.argv with absl and exits with main's status."""

@@ -81,6 +81,16 @@ def run_subprocess(script: str, argv, timeout=600, env=None,
                           text=True, timeout=timeout, cwd=REPO, env=environment, **kwargs)
 
 
+def python_output(code: str, env=None, timeout: int = 300) -> str:
+    """The standard output of `python -c code` run from the repository root (`env`: the
+    whole environment, default this one's); fails the test, showing its stderr, unless it
+    exits with status 0."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 def read_results(path: Path) -> dict:
     """eval_results.txt's `key = value` lines -> dict of strings (the package's reader)."""
     from adapter_bert.io_utils import read_key_values

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError
+from adapter_bert.model.config import AdapterConfig, BertConfig, ConfigError, adapter_families
 from adapter_bert.model.families import GOOGLE_ADAPTER_INIT_SCALE
 
 
@@ -119,14 +119,19 @@ def test_adapter_config_defaults_follow_the_paper():
     assert (cfg.init_scale, GOOGLE_ADAPTER_INIT_SCALE) == (1e-2, 1e-3)
 
 
-def test_runner_flag_and_layers_share_the_config_default():
-    from absl import flags
+def test_the_library_config_and_layers_start_from_the_settings_tables_defaults():
+    from adapter_bert.command_line import settings
     from adapter_bert.model.adapter_layers import HoulsbyAdapter
-    from adapter_bert.command_line.flags import define_classifier_flags
-    if "adapter_init_scale" not in flags.FLAGS:  # another test may have defined them
-        define_classifier_flags()
-    assert flags.FLAGS["adapter_init_scale"].default == AdapterConfig().init_scale
-    assert HoulsbyAdapter().init_scale == AdapterConfig().init_scale
+    config = AdapterConfig()  # as a library user makes it; the runners start from the table
+    for setting, field in (("adapter_size", "size"), ("adapter_activation", "activation"),
+                           ("adapter_init_scale", "init_scale"),
+                           ("adapter_type", "adapter_type")):
+        assert getattr(config, field) == settings.default(setting), setting
+    assert list(config.leave_out) == settings.default("adapter_leave_out")
+    # Unset positions are the family's: the table's default is the Houlsby family's.
+    assert config.positions == adapter_families()[0].default_positions \
+        == settings.default("adapter_positions")
+    assert HoulsbyAdapter().init_scale == config.init_scale
 
 
 def test_adapter_config_positions_and_leave_out(tiny_config):

@@ -16,6 +16,7 @@ import pytest
 from adapter_bert import console
 from adapter_bert.progress import Progress, format_bytes, format_seconds
 from tests.conftest import REPO
+from tests.runner_utils import python_output
 
 # absl's prefix ("I1125 12:39:30.298035 140473511295872 "): the rest of a log line is
 # what must not repeat.
@@ -113,10 +114,8 @@ def test_entry_points_load_tensorflow_with_tf_keras_as_tf_keras(given, keras3_lo
     script = ("import sys; from adapter_bert.console import quiet_tensorflow_startup; "
               "quiet_tensorflow_startup(); import tensorflow as tf; "
               "print('keras' in sys.modules, tf.keras.__name__.startswith('tf_keras'))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=REPO, env=dict(env, PYTHONPATH=str(REPO)), timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == [str(keras3_loaded), str(not keras3_loaded)]
+    printed = python_output(script, env=dict(env, PYTHONPATH=str(REPO)))
+    assert printed.split() == [str(keras3_loaded), str(not keras3_loaded)]
 
 
 # ------------------------------------------------------------------ whole console

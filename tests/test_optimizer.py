@@ -377,15 +377,9 @@ def test_adam_step_multiplier():
 
 
 def _parsed(argv):
-    """run_classifier.py's flags parsed from `argv` (absl's global FLAGS, reset first)."""
-    from absl import flags
-
-    from adapter_bert.command_line import flags as adapter_flags
-    adapter_flags.define_classifier_flags()
-    values = flags.FLAGS
-    values.unparse_flags()
-    values(["run_classifier.py", *argv])
-    return values
+    """run_classifier.py's configuration parsed from `argv`."""
+    from adapter_bert.command_line import run_config
+    return run_config.parse("classifier", argv)
 
 
 @pytest.mark.parametrize("argv, expected", [

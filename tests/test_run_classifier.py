@@ -1,14 +1,11 @@
 """run_classifier.py end to end on a tiny backbone: outputs, adapter files, bad flags, resume."""
 
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
-from tests.runner_utils import (flag_list, read_results, run_in_process, run_killable,
+from tests.runner_utils import (flag_list, python_output, read_results, run_in_process, run_killable,
                                 run_subprocess)
 
 
@@ -264,10 +261,7 @@ def test_mixed_float16_trains_with_dynamic_loss_scaling():
              "model = BertClassifierNetwork(config, 2)\n"
              "model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse')\n"
              "print(model.dtype_policy.name, model.optimizer.dynamic)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-2:] == ["mixed_float16", "True"]
+    assert python_output(probe).split()[-2:] == ["mixed_float16", "True"]
 
 
 @pytest.mark.slow

@@ -3,11 +3,10 @@ defined: its flag, bounds check, resume comparison, docs lines and TextClassifie
 defaults are made from its row."""
 
 import json
-import subprocess
-import sys
 
 from adapter_bert.command_line import settings
 from tests.conftest import REPO
+from tests.runner_utils import python_output
 
 # A new row, as a contributor adds one, then everything that must follow from it.
 ADD_A_ROW = r"""
@@ -19,21 +18,19 @@ settings.EXTRA = (settings.Setting(
     runners=("classifier",), bounds=Bounds(0, 1, high_open=True), resume=True,
     added=True, see="own-data.md"),)
 from absl import flags
-from adapter_bert.command_line import flags as runner_flags
+from adapter_bert.command_line import flags as runner_flags, run_config
 from adapter_bert.command_line.flag_checks import FlagError, check_numeric_flags
 from adapter_bert.tasks.run_record import training_record
 runner_flags.define_classifier_flags()
 FLAGS = flags.FLAGS
-FLAGS(["run_classifier.py", "--label_smoothing=1.5"])
 report = {"help": FLAGS["label_smoothing"].help, "default": FLAGS["label_smoothing"].default}
 try:
-    check_numeric_flags(FLAGS)
+    check_numeric_flags(run_config.parse("classifier", ["--label_smoothing=1.5"]))
 except FlagError as e:
     report["refused"] = str(e)
-FLAGS.unparse_flags()
-FLAGS(["run_classifier.py", "--label_smoothing=0.1"])
-check_numeric_flags(FLAGS)
-report["recorded"] = training_record(FLAGS, "classifier").get("label_smoothing")
+config = run_config.parse("classifier", ["--label_smoothing=0.1"])
+check_numeric_flags(config)
+report["recorded"] = training_record(config, "classifier").get("label_smoothing")
 report["added_table"] = [l for l in settings.docs_table("added").splitlines() if "label_smoothing" in l]
 report["all_table"] = [l for l in settings.docs_table("all").splitlines() if "label_smoothing" in l]
 print(json.dumps(report))
@@ -41,10 +38,7 @@ print(json.dumps(report))
 
 
 def test_a_new_row_brings_its_flag_bounds_check_resume_comparison_and_docs_lines():
-    done = subprocess.run([sys.executable, "-c", ADD_A_ROW], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = json.loads(python_output(ADD_A_ROW).strip().splitlines()[-1])
     assert report["help"] == "Label smoothing of the classification loss."
     assert report["default"] == 0.0
     assert report["refused"] == "--label_smoothing must be a finite number in [0, 1), got 1.5"

@@ -224,6 +224,33 @@ def test_the_command_line_says_bad_input_in_one_line(tmp_path):
                       "the runner itself"]
 
 
+def test_the_sweeps_own_flags_are_its_rows_of_the_settings_table():
+    from adapter_bert.command_line.settings import SWEEP_SETTINGS
+    own, passed = sweep.split_argv([
+        "--grid=learning_rate=1e-3,3e-3", "--grid=adapter_size=8,64", "--select_on=dev",
+        "--runner=squad", "--output_dir=out", "--do_predict", "--do_train", "--nodo_eval",
+        "--seed=3", "--nodo_lower_case"])
+    assert set(own) == {row.name for row in SWEEP_SETTINGS}
+    assert own == {"grid": ["learning_rate=1e-3,3e-3", "adapter_size=8,64"],
+                   "select_on": "dev", "runner": "squad", "output_dir": "out",
+                   "do_predict": True}
+    assert passed == ["--seed=3", "--nodo_lower_case"]
+    assert sweep.split_argv(["--do_predict=false"])[0]["do_predict"] is False
+    assert sweep.split_argv(["--nodo_predict"])[0]["do_predict"] is False
+    defaults, _ = sweep.split_argv([])
+    assert defaults == {row.name: [] if row.type == "multi" else row.default
+                        for row in SWEEP_SETTINGS}
+
+
+def test_the_sweeps_help_lists_its_rows():
+    done = subprocess.run([sys.executable, "-m", "adapter_bert.sweep", "--help"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0
+    from adapter_bert.command_line.settings import SWEEP_SETTINGS
+    for row in SWEEP_SETTINGS:
+        assert f"  --{row.name} (" in done.stdout
+
+
 def test_the_papers_grid_has_its_eighteen_points():
     grid = sweep.parse_grid(["paper"])
     assert grid == {"learning_rate": ["3e-5", "3e-4", "3e-3"], "num_train_epochs": ["3", "20"],

@@ -49,16 +49,10 @@ def backbone(tmp_path_factory):
 
 
 def parse(module_name: str, argv):
-    """absl FLAGS parsed for the runner `adapter_bert.<module_name>` (run_classifier or
-    run_squad)."""
-    import importlib
-
-    from absl import flags
-    importlib.import_module("adapter_bert." + module_name)
-    values = flags.FLAGS
-    values.unparse_flags()
-    values([module_name + ".py", *argv])
-    return values
+    """The configuration of the runner `adapter_bert.<module_name>` (run_classifier or
+    run_squad) parsed from `argv`."""
+    from adapter_bert.command_line import run_config
+    return run_config.parse(module_name.removeprefix("run_"), argv)
 
 
 # ------------------------------------------------------------------------ graph checks

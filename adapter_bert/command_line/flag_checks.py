@@ -14,19 +14,11 @@ from adapter_bert.data.glue import canonical_task_name, how_to_get_data
 from adapter_bert.errors import UserError
 from adapter_bert.model.config import adapter_families
 from adapter_bert.model.families import parse_option
-from adapter_bert.command_line.settings import numeric_bounds
+from adapter_bert.command_line.settings import all_settings, numeric_bounds
 
 
 class FlagError(UserError):
     """A flag value is invalid; the message names the flag and what was expected."""
-
-
-def was_set(values, name: str) -> bool:
-    """Whether the user gave --name explicitly (absl FlagValues); False for other objects."""
-    try:
-        return bool(values[name].present)
-    except (TypeError, KeyError, AttributeError):
-        return False
 
 
 def check_numeric_flags(values) -> None:
@@ -37,20 +29,13 @@ def check_numeric_flags(values) -> None:
         FlagError: the first flag out of bounds, e.g. `--num_train_epochs must be a finite
             number in (0, 1e+06], got nan`.
     """
+    integers = {s.name for s in all_settings() if s.type == "integer"}
     for name, bounds in numeric_bounds().items():
-        value = getattr(values, name, None)
+        value = getattr(values, name)
         if value is None or bounds.admits(value) and (
-                not _is_integer_flag(values, name) or float(value).is_integer()):
+                name not in integers or float(value).is_integer()):
             continue
-        raise FlagError(f"--{name} must be {bounds.describe(_is_integer_flag(values, name))}, "
-                        f"got {value}")
-
-
-def _is_integer_flag(values, name: str) -> bool:
-    try:
-        return values[name].flag_type() == "int"
-    except (TypeError, KeyError, AttributeError):
-        return isinstance(getattr(values, name, None), int)
+        raise FlagError(f"--{name} must be {bounds.describe(name in integers)}, got {value}")
 
 
 def path_is(name: str, path: str, query) -> bool:
@@ -92,8 +77,7 @@ OWN_DATA_FILES = ("train_file", "dev_file", "test_file")
 def uses_own_data(values) -> bool:
     """Whether the run reads your own files or a TFDS text set (not GLUE), or exports an
     adapter of your own data alone (`exports_adapter_alone`)."""
-    return any(getattr(values, name, None) for name in OWN_DATA_FILES) \
-        or bool(getattr(values, "tfds_name", None)) \
+    return any(getattr(values, name) for name in OWN_DATA_FILES) or bool(values.tfds_name) \
         or (exports_adapter_alone(values) and not names_glue_task(values.task_name))
 
 
@@ -102,8 +86,8 @@ def exports_adapter_alone(values) -> bool:
     training, evaluating nor predicting. The adapter's record is then the task
     (`validate_classifier` makes a GLUE one, without --task_name, that task)."""
     given = ("tfds_name", *OWN_DATA_FILES, "do_train", "do_eval", "do_predict")
-    return bool(getattr(values, "load_adapter", None) and getattr(values, "export_dir", None)) \
-        and not any(getattr(values, name, None) for name in given)
+    return bool(values.load_adapter and values.export_dir) \
+        and not any(getattr(values, name) for name in given)
 
 
 def names_glue_task(name: Optional[str]) -> bool:
@@ -120,7 +104,7 @@ def validate_own_data(values) -> None:
     Raises:
         FlagError: naming the flag and what was expected.
     """
-    tfds = bool(getattr(values, "tfds_name", None))
+    tfds = bool(values.tfds_name)
     if tfds and values.data_source != "tfds":
         raise FlagError("--tfds_name reads a TensorFlow Datasets set: add --data_source=tfds")
     if tfds and any(getattr(values, name) for name in OWN_DATA_FILES):
@@ -146,18 +130,25 @@ def validate_own_data(values) -> None:
     require_paths(values, OWN_DATA_FILES)
 
 
+def with_recorded_task(values):
+    """`values`, or where it exports --load_adapter alone without --task_name and the
+    adapter was trained on a GLUE task, `values` naming that task (its pairs, its labels)."""
+    if exports_adapter_alone(values) and not values.task_name:
+        recorded = read_adapter_config(values.load_adapter).get("task")
+        if names_glue_task(recorded):
+            return values.replace(task_name=canonical_task_name(recorded))
+    return values
+
+
 def validate_classifier(values) -> str:
     """run_classifier.py's checks, before anything is loaded or written; returns the
     canonical task name or raises FlagError naming the flag and what was expected.
     """
     validate_common(values)
-    if getattr(values, "eval_every_epoch", False) and not (values.do_train and values.do_eval):
+    if values.eval_every_epoch and not (values.do_train and values.do_eval):
         raise FlagError("--eval_every_epoch evaluates while training: it needs --do_train and "
                         "--do_eval")
-    if exports_adapter_alone(values) and not values.task_name:
-        recorded = read_adapter_config(values.load_adapter).get("task")
-        if names_glue_task(recorded):  # exported as that task (its pairs, its labels)
-            values.task_name = canonical_task_name(recorded)
+    values = with_recorded_task(values)
     if uses_own_data(values):
         validate_own_data(values)
         validate_resadapter_flags(values)
@@ -188,29 +179,28 @@ def validate_classifier(values) -> str:
 
 
 def validate_ablation(values) -> str:
-    """ablate_adapters.py's checks (it only evaluates: sets `do_eval`, refuses --do_train
-    and --do_predict), then `validate_classifier`'s; returns the canonical task name.
+    """ablate_adapters.py's checks (it only evaluates: refuses --do_train and --do_predict),
+    then `validate_classifier`'s as an evaluation; returns the canonical task name.
     """
     if values.do_train or values.do_predict:
         raise FlagError("ablate_adapters.py evaluates a trained model: drop --do_train / "
                         "--do_predict and pass --load_adapter=<run output_dir>/adapter")
-    values.do_eval = True
-    return validate_classifier(values)
+    return validate_classifier(values.replace(do_eval=True))
 
 
 def validate_common(values) -> None:
     """Checks shared by both scripts, before anything is loaded or written.
 
     Args:
-        values: the parsed FLAGS (or any object with the same attributes).
+        values: the run's configuration (`command_line.run_config.RunConfig`).
 
     Raises:
         FlagError: naming the flag and what was expected.
     """
     check_numeric_flags(values)
-    actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a, False)]
-    if not actions and not getattr(values, "export_dir", None):
-        names = "`do_train`, `do_eval` or `do_predict`" if hasattr(values, "do_eval") \
+    actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a)]
+    if not actions and not values.export_dir:
+        names = "`do_train`, `do_eval` or `do_predict`" if "do_eval" in values \
             else "`do_train` or `do_predict`"
         raise FlagError(f"At least one of {names} must be True.")
     if not values.output_dir:
@@ -219,15 +209,15 @@ def validate_common(values) -> None:
             and not io_utils.isdir(values.output_dir):
         raise FlagError(f"--output_dir={values.output_dir} exists and is a file, not a directory")
     check_writable_dir("output_dir", values.output_dir)
-    if getattr(values, "overwrite_output_dir", False) and not values.do_train:
+    if values.overwrite_output_dir and not values.do_train:
         raise FlagError("--overwrite_output_dir only applies with --do_train (it deletes the "
                         "earlier run's outputs before training anew)")
-    if getattr(values, "adapter_learning_rate", None) is not None:
+    if values.adapter_learning_rate is not None:
         if values.tuning_mode != "adapter":
             raise FlagError("--adapter_learning_rate is only used with --tuning_mode=adapter, "
                             f"got --tuning_mode={values.tuning_mode}")
     require_paths(values, ("bert_config_file", "vocab_file"))
-    checkpoint = getattr(values, "init_checkpoint", None)
+    checkpoint = values.init_checkpoint
     if checkpoint and not io_utils.is_local(checkpoint):
         # Only whether its store answers: what is (or is not) there, the backbone's
         # resolution says.
@@ -237,7 +227,7 @@ def validate_common(values) -> None:
     if values.tuning_mode != "top_k" and values.top_k_layers is not None:
         raise FlagError("--top_k_layers is only used with --tuning_mode=top_k")
     require_paths(values, ("load_adapter",), io_utils.isdir, "directory")
-    if getattr(values, "export_dir", None):
+    if values.export_dir:
         check_writable_dir("export_dir", values.export_dir)
         check_export_target(values.export_dir, values.output_dir)
 
@@ -267,9 +257,9 @@ def validate_family_flags(flag_values) -> None:
     Raises:
         FlagError: naming the flags and the family they belong to.
     """
-    kind = adapter_type(flag_values)
+    kind = flag_values.adapter_type
     for family in adapter_families():
-        given = [name for name in family.options if was_set(flag_values, name)]
+        given = [name for name in family.options if flag_values.was_set(name)]
         if given and family.name != kind:
             raise FlagError(f"{', '.join('--' + name for name in given)} only apply with "
                             f"--adapter_type={family.name} (got --adapter_type={kind})")
@@ -278,8 +268,8 @@ def validate_family_flags(flag_values) -> None:
                 parse_option(name, family.options[name], getattr(flag_values, name))
             except ValueError as e:
                 raise FlagError(f"--{name}: {e}") from None
-    if getattr(flag_values, "merge_lora", False):
-        if not getattr(flag_values, "export_dir", None):
+    if flag_values.merge_lora:
+        if not flag_values.export_dir:
             raise FlagError("--merge_lora merges LoRA into the exported model: it needs "
                             "--export_dir")
         source = f"--adapter_type={kind}"
@@ -297,18 +287,11 @@ _INSIDE_ADAPTER_FLAGS = ("adapter_positions", "adapter_leave_out", "adapter_init
 _RESADAPTER_FLAGS = ("resadapter_variant", "resadapter_cell", "resadapter_pooling")
 
 
-def adapter_type(flag_values) -> str:
-    """--adapter_type, houlsby for flag objects that have none."""
-    return getattr(flag_values, "adapter_type", None) or "houlsby"
-
-
 def validate_resadapter_flags(flag_values) -> None:
-    """Raises FlagError for flags that mean nothing for the chosen adapter type ("explicitly
-    given" can only be told for absl FLAGS).
-    """
-    kind = adapter_type(flag_values)
+    """Raises FlagError for flags given that mean nothing for the chosen adapter type."""
+    kind = flag_values.adapter_type
     if kind != "resadapter":
-        given = [f"--{name}" for name in _RESADAPTER_FLAGS if was_set(flag_values, name)]
+        given = [f"--{name}" for name in _RESADAPTER_FLAGS if flag_values.was_set(name)]
         if given:
             raise FlagError(f"{', '.join(given)} only apply with --adapter_type=resadapter "
                             f"(got --adapter_type={kind})")
@@ -317,16 +300,16 @@ def validate_resadapter_flags(flag_values) -> None:
         raise FlagError(f"--adapter_type=resadapter trains a side network beside a frozen BERT; "
                         f"it needs --tuning_mode=adapter, not --tuning_mode="
                         f"{flag_values.tuning_mode}")
-    if getattr(flag_values, "train_pooler", "auto") == "true":
+    if flag_values.train_pooler == "true":
         raise FlagError("--train_pooler=true does not apply with --adapter_type=resadapter: the "
                         "whole BERT stays frozen and the heads read the side network, not the "
                         "pooler")
-    given = [f"--{name}" for name in _INSIDE_ADAPTER_FLAGS if was_set(flag_values, name)]
+    given = [f"--{name}" for name in _INSIDE_ADAPTER_FLAGS if flag_values.was_set(name)]
     if given:
         raise FlagError(f"{', '.join(given)} place(s) adapters inside BERT; a ResAdapter has one "
                         f"cell beside every layer: drop them with --adapter_type=resadapter")
-    if getattr(flag_values, "resadapter_cell", "feedforward") == "attention" \
-            and was_set(flag_values, "adapter_activation"):
+    if flag_values.resadapter_cell == "attention" \
+            and flag_values.was_set("adapter_activation"):
         raise FlagError("--adapter_activation is the feedforward cell's non-linearity; "
                         "--resadapter_cell=attention has self-attention in its place")
 
@@ -335,7 +318,7 @@ def validate_squad(values) -> None:
     """run_squad.py's checks, before anything is loaded or written.
 
     Args:
-        values: the parsed FLAGS (or any object with the same attributes).
+        values: the run's configuration (`command_line.run_config.RunConfig`).
 
     Raises:
         FlagError: naming the flag (or file) and what was expected.
@@ -352,6 +335,6 @@ def validate_squad(values) -> None:
                         f"max_query_length ({values.max_query_length}) + 3")
     validate_resadapter_flags(values)
     validate_family_flags(values)
-    if was_set(values, "resadapter_pooling"):
+    if values.was_set("resadapter_pooling"):
         raise FlagError("--resadapter_pooling chooses a classification head's input; the "
                         "span head scores every token")

@@ -18,21 +18,23 @@ _DEFINE = {"string": flags.DEFINE_string, "bool": flags.DEFINE_bool,
            "list": flags.DEFINE_list}
 
 
-def define(runner: str) -> None:
+def define(runner: str, flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines `runner`'s flags (`settings.SCRIPTS` names the runners) from the settings
-    table; a flag already defined in this process (by another runner) is kept as it is, so
-    the first runner imported sets --max_seq_length's default (128 or 384): pass it."""
+    table in `flag_values` (absl's global FLAGS unless given). A flag already defined there
+    (by another runner) is kept as it is: its `--help` default may be the other runner's,
+    but the run's configuration (`command_line.run_config`) takes this runner's."""
     for setting in settings.all_settings():
-        if setting.applies_to(runner) and setting.name not in FLAGS:
-            _define_one(setting, runner)
+        if setting.applies_to(runner) and setting.name not in flag_values:
+            _define_one(setting, runner, flag_values)
 
 
-def _define_one(setting: settings.Setting, runner: str) -> None:
+def _define_one(setting: settings.Setting, runner: str, flag_values: flags.FlagValues) -> None:
     default = setting.default_for(runner)
     if setting.type == "enum":
-        flags.DEFINE_enum(setting.name, default, setting.choices, setting.help)
+        flags.DEFINE_enum(setting.name, default, setting.choices, setting.help,
+                          flag_values=flag_values)
     else:
-        _DEFINE[setting.type](setting.name, default, setting.help)
+        _DEFINE[setting.type](setting.name, default, setting.help, flag_values=flag_values)
 
 
 def define_classifier_flags() -> None:

@@ -23,15 +23,18 @@ from adapter_bert.model.families import (ADAPTER_INIT_SCALE, ADAPTER_POSITIONS,
                                          GOOGLE_ADAPTER_INIT_SCALE, Bounds)
 from adapter_bert.training.distribute import STRATEGIES
 
-CLASSIFIER, SQUAD, ABLATION, EXPORT = "classifier", "squad", "ablation", "export"
+CLASSIFIER, SQUAD, ABLATION, EXPORT, SWEEP = "classifier", "squad", "ablation", "export", "sweep"
 BOTH = (CLASSIFIER, SQUAD)
 # The entry point of each runner; ablate_adapters.py takes run_classifier.py's settings too.
+# The sweep's own settings are SWEEP_SETTINGS (every other flag goes to its runner).
 SCRIPTS = {CLASSIFIER: "run_classifier.py", SQUAD: "run_squad.py",
-           ABLATION: "ablate_adapters.py", EXPORT: "export_model.py"}
+           ABLATION: "ablate_adapters.py", EXPORT: "export_model.py",
+           SWEEP: "adapter_bert.sweep"}
 INCLUDES = {ABLATION: CLASSIFIER}
 # The backbone's settings, which an export names too.
 _BACKBONE = BOTH + (EXPORT,)
-TYPES = ("string", "bool", "integer", "float", "enum", "list")
+# "multi": a flag given once per value (the sweep's --grid).
+TYPES = ("string", "bool", "integer", "float", "enum", "list", "multi")
 
 DTYPES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 # --adapter_type's values beside the registered adapter families (model/config.py).
@@ -436,6 +439,29 @@ _ABLATION_AND_EXPORT = (
 )
 
 
+# adapter_bert.sweep's own settings; a sweep passes every other flag to its runner.
+SWEEP_SETTINGS = (
+    _s("grid", "multi", [],
+       "One flag of the runner and its values, FLAG=V1,V2,...; repeat for more flags (every "
+       "combination runs, the first flag varying slowest); --grid=paper is the paper's 18 "
+       "points.", runners=(SWEEP,), doc_default="required"),
+    _s("select_on", "string", "dev",
+       "dev (the paper's way: the chosen point's dev score is then no longer an unbiased "
+       "estimate), or train_fraction:F: every point holds out a stratified fraction F of its "
+       "training data (fixed by --seed) and is scored there; the dev set is evaluated for "
+       "the chosen point only.", runners=(SWEEP,)),
+    _s("runner", "enum", CLASSIFIER,
+       "The runner of every point: classifier (run_classifier.py) or squad (run_squad.py, "
+       "selected on --predict_file's F1).", runners=(SWEEP,), choices=BOTH),
+    _s("output_dir", "string", None,
+       "The sweep's folder: a folder per point under it, the tables and best/.",
+       runners=(SWEEP,), path=True, doc_default="required"),
+    _s("do_predict", "bool", False,
+       "The chosen point predicts the test set into best/ (test_results.tsv).",
+       runners=(SWEEP,)),
+)
+
+
 def all_settings() -> Tuple[Setting, ...]:
     """Every setting, in table order; the family options of the families registered now."""
     return (_GOOGLE + _PORT_BEFORE_FAMILIES + (_adapter_type_setting(), _ADAPTER_SIZE)
@@ -467,13 +493,14 @@ def resume_compared() -> Tuple[str, ...]:
     return tuple(s.name for s in all_settings() if s.resume)
 
 
-def path_values(flag_values, runner: str) -> Tuple[str, ...]:
-    """The files and folders the user named in `runner`'s settings (path=True), set ones
-    only: an `OSError` about one of them is the user's to fix (`tasks.base.is_user_error`)."""
+def path_values(given: Dict[str, Any], runner: str) -> Tuple[str, ...]:
+    """The files and folders named in `given` ({setting: value}) by `runner`'s settings
+    (path=True), set ones only: an `OSError` about one of them is the user's to fix
+    (`tasks.base.is_user_error`)."""
     values = []
     for setting in all_settings():
         if setting.path and setting.applies_to(runner):
-            value = getattr(flag_values, setting.name, None)
+            value = given.get(setting.name)
             values += list(value) if isinstance(value, (list, tuple)) else [value]
     return tuple(str(v) for v in values if v)
 
@@ -510,12 +537,13 @@ def _markdown(setting: Setting) -> str:
 
 def docs_table(which: str) -> str:
     """A markdown table of docs/cli.md: "added" (the flags this port adds, with their
-    documented meaning) or "all" (every setting: runners, type, default, bounds, resume)."""
+    documented meaning), "sweep" (adapter_bert.sweep's own) or "all" (every setting of the
+    runners: runners, type, default, bounds, resume)."""
     rows = all_settings()
-    if which == "added":
+    if which in ("added", "sweep"):
+        shown = SWEEP_SETTINGS if which == "sweep" else [s for s in rows if s.added]
         lines = ["| flag | default | meaning |", "|---|---|---|"]
-        lines += [f"| `--{s.name}` | {_default_text(s)} | {_markdown(s)} |"
-                  for s in rows if s.added]
+        lines += [f"| `--{s.name}` | {_default_text(s)} | {_markdown(s)} |" for s in shown]
         return "\n".join(lines) + "\n"
     lines = ["| flag | runners | type | default | values | a resumed run must match |",
              "|---|---|---|---|---|---|"]

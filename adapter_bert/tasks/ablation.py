@@ -325,7 +325,8 @@ def classifier_main(flag_values) -> int:
             super().validate_flags(values)
             check_metric(values.ablation_metric, self.processor.metrics)
 
-    return base.run_task(AblationRun, flag_values, None, _ablate)
+    # The ablation evaluates: its run reads the dev set whether or not --do_eval was given.
+    return base.run_task(AblationRun, flag_values.replace(do_eval=True), None, _ablate)
 
 
 def _ablate(run, flag_values) -> None:

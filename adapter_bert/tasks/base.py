@@ -25,7 +25,6 @@ from adapter_bert.errors import UserError
 from adapter_bert.data.backbone import Backbone, load_backbone
 from adapter_bert.io_utils import (atomic_write_text, makedirs, remove_stale_temporaries)
 from adapter_bert.model.google_checkpoints import cache_root
-from adapter_bert.command_line.flag_checks import was_set
 from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, check_same_data,
@@ -101,7 +100,8 @@ class TaskRun:
         device, which is how that path is tested on CPU.
         """
         self.flags = flag_values
-        self.validate_flags(flag_values)
+        self.validate_flags(flag_values)  # may complete the configuration (self.flags)
+        flag_values = self.flags
         # A reused --output_dir trained with other flags stops here, before any loading.
         check_reused_output_dir(flag_values, self.HEAD)
         self.backbone = prepare_backbone(flag_values, flag_values.max_seq_length)
@@ -115,7 +115,7 @@ class TaskRun:
             recipe = recipe_from_flags(flag_values, self.HEAD, self.num_labels,
                                        self.train_pooler, self.task)
             self.model = recipe.build(self.strategy, self.backbone,
-                                      training=bool(getattr(flag_values, "do_train", True)))
+                                      training=bool(flag_values.do_train))
             self.param_results = report_parameters(self.model)
         except BaseException:
             self.close()
@@ -205,7 +205,7 @@ def prepare_run(flag_values, strategy=None, runner: str = "",
     strategy = strategy or get_strategy(
         flag_values.distribution_strategy, flag_values.use_tpu, flag_values.tpu_name,
         flag_values.tpu_zone, flag_values.gcp_project, flag_values.master,
-        num_tpu_cores=flag_values.num_tpu_cores if was_set(flag_values, "num_tpu_cores")
+        num_tpu_cores=flag_values.num_tpu_cores if flag_values.was_set("num_tpu_cores")
         else None)
     preemption.reclaim_signals()  # a multi-worker strategy's runtime takes SIGTERM over
     role = worker_role(strategy, flag_values.output_dir)
@@ -219,7 +219,7 @@ def prepare_run(flag_values, strategy=None, runner: str = "",
             lock.release()
             raise
     set_seed(flag_values.seed)
-    if getattr(flag_values, "deterministic", False):
+    if flag_values.deterministic:
         # With the seed above: same flags, same machine -> bit-identical results.
         tf.config.experimental.enable_op_determinism()
         logging.info("Op determinism enabled (--deterministic) with seed %d", flag_values.seed)
@@ -230,7 +230,7 @@ def prepare_run(flag_values, strategy=None, runner: str = "",
 def _prepare_locked_output_dir(flag_values, runner: str,
                                data: Optional[Dict[str, object]]) -> None:
     """The chief's first writes, under the lock: clearing, the record, stale temporaries."""
-    if flag_values.do_train and getattr(flag_values, "overwrite_output_dir", False):
+    if flag_values.do_train and flag_values.overwrite_output_dir:
         clear_output_dir(flag_values.output_dir)
     if flag_values.do_train:
         write_record(flag_values.output_dir, flag_values, runner, data)
@@ -246,7 +246,7 @@ def run_task(run_class, flag_values, strategy, steps: Callable,
     closes the run; returns 0. The serving extra is checked before training, not after it;
     only the chief exports (other workers of a cluster keep their copies in a temporary
     dir); with --merge_lora the export has LoRA folded into its kernels (restored after)."""
-    exporting = bool(getattr(flag_values, "export_dir", None))
+    exporting = bool(flag_values.export_dir)
     if exporting:
         from adapter_bert.serving.export import require_serving_extra
         require_serving_extra()
@@ -254,7 +254,7 @@ def run_task(run_class, flag_values, strategy, steps: Callable,
     try:
         steps(run, flag_values)
         if exporting and run.role.is_chief:
-            with (adapter_merged(run.model) if getattr(flag_values, "merge_lora", False)
+            with (adapter_merged(run.model) if flag_values.merge_lora
                   else contextlib.nullcontext()):
                 path = export(run, flag_values.export_dir)
             print(f"exported: {path}", flush=True)
@@ -340,7 +340,7 @@ def training_schedule(flag_values, num_examples: int, static_shapes: bool):
                      schedule.num_warmup_steps, googles, flag_values.warmup_proportion,
                      choice.peak_rate, choice.step_ceiling)
     spe = steps_per_execution(flag_values.iterations_per_loop,
-                              was_set(flag_values, "iterations_per_loop"), static_shapes,
+                              flag_values.was_set("iterations_per_loop"), static_shapes,
                               flag_values.save_checkpoints_steps)
     return schedule, spe
 
@@ -349,7 +349,7 @@ def optimizer_choice(flag_values):
     """The run's rate, Adam variant and epsilon from its flags (`choose_optimizer`)."""
     return choose_optimizer(flag_values.tuning_mode, flag_values.learning_rate,
                             flag_values.adam_bias_correction, flag_values.adam_epsilon,
-                            getattr(flag_values, "adapter_learning_rate", None))
+                            flag_values.adapter_learning_rate)
 
 
 def run_optimizer(flag_values, schedule, model=None):

@@ -20,8 +20,11 @@ from adapter_bert.data.glue import GlueDataFileNotFoundError, get_processor, how
 from adapter_bert.data.tfds_text import load_glue_examples
 from adapter_bert.data.text_files import output_header, tsv_text
 from adapter_bert.data.text_task import hold_out_indices
+from adapter_bert.command_line import run_config
 from adapter_bert.command_line.flag_checks import FlagError
-from adapter_bert.command_line.flag_checks import uses_own_data, validate_classifier
+from adapter_bert.command_line.settings import CLASSIFIER
+from adapter_bert.command_line.flag_checks import (uses_own_data, validate_classifier,
+                                                   with_recorded_task)
 from adapter_bert.tasks.own_data import own_task
 from adapter_bert.tasks.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text
@@ -51,6 +54,7 @@ class ClassifierRun(base.TaskRun):
 
     def validate_flags(self, flag_values) -> None:
         task = self.check_flags(flag_values)
+        self.flags = flag_values = with_recorded_task(flag_values)
         if uses_own_data(flag_values):
             self.processor = own_task(flag_values)
             self.task = self.processor.task
@@ -68,7 +72,7 @@ class ClassifierRun(base.TaskRun):
     def _checked_select_metric(self, flag_values) -> str:
         """--select_metric, or the task's main metric; one of the task's metrics or loss."""
         allowed = selectable_metrics(self.processor.metrics)
-        chosen = getattr(flag_values, "select_metric", None) or allowed[0]
+        chosen = flag_values.select_metric or allowed[0]
         if chosen not in allowed:
             raise FlagError(f"--select_metric={chosen}: {self.processor.task} is scored by "
                             f"{', '.join(allowed)}")
@@ -86,7 +90,7 @@ class ClassifierRun(base.TaskRun):
     def read_data(self) -> None:
         # Every split the run needs is read now, so a bad dev or test file fails before
         # training rather than after it.
-        fraction = getattr(self.flags, "dev_fraction", None)
+        fraction = self.flags.dev_fraction
         if fraction is not None and uses_own_data(self.flags):
             self.held_out_lines = self.processor.hold_out(fraction, self.flags.seed)
         if fraction is not None and not uses_own_data(self.flags):
@@ -111,7 +115,7 @@ class ClassifierRun(base.TaskRun):
                                 self.processor.task)
         train = self._examples.get("train")
         self.class_weights = class_weights_for(
-            getattr(self.flags, "class_weights", None), self.labels, self.is_regression,
+            self.flags.class_weights, self.labels, self.is_regression,
             None if train is None else collections.Counter(e.label for e in train))
         target = getattr(self.processor, "target", None)
         self.data_record = {"labels": self.labels,
@@ -132,7 +136,7 @@ class ClassifierRun(base.TaskRun):
     def eval_splits(self):
         """(split, result prefix) of --do_eval: the task's, or with --dev_fraction the
         held-out rows alone."""
-        if getattr(self.flags, "dev_fraction", None) is not None:
+        if self.flags.dev_fraction is not None:
             return (("dev", "eval_"),)
         return self.processor.eval_splits
 
@@ -203,7 +207,7 @@ class ClassifierRun(base.TaskRun):
                                               flag_values.train_batch_size,
                                               schedule.num_train_steps, flag_values.seed)
         callbacks = []
-        if getattr(flag_values, "eval_every_epoch", False):
+        if flag_values.eval_every_epoch:
             callbacks.append(EpochSelection(
                 optimizer, epoch_boundaries(count, flag_values.train_batch_size,
                                             flag_values.num_train_epochs,
@@ -213,7 +217,7 @@ class ClassifierRun(base.TaskRun):
         logs = fit_with_resume(self.model, optimizer, dataset, schedule.num_train_steps,
                                flag_values.output_dir, flag_values.save_checkpoints_steps,
                                extra_callbacks=callbacks, write_dir=self.write_dir)
-        if getattr(flag_values, "eval_every_epoch", False):
+        if flag_values.eval_every_epoch:
             self._restore_kept_epoch(flag_values.num_train_epochs)
         self.save_trained_adapter(self.task, self.labels, self.training_record)
         return logs
@@ -429,11 +433,13 @@ def main(flag_values, strategy=None) -> int:
     """Runs the requested steps (train / eval / predict) and writes the outputs.
 
     Args:
-        flag_values: parsed flags (absl FLAGS).
+        flag_values: the run's configuration (`command_line.run_config.RunConfig`, or
+            parsed absl flags, made into one).
         strategy: an existing `tf.distribute.Strategy` to use instead of building one
             from the flags.
     """
-    return base.run_task(ClassifierRun, flag_values, strategy, _run_steps, _export)
+    return base.run_task(ClassifierRun, run_config.of(flag_values, CLASSIFIER), strategy,
+                         _run_steps, _export)
 
 
 def _export(run: "ClassifierRun", export_dir: str) -> str:

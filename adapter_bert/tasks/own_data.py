@@ -15,7 +15,7 @@ from adapter_bert.data.text_files import parse_column
 from adapter_bert.data.text_task import Columns, TextTask, task_name_of
 from adapter_bert.data.tfds_text import TfdsTextTask
 from adapter_bert.tasks.base import ADAPTER_DIR
-from adapter_bert.command_line.flag_checks import FlagError, was_set
+from adapter_bert.command_line.flag_checks import FlagError
 
 
 def own_task(values) -> TextTask:
@@ -81,14 +81,14 @@ def _task_type(values, stored: Optional[dict]) -> str:
     recorded = ((stored or {}).get("training") or {}).get("task_type")
     if recorded is None:
         return values.task_type
-    if was_set(values, "task_type") and values.task_type != recorded:
+    if values.was_set("task_type") and values.task_type != recorded:
         raise FlagError(f"--task_type={values.task_type}: the adapter this run loads was "
                         f"trained as a {recorded} task; leave --task_type out")
     return recorded
 
 
 def _default_name(values) -> str:
-    if getattr(values, "tfds_name", None):
+    if values.tfds_name:
         return values.tfds_name.split(":")[0].split("/")[0]
     path = values.train_file or values.dev_file or values.test_file
     return task_name_of(path)

@@ -37,10 +37,11 @@ def _value(name: str, value):
 
 def training_record(flag_values, runner: str) -> Dict[str, object]:
     """The runner and the values of the settings a resumed run must match
-    (`command_line.settings`, in table order) that `flag_values` defines."""
+    (`command_line.settings`, in table order) that the runner of `flag_values` (a
+    `RunConfig`) has."""
     values: Dict[str, object] = {"runner": runner}
     for name in resume_compared():
-        if hasattr(flag_values, name):
+        if name in flag_values:
             values[name] = _value(name, getattr(flag_values, name))
     return values
 

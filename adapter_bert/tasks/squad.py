@@ -20,7 +20,9 @@ from adapter_bert.adapters.files import read_adapter_config
 from adapter_bert.data.squad import (SquadExampleList, convert_examples_to_features,
                                      read_squad_examples)
 from adapter_bert.data.squad_postprocess import RawResult, write_predictions
+from adapter_bert.command_line import run_config
 from adapter_bert.command_line.flag_checks import FlagError
+from adapter_bert.command_line.settings import SQUAD
 from adapter_bert.command_line.flag_checks import validate_squad
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text
@@ -284,9 +286,12 @@ def _print_scores(results: Dict[str, object], keys: List[str]) -> None:
 
 def main(flag_values, strategy=None) -> int:
     """Runs the requested steps (train / predict) and writes the outputs; returns 0. Bad
-    input raises a `UserError` (run_cli prints its one line).
+    input raises a `UserError` (run_cli prints its one line). `flag_values`: the run's
+    configuration (`command_line.run_config.RunConfig`, or parsed absl flags, made into
+    one).
     """
-    return base.run_task(SquadRun, flag_values, strategy, _run_steps, _export)
+    return base.run_task(SquadRun, run_config.of(flag_values, SQUAD), strategy, _run_steps,
+                         _export)
 
 
 def _export(run: "SquadRun", export_dir: str) -> str:

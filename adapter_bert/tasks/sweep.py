@@ -37,26 +37,29 @@ BEST = "best"
 
 # ----------------------------------------------------------------- parsing
 def split_argv(argv: Sequence[str]) -> Tuple[dict, List[str]]:
-    """(the sweep's own settings, the flags passed through to the runner)."""
-    own = {"grid": [], "select_on": "dev", "runner": "classifier", "output_dir": None,
-           "do_predict": False}
+    """(the sweep's own settings, `settings.SWEEP_SETTINGS`, the flags passed through to
+    the runner)."""
+    from adapter_bert.command_line.settings import SWEEP_SETTINGS
+    rows = {row.name: row for row in SWEEP_SETTINGS}
+    own = {name: [] if row.type == "multi" else row.default for name, row in rows.items()}
     passed = []
     for arg in argv:
-        name, _, value = arg.lstrip("-").partition("=")
+        name, given, value = arg[2:].partition("=")
         if not arg.startswith("--"):
             raise FlagError(f"{arg}: expected --name=value flags")
-        if name == "grid":
-            own["grid"].append(value)
-        elif name in ("select_on", "runner", "output_dir"):
-            own[name] = value
-        elif name == "do_predict":
-            own["do_predict"] = value.lower() not in ("false", "0")
-        elif name == "nodo_predict":
-            own["do_predict"] = False
-        elif name in ("do_train", "do_eval", "nodo_train", "nodo_eval"):
+        negated = name[2:] if name.startswith("no") and not given else None
+        if name in ("do_train", "do_eval") or negated in ("do_train", "do_eval"):
             continue  # every point trains and evaluates
-        else:
+        if negated in rows and rows[negated].type == "bool":
+            own[negated] = False
+        elif name not in rows:
             passed.append(arg)
+        elif rows[name].type == "multi":
+            own[name].append(value)
+        elif rows[name].type == "bool":
+            own[name] = not given or value.lower() not in ("false", "0")
+        else:
+            own[name] = value
     return own, passed
 
 
@@ -135,13 +138,9 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
     """
     from absl import flags as absl_flags
 
-    from adapter_bert.command_line import flags as runner_flags
-    define = (runner_flags.define_classifier_flags if runner == "classifier"
-              else runner_flags.define_squad_flags)
-    define()
-    values = absl_flags.FLAGS
+    from adapter_bert.command_line import run_config, settings
     for name in grid:
-        if name not in values:
+        if name not in settings.by_name() or not settings.by_name()[name].applies_to(runner):
             raise FlagError(f"--grid: {name} is not a flag of {RUNNERS[runner]}.py")
     given = {arg.lstrip("-").partition("=")[0] for arg in passed}
     for name in grid:
@@ -156,15 +155,12 @@ def check_points(runner: str, passed: List[str], grid: Dict[str, List[str]],
         if predict and runner == "classifier":
             argv.append("--do_predict")  # what the chosen point's prediction run needs
         try:
-            values.unparse_flags()
-            values([RUNNERS[runner] + ".py", *argv])
+            values = run_config.parse(runner, argv)
             metric = _validate(runner, values, data)
             _check_backbone(values, backbones)
         except (absl_flags.Error, UserError) as e:
             where = ", ".join(f"{k}={v}" for k, v in point.items())
             raise FlagError(f"grid point {where}: {str(e).splitlines()[0]}") from None
-        finally:
-            values.unparse_flags()
     return metric
 
 
@@ -194,13 +190,12 @@ def _validate(runner: str, values, data: Dict[tuple, object]) -> str:
     if runner == "squad":
         from adapter_bert.command_line.flag_checks import validate_squad
         validate_squad(values)
-        return values.select_metric if "select_metric" in values and values.select_metric \
-            else "f1"
+        return values.select_metric or "f1"
     from adapter_bert.tasks.classifier import ClassifierRun
     run = object.__new__(ClassifierRun)  # the runner's flag checks, without loading
     run.flags = values
     ClassifierRun.validate_flags(run, values)
-    key = tuple(str(getattr(values, name, None)) for name in DATA_FLAGS if name in values)
+    key = tuple(str(getattr(values, name)) for name in DATA_FLAGS)
     if key in data:
         run.processor, run._examples = data[key]
         run.check_data()
@@ -399,7 +394,7 @@ def main(argv: Sequence[str]) -> int:
         raise FlagError("--output_dir is required: every point runs in a folder under it")
     runner = own["runner"]
     if runner not in RUNNERS:
-        raise FlagError(f"--runner={runner}: expected classifier or squad")
+        raise FlagError(f"--runner={runner}: expected {' or '.join(RUNNERS)}")
     grid = parse_grid(own["grid"])
     fraction = selection(own["select_on"], runner)
     output_dir = own["output_dir"]

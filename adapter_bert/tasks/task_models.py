@@ -9,7 +9,7 @@ from adapter_bert.adapters.files import adapter_config_of, read_adapter_config
 from adapter_bert.adapters.resadapter import ResAdapterConfig
 from adapter_bert.adapters.task_models import ModelRecipe
 from adapter_bert.model.config import AdapterConfig, adapter_family
-from adapter_bert.command_line.flag_checks import FlagError, adapter_type, was_set
+from adapter_bert.command_line.flag_checks import FlagError
 
 
 def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
@@ -20,13 +20,13 @@ def resadapter_config_for_run(flag_values) -> Optional[ResAdapterConfig]:
     """
     if flag_values.load_adapter:
         stored = read_adapter_config(flag_values.load_adapter).get("resadapter")
-        if was_set(flag_values, "adapter_type") and \
-                (adapter_type(flag_values) == "resadapter") != bool(stored):
+        if flag_values.was_set("adapter_type") and \
+                (flag_values.adapter_type == "resadapter") != bool(stored):
             raise FlagError(f"--load_adapter={flag_values.load_adapter} holds "
                             f"{'a ResAdapter' if stored else 'no ResAdapter'}, but "
-                            f"--adapter_type={adapter_type(flag_values)}")
+                            f"--adapter_type={flag_values.adapter_type}")
         return ResAdapterConfig.from_dict(stored) if stored else None
-    if adapter_type(flag_values) != "resadapter":
+    if flag_values.adapter_type != "resadapter":
         return None
     return ResAdapterConfig(size=flag_values.adapter_size, variant=flag_values.resadapter_variant,
                             cell=flag_values.resadapter_cell,
@@ -43,14 +43,13 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
     """
     if flag_values.load_adapter:
         return adapter_config_of(flag_values.load_adapter)
-    adapter_type = getattr(flag_values, "adapter_type", "houlsby")
+    adapter_type = flag_values.adapter_type
     if flag_values.tuning_mode != "adapter" or adapter_type == "resadapter":
         return None
     positions = flag_values.adapter_positions
-    if adapter_type != "houlsby" and not was_set(flag_values, "adapter_positions"):
+    if adapter_type != "houlsby" and not flag_values.was_set("adapter_positions"):
         positions = None
-    options = {name: getattr(flag_values, name) for name in adapter_family(adapter_type).options
-               if hasattr(flag_values, name)}
+    options = {name: getattr(flag_values, name) for name in adapter_family(adapter_type).options}
     return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
                          init_scale=flag_values.adapter_init_scale, positions=positions,
                          leave_out=[int(i) for i in flag_values.adapter_leave_out],

@@ -132,16 +132,13 @@ class DynamicsProbe:
 
 def run_variant(name: str, args) -> dict:
     """Trains one variant in this process; returns its record."""
-    from absl import flags as absl_flags
-    from adapter_bert.command_line import flags as adapter_flags
-    adapter_flags.define_classifier_flags()
-    values = absl_flags.FLAGS
+    from adapter_bert.command_line import run_config
     work = tempfile.mkdtemp(prefix=f"dynamics_{name}_", dir=args.work_dir)
-    argv = ["optimizer_dynamics", "--task_name=MRPC", "--do_train", "--do_eval",
+    argv = ["--task_name=MRPC", "--do_train", "--do_eval",
             f"--data_dir={args.data_dir}", f"--output_dir={work}",
             f"--num_train_epochs={args.epochs}", f"--seed={args.seed}",
             f"--feature_cache_dir={args.work_dir}/feature_cache", *PINNED, *VARIANTS[name]]
-    values(argv)
+    values = run_config.parse("classifier", argv)
     import numpy as np
     from adapter_bert.tasks import base
     from adapter_bert.model.inputs import FEATURE_NAMES

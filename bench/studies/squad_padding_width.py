@@ -110,7 +110,8 @@ def measure(values):
 
 def main(argv):
     del argv
-    report = measure(FLAGS)
+    from adapter_bert.command_line import run_config
+    report = measure(run_config.from_flags("squad", FLAGS))
     path = os.path.join(FLAGS.output_dir, "padding_width.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)

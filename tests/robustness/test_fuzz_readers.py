@@ -224,18 +224,12 @@ def test_vocab_file(tmp_path_factory, data):
     tokenizer.tokenize("The cats sat.")
 
 
-class _Flags:
-    """The flags a training rerun compares with run_flags.json."""
-
-    do_train = True
-    overwrite_output_dir = False
-    learning_rate = 1e-3
-    adapter_size = 8
-    adapter_leave_out = ["0"]
-    task_name = "MRPC"
-
-    def __init__(self, output_dir):
-        self.output_dir = output_dir
+def _rerun(output_dir):
+    """The configuration of a training rerun, which compares itself with run_flags.json."""
+    from adapter_bert.command_line import run_config
+    return run_config.parse("classifier", [
+        "--do_train", f"--output_dir={output_dir}", "--learning_rate=1e-3", "--adapter_size=8",
+        "--adapter_leave_out=0", "--task_name=MRPC"])
 
 
 RUN_FLAGS = {"flags": {"runner": "classifier", "learning_rate": 1e-3, "adapter_size": 8,
@@ -252,7 +246,7 @@ def test_run_flags_record(tmp_path_factory, data):
     (folder / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
     (folder / "run_flags.json").write_bytes(data)
     try:
-        check_reused_output_dir(_Flags(str(folder)), "classifier")
+        check_reused_output_dir(_rerun(str(folder)), "classifier")
     except FlagError as e:
         assert_one_line_naming(e, folder)
 
