@@ -16,7 +16,7 @@ import pytest
 
 from adapter_bert import io_utils
 from adapter_bert.io_utils import folders
-from adapter_bert.model import google_checkpoints as gc
+from adapter_bert import google_checkpoints as gc
 from adapter_bert.model.checkpoints import (CheckpointError, read_tf1_checkpoint,
                                             resolve_backbone)
 from adapter_bert.model.factory import build_pretrained

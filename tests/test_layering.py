@@ -21,7 +21,7 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 
 # Rank of each subpackage (or top-level module); equal ranks may not import each other.
 LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "console": 0, "progress": 0,
-          "precision": 0, "cli": 6.5,
+          "precision": 0, "google_checkpoints": 0.5, "cli": 6.5,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
           "command_line": 5.5, "tasks": 6, "library": 6.2, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "sweep": 7, "__main__": 7}

@@ -159,7 +159,7 @@ def test_runner_and_two_line_paths_the_doc_describes(tmp_path, monkeypatch):
     assert model.load_adapter("adapters/run", name="mrpc") == "mrpc"
     np.testing.assert_array_equal(model(features, training=False),
                                   run_model(features, training=False))
-    from adapter_bert.model.errors import CheckpointError
+    from adapter_bert.errors import CheckpointError
     with pytest.raises(CheckpointError, match=re.escape(
             "adapters/run is an adapter directory, not a backbone: load it with "
             "ab.load_adapter('adapters/run')")):

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_bert import io_utils
-from adapter_bert.model.errors import CheckpointError  # noqa: F401 (raised and re-exported)
+from adapter_bert.errors import CheckpointError  # noqa: F401 (raised and re-exported)
 from adapter_bert.model.blocks import branch_variables
 from adapter_bert.model.encoder import backbone_of
 from adapter_bert.model.inputs import dummy_features
@@ -144,7 +144,7 @@ def resolve_backbone(path: Optional[str] = None, config_file: Optional[str] = No
         CheckpointError: nothing usable is found; the message says what was looked for.
     """
     if path is not None:
-        from adapter_bert.model.google_checkpoints import resolve_name
+        from adapter_bert.google_checkpoints import resolve_name
         path = resolve_name(path)
     path = default_backbone_dir() if path is None else io_utils.expand(path)
     base = path if io_utils.isdir(path) else io_utils.dirname(path)

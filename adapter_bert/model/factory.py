@@ -14,7 +14,7 @@ from adapter_bert import io_utils
 from adapter_bert.model.checkpoints import build_model, load_weights, read_weights, resolve_backbone
 from adapter_bert.model.config import BertConfig
 from adapter_bert.model.encoder import BertNetwork
-from adapter_bert.model.errors import CheckpointError
+from adapter_bert.errors import CheckpointError
 from adapter_bert.model.heads import BertClassifierNetwork, BertSpanNetwork
 from adapter_bert.precision import apply_dtype
 from adapter_bert.errors import UserError

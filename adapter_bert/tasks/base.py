@@ -24,7 +24,7 @@ from adapter_bert.console import configure_logging
 from adapter_bert.errors import UserError
 from adapter_bert.data.backbone import Backbone, load_backbone
 from adapter_bert.io_utils import (atomic_write_text, makedirs, remove_stale_temporaries)
-from adapter_bert.model.google_checkpoints import cache_root
+from adapter_bert.google_checkpoints import cache_root
 from adapter_bert.tasks import run_lock
 from adapter_bert.tasks.pipeline import InputPipeline
 from adapter_bert.tasks.run_record import (check_reused_output_dir, check_same_data,

@@ -24,7 +24,7 @@ from absl import logging
 
 from adapter_bert import io_utils
 from adapter_bert.io_utils import WriteError, atomic_write_text, error_reason, folders
-from adapter_bert.model.errors import CheckpointError, describe_read_error
+from adapter_bert.errors import CheckpointError, describe_read_error
 from adapter_bert.model.naming import tf1_variables
 from adapter_bert.adapters.tuning import trained_weights
 from adapter_bert.progress import Progress

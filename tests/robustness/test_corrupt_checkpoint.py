@@ -139,7 +139,7 @@ def test_a_damaged_or_missing_state_file_falls_back_to_the_checkpoint_files(
 
 
 def test_no_readable_checkpoint_is_one_error_naming_them_and_the_way_out(saved):
-    from adapter_bert.model.errors import CheckpointError
+    from adapter_bert.errors import CheckpointError
     for step in (1, 2, 3):
         truncate(Path(str(prefix(saved, step)) + DATA))
     with pytest.raises(CheckpointError) as error:

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, TextIO
 from adapter_bert import io_utils
 from adapter_bert.io_utils import folders
 from adapter_bert.progress import Progress, format_bytes
-from adapter_bert.model.errors import CheckpointError
+from adapter_bert.errors import CheckpointError
 
 DEFAULT_BASE_URL = "https://storage.googleapis.com/bert_models"
 BASE_URL_ENV = "ADAPTER_BERT_GOOGLE_BERT_URL"
