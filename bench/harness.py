@@ -17,13 +17,12 @@ import glob
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.io_utils import read_key_values
@@ -36,35 +35,24 @@ class RunFailed(RuntimeError):
     """A runner command exited with a non-zero status."""
 
 
-# What a benchmark writes into a run's folder beside the run's own files.
-BENCH_FILES = ("run.log", "bench_wall_s")
+def start_run_dir(output_dir: str, *bench_files: str) -> None:
+    """Empties the run folder `output_dir` and lists the benchmark's own files there
+    (`bench_files`, a log, a wall-time file) as written by the package, the runners' own
+    way (`adapter_bert.io_utils.folders`): a file that neither a run nor a benchmark wrote,
+    a user's, stops it with one line naming it, and nothing is deleted.
 
-
-def _not_written_by_a_run(path: str) -> List[str]:
-    """The top-level entries of the run folder `path` holding a file that neither the
-    runs there (their manifest, `adapter_bert.io_utils.folders`) nor a benchmark wrote."""
-    # Imported here: the runners' modules load TensorFlow, which a benchmark's start need not.
+    Raises:
+        RunFailed: `output_dir` is not a folder, or holds what no run or benchmark wrote.
+    """
+    # Imported here: the package loads TensorFlow, which a benchmark's start need not.
     from adapter_bert.io_utils import folders
-    from adapter_bert.tasks.run_record import KEPT_BY_OVERWRITE
-    foreign = folders.foreign_files(path, keep=(*KEPT_BY_OVERWRITE, *BENCH_FILES))
-    return sorted({os.path.relpath(name, path).split(os.sep)[0] for name in foreign})
-
-
-def clear_written_dir(path: str, written: Optional[Callable[[str], bool]] = None) -> None:
-    """Deletes the folder `path` (if there) when everything in it was written by runs or a
-    benchmark (or, given `written`, when `written(name)` holds for every entry: another
-    writer's names); otherwise deletes nothing and raises RunFailed naming the other
-    entries, so that a --work_dir pointed at a user's folder loses nothing."""
-    if not os.path.lexists(path):
-        return
-    if os.path.islink(path) or not os.path.isdir(path):
-        raise RunFailed(f"{path} is not a folder a benchmark wrote; nothing deleted")
-    foreign = (_not_written_by_a_run(path) if written is None
-               else sorted(name for name in os.listdir(path) if not written(name)))
-    if foreign:
-        raise RunFailed(f"{path} holds {', '.join(foreign[:3])}, which no run writes; nothing "
-                        f"deleted: point --work_dir at a new folder")
-    shutil.rmtree(path)
+    try:
+        folders.clear(output_dir, "--work_dir")
+    except folders.ForeignFileError as e:
+        raise RunFailed(str(e)) from None
+    os.makedirs(output_dir, exist_ok=True)
+    with folders.tracking(output_dir):
+        folders.note_written(*bench_files)
 
 
 @dataclass
@@ -156,7 +144,7 @@ def run(command: Sequence[str], output_dir: str, log_path: Optional[str] = None)
         FileNotFoundError: it wrote no eval_results file.
     """
     # A finished run left here would be resumed (evaluated without training): start clean.
-    clear_written_dir(output_dir)
+    start_run_dir(output_dir, *([log_path] if log_path else []))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

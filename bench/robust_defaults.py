@@ -53,7 +53,7 @@ import sys
 import threading
 import time
 
-from bench.harness import (REPO, clear_written_dir, listed_choices, train_loss_per_epoch,
+from bench.harness import (REPO, listed_choices, start_run_dir, train_loss_per_epoch,
                            write_json)
 from bench.harness import read_eval_results as read_results
 from bench.squad_adapter_vs_full import first_questions, load_articles, write_squad
@@ -80,26 +80,22 @@ def write_tf1(folder):
     import adapter_bert as ab
     from adapter_bert.model.checkpoints import build_model, load_weights, read_weights, \
         resolve_backbone
+    from adapter_bert.io_utils import folders
     files = resolve_backbone()
     config = ab.BertConfig.from_json_file(files.config_file)
     bert = ab.BertModel(config)
     build_model(bert)
     load_weights(bert, read_weights(files), source=files.weights)
-    staging = folder + ".partial"
-    clear_written_dir(staging, _is_tf1_file)
-    os.makedirs(staging)
-    ab.save_tf1_checkpoint(bert, os.path.join(staging, "bert_model.ckpt"))
-    with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
-        f.write(config.to_google_json())
-    shutil.copy(files.vocab_file, os.path.join(staging, "vocab.txt"))
-    clear_written_dir(folder, _is_tf1_file)
-    os.replace(staging, folder)
 
+    def build(staging):
+        ab.save_tf1_checkpoint(bert, os.path.join(staging, "bert_model.ckpt"))
+        with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
+            f.write(config.to_google_json())
+        shutil.copy(files.vocab_file, os.path.join(staging, "vocab.txt"))
 
-def _is_tf1_file(name) -> bool:
-    """Whether `name` is one of the files `write_tf1` writes."""
-    return name in ("bert_config.json", "vocab.txt", "checkpoint") or \
-        name.startswith("bert_model.ckpt.")
+    # Built beside the folder and swapped in whole; a folder holding a file the package
+    # did not write is refused, never deleted.
+    folders.replace(folder, build, "--work_dir")
 
 
 def squad_files(spec, work_dir):
@@ -167,10 +163,9 @@ def run_one(spec, args):
     output_dir = os.path.join(args.work_dir, run_id(spec))
     resumable = "save_checkpoints_steps" in spec
     # The runners keep their checkpoints in <output_dir>/checkpoints.
-    if not (resumable and os.path.exists(os.path.join(output_dir, "checkpoints", "checkpoint"))):
-        clear_written_dir(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
     spent_path = os.path.join(output_dir, "bench_wall_s")
+    if not (resumable and os.path.exists(os.path.join(output_dir, "checkpoints", "checkpoint"))):
+        start_run_dir(output_dir, spent_path, os.path.join(output_dir, "run.log"))
     spent = float(open(spent_path).read()) if os.path.exists(spent_path) else 0.0
     command = [sys.executable, *command_for(spec, output_dir, args.work_dir)]
     print("+", " ".join(command), flush=True)

@@ -91,40 +91,37 @@ def test_a_folder_holding_what_no_run_writes_is_never_deleted_nor_run_in(tmp_pat
     (user / "logs").mkdir(parents=True)
     (user / "chapter1.tex").write_text("mine")
     marker = tmp_path / "ran"
-    with pytest.raises(harness.RunFailed, match=r"thesis holds chapter1.tex, which no run "
-                                                r"writes; nothing deleted"):
+    with pytest.raises(harness.RunFailed, match=r"--work_dir=.*thesis holds chapter1.tex that "
+                                                r"adapter_bert did not write; nothing was "
+                                                r"deleted"):
         harness.run(fake_runner(user, f"open({str(marker)!r}, 'w')"), str(user))
     assert (user / "chapter1.tex").read_text() == "mine" and (user / "logs").is_dir()
     assert not marker.exists()
     # A symbolic link is not followed into what it points at.
     link = tmp_path / "link"
     link.symlink_to(user)
-    with pytest.raises(harness.RunFailed, match="not a folder a benchmark wrote"):
-        harness.clear_written_dir(str(link))
+    with pytest.raises(harness.RunFailed, match="is a symbolic link, not a folder"):
+        harness.start_run_dir(str(link))
     assert (user / "chapter1.tex").exists()
 
 
-def test_a_run_folder_and_a_missing_one_are_cleared(tmp_path):
+def test_a_run_folder_is_emptied_with_the_benchmarks_own_files(tmp_path):
     run_dir = tmp_path / "run"
-    (run_dir / "checkpoints").mkdir(parents=True)
-    for name in ("run_flags.json", "eval_results.txt", "run.log", "bench_wall_s"):
+    log, spent = run_dir / "run.log", run_dir / "bench_wall_s"
+    harness.start_run_dir(str(run_dir), str(log), str(spent))  # a missing folder is made
+    assert folders.read_manifest(str(run_dir)) == {"run.log", "bench_wall_s"}
+    # The run adds its files to the manifest, which keeps the benchmark's.
+    (run_dir / "checkpoints").mkdir()
+    written = ["run.log", "bench_wall_s", "eval_results.txt", "checkpoints/ckpt-1.index"]
+    for name in written:
         (run_dir / name).write_text("x")
-    (run_dir / "checkpoints" / "ckpt-1.index").write_text("x")
-    # The run's manifest lists its files; the benchmark's own are known by name.
-    folders.write_manifest(str(run_dir), ["run_flags.json", "eval_results.txt",
-                                          "checkpoints/ckpt-1.index"])
+    folders.write_manifest(str(run_dir), written)
     (run_dir / "notes.txt").write_text("mine")
-    with pytest.raises(harness.RunFailed, match="holds notes.txt, which no run writes"):
-        harness.clear_written_dir(str(run_dir))
+    with pytest.raises(harness.RunFailed, match="holds notes.txt that adapter_bert did not "
+                                                "write; nothing was deleted"):
+        harness.start_run_dir(str(run_dir), str(log))
+    assert all((run_dir / name).exists() for name in written)
     (run_dir / "notes.txt").unlink()
-    harness.clear_written_dir(str(run_dir))
-    assert not run_dir.exists()
-    harness.clear_written_dir(str(tmp_path / "never_made"))
-    # Another writer's names, given as its own predicate.
-    tf1 = tmp_path / "minilm_tf1"
-    tf1.mkdir()
-    (tf1 / "bert_model.ckpt.index").write_text("x")
-    with pytest.raises(harness.RunFailed):
-        harness.clear_written_dir(str(tf1))
-    harness.clear_written_dir(str(tf1), lambda name: name.startswith("bert_model.ckpt."))
-    assert not tf1.exists()
+    harness.start_run_dir(str(run_dir), str(log))
+    assert sorted(p.name for p in run_dir.iterdir()) == [folders.MANIFEST]
+    assert folders.read_manifest(str(run_dir)) == {"run.log"}

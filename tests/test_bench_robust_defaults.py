@@ -101,7 +101,8 @@ def test_long_runs_resume_from_their_checkpoint_and_add_up_wall_time(tmp_path, m
         (folder / "checkpoints").mkdir(parents=True)  # where the runners keep them
         (folder / "checkpoints" / "checkpoint").write_text("model_checkpoint_path: 'ckpt-3'\n")
         (folder / "bench_wall_s").write_text("3600.0")
-        folders.write_manifest(str(folder), ["checkpoints/checkpoint"])  # as a run lists it
+        # As the run and the benchmark list them.
+        folders.write_manifest(str(folder), ["checkpoints/checkpoint", "bench_wall_s"])
     long_record = bench.run_one(long_spec, args)
     short_record = bench.run_one(short_spec, args)
     assert (tmp_path / suites.run_id(long_spec) / "checkpoints" / "checkpoint").exists()
@@ -165,17 +166,15 @@ def _result(spec):
 
 
 def test_the_tf1_backbone_folder_is_replaced_only_when_it_holds_its_own_files(tmp_path):
-    harness = bench_module("harness")
     folder = tmp_path / "minilm_tf1"
-    folder.mkdir()
-    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
-                 "bert_config.json", "vocab.txt", "checkpoint"):
-        assert bench._is_tf1_file(name)
-        (folder / name).write_text("x")
-    harness.clear_written_dir(str(folder), bench._is_tf1_file)
-    assert not folder.exists()
-    folder.mkdir()
+    bench.write_tf1(str(folder))
+    written = {"bert_config.json", "vocab.txt", "bert_model.ckpt.index",
+               "bert_model.ckpt.data-00000-of-00001"}
+    assert folders.read_manifest(str(folder)) == written
+    bench.write_tf1(str(folder))  # its own folder: replaced
+    assert folders.read_manifest(str(folder)) == written
     (folder / "notes.txt").write_text("mine")
-    with pytest.raises(harness.RunFailed, match="notes.txt"):
-        harness.clear_written_dir(str(folder), bench._is_tf1_file)
-    assert (folder / "notes.txt").exists()
+    with pytest.raises(folders.ForeignFileError, match="notes.txt that adapter_bert did not "
+                                                       "write; nothing was replaced"):
+        bench.write_tf1(str(folder))
+    assert (folder / "notes.txt").exists() and (folder / "vocab.txt").exists()
