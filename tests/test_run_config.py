@@ -25,6 +25,9 @@ def test_values_are_the_given_ones_else_the_table_defaults_for_the_runner():
     assert config.doc_stride == 64 and config.was_set("doc_stride")
     assert config.max_seq_length == settings.default("max_seq_length", settings.SQUAD) == 384
     assert not config.was_set("max_seq_length")
+    assert config["doc_stride"] == 64 and config["task_name"] is None  # read by name too
+    with pytest.raises(KeyError, match="no setting --no_such_flag"):
+        config["no_such_flag"]  # noqa: B018
     assert config.learning_rate == settings.default("learning_rate", settings.SQUAD)
     assert isinstance(config.num_train_epochs, float) and isinstance(config.seed, int)
 

@@ -31,7 +31,7 @@ def check_numeric_flags(values) -> None:
     """
     integers = {s.name for s in all_settings() if s.type == "integer"}
     for name, bounds in numeric_bounds().items():
-        value = getattr(values, name)
+        value = values[name]
         if value is None or bounds.admits(value) and (
                 name not in integers or float(value).is_integer()):
             continue
@@ -50,7 +50,7 @@ def path_is(name: str, path: str, query) -> bool:
 def require_paths(values, names, query=io_utils.isfile, what: str = "file") -> None:
     """FlagError naming the first of the flags `names` set to a path `query` denies."""
     for name in names:
-        path = getattr(values, name)
+        path = values[name]
         if path and not path_is(name, path, query):
             raise FlagError(f"--{name}={path}: {what} not found")
 
@@ -77,7 +77,7 @@ OWN_DATA_FILES = ("train_file", "dev_file", "test_file")
 def uses_own_data(values) -> bool:
     """Whether the run reads your own files or a TFDS text set (not GLUE), or exports an
     adapter of your own data alone (`exports_adapter_alone`)."""
-    return any(getattr(values, name) for name in OWN_DATA_FILES) or bool(values.tfds_name) \
+    return any(values[name] for name in OWN_DATA_FILES) or bool(values.tfds_name) \
         or (exports_adapter_alone(values) and not names_glue_task(values.task_name))
 
 
@@ -87,7 +87,7 @@ def exports_adapter_alone(values) -> bool:
     (`validate_classifier` makes a GLUE one, without --task_name, that task)."""
     given = ("tfds_name", *OWN_DATA_FILES, "do_train", "do_eval", "do_predict")
     return bool(values.load_adapter and values.export_dir) \
-        and not any(getattr(values, name) for name in given)
+        and not any(values[name] for name in given)
 
 
 def names_glue_task(name: Optional[str]) -> bool:
@@ -107,7 +107,7 @@ def validate_own_data(values) -> None:
     tfds = bool(values.tfds_name)
     if tfds and values.data_source != "tfds":
         raise FlagError("--tfds_name reads a TensorFlow Datasets set: add --data_source=tfds")
-    if tfds and any(getattr(values, name) for name in OWN_DATA_FILES):
+    if tfds and any(values[name] for name in OWN_DATA_FILES):
         raise FlagError("--tfds_name and --train_file/--dev_file/--test_file both name the "
                         "data: pass one of them")
     if values.data_dir:
@@ -122,7 +122,7 @@ def validate_own_data(values) -> None:
         return
     needs = (("do_train", "train_file"), ("do_predict", "test_file"))
     for action, name in needs:
-        if getattr(values, action) and not getattr(values, name):
+        if values[action] and not values[name]:
             raise FlagError(f"--{action} on your own data needs --{name}")
     if values.do_eval and not values.dev_file and values.dev_fraction is None:
         raise FlagError("--do_eval on your own data needs --dev_file (or --dev_fraction=0.1 "
@@ -198,7 +198,7 @@ def validate_common(values) -> None:
         FlagError: naming the flag and what was expected.
     """
     check_numeric_flags(values)
-    actions = [a for a in ("do_train", "do_eval", "do_predict") if getattr(values, a)]
+    actions = [a for a in ("do_train", "do_eval", "do_predict") if values[a]]
     if not actions and not values.export_dir:
         names = "`do_train`, `do_eval` or `do_predict`" if "do_eval" in values \
             else "`do_train` or `do_predict`"
@@ -265,7 +265,7 @@ def validate_family_flags(flag_values) -> None:
                             f"--adapter_type={family.name} (got --adapter_type={kind})")
         for name in given:
             try:
-                parse_option(name, family.options[name], getattr(flag_values, name))
+                parse_option(name, family.options[name], flag_values[name])
             except ValueError as e:
                 raise FlagError(f"--{name}: {e}") from None
     if flag_values.merge_lora:
@@ -325,9 +325,9 @@ def validate_squad(values) -> None:
     """
     validate_common(values)
     for action, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
-        if getattr(values, action) and not getattr(values, name):
+        if values[action] and not values[name]:
             raise FlagError(f"If `{action}` is True, then `{name}` must be specified.")
-        require_paths(values, (name,) if getattr(values, action) else ())
+        require_paths(values, (name,) if values[action] else ())
     # Google's only window check. A --doc_stride as long as the context window or
     # longer is fine: the next window starts min(window, doc_stride) tokens later.
     if values.max_seq_length <= values.max_query_length + 3:

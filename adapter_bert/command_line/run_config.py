@@ -35,6 +35,13 @@ class RunConfig:
             return None
         raise AttributeError(f"no setting --{name} in the settings table")
 
+    def __getitem__(self, name: str):
+        """The setting `name`'s value, for code that holds the name (`config[name]`, as
+        `config.name`)."""
+        if name not in self._values and name not in settings.by_name():
+            raise KeyError(f"no setting --{name} in the settings table")
+        return self._values.get(name)
+
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError(f"a run's configuration is frozen: use replace({name}=...)")
 

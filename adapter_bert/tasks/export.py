@@ -18,7 +18,7 @@ def main(flag_values) -> int:
     check_numeric_flags(flag_values)
     check_room_for_text(flag_values.max_seq_length, pair=True, error=FlagError)
     for name in ("adapters", "export_dir"):
-        if not getattr(flag_values, name):
+        if not flag_values[name]:
             raise FlagError(f"--{name} is required ({flag_help(name)})")
     require_serving_extra()
     apply_dtype(flag_values.dtype)

@@ -48,10 +48,10 @@ def own_task(values) -> TextTask:
             splits["test"] = values.tfds_test_split
         return TfdsTextTask(name, values.tfds_name, splits, columns, labels=labels,
                             task_type=task_type)
-    files = {split: getattr(values, f"{split}_file")
+    files = {split: values[f"{split}_file"]
              for split, action in (("train", "do_train"), ("dev", "do_eval"),
                                    ("test", "do_predict"))
-             if getattr(values, f"{split}_file") and getattr(values, action)}
+             if values[f"{split}_file"] and values[action]}
     if not values.do_train and task_type == "classification" and not labels:
         raise FlagError("no label names for an evaluation without training: pass "
                         "--labels=a,b,... in the trained order, or --load_adapter (or the "

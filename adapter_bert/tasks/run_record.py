@@ -42,7 +42,7 @@ def training_record(flag_values, runner: str) -> Dict[str, object]:
     values: Dict[str, object] = {"runner": runner}
     for name in resume_compared():
         if name in flag_values:
-            values[name] = _value(name, getattr(flag_values, name))
+            values[name] = _value(name, flag_values[name])
     return values
 
 

@@ -195,7 +195,7 @@ def _validate(runner: str, values, data: Dict[tuple, object]) -> str:
     run = object.__new__(ClassifierRun)  # the runner's flag checks, without loading
     run.flags = values
     ClassifierRun.validate_flags(run, values)
-    key = tuple(str(getattr(values, name)) for name in DATA_FLAGS)
+    key = tuple(str(values[name]) for name in DATA_FLAGS)
     if key in data:
         run.processor, run._examples = data[key]
         run.check_data()

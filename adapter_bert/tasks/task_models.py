@@ -49,7 +49,7 @@ def adapter_config_for_run(flag_values) -> Optional[AdapterConfig]:
     positions = flag_values.adapter_positions
     if adapter_type != "houlsby" and not flag_values.was_set("adapter_positions"):
         positions = None
-    options = {name: getattr(flag_values, name) for name in adapter_family(adapter_type).options}
+    options = {name: flag_values[name] for name in adapter_family(adapter_type).options}
     return AdapterConfig(size=flag_values.adapter_size, activation=flag_values.adapter_activation,
                          init_scale=flag_values.adapter_init_scale, positions=positions,
                          leave_out=[int(i) for i in flag_values.adapter_leave_out],
