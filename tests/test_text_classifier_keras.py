@@ -293,6 +293,16 @@ def test_the_users_global_policy_is_left_as_it_is_and_logits_are_float32(backbon
     assert not np.array_equal(rounded, margins)
 
 
+def test_dtype_none_builds_under_the_users_global_policy(backbone):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build(backbone, dtype=None)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert model.network.bert.compute_dtype == "bfloat16"
+    assert build(backbone, dtype=None).network.bert.compute_dtype == "float32"
+
+
 # ------------------------------------------------------------------ several tasks
 
 THREE = ("news", "sport", "weather")
