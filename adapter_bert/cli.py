@@ -62,7 +62,7 @@ def entry_point(module_name: str, script: str, command: str, runner: str,
     def main(argv=None) -> int:
         del argv  # everything comes from flags
         from adapter_bert.command_line import run_config, settings
-        from adapter_bert.tasks import base
+        from adapter_bert.runners import base
         config = run_config.from_flags(runner, flags.FLAGS)
         return base.run_cli(program, lambda: job(config),
                             lambda: settings.path_values(config.as_dict(), runner))

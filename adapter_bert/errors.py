@@ -4,7 +4,7 @@ Everything this package raises about its input (a flag, a file, a checkpoint, an
 directory, a library argument) is a `UserError` or a subclass naming the kind of input.
 The command-line runners print such an error as one line, `<program>: error: <message>`,
 and exit with status 1; any other exception is a bug of the package, and they print its
-traceback and a line asking for a report (`tasks.base.run_cli`).
+traceback and a line asking for a report (`runners.base.run_cli`).
 
 `UserError` is a `ValueError`, so library callers' `except ValueError` keeps working, as
 with Keras' and TensorFlow's argument errors. `CheckpointError` is here, below every

@@ -11,9 +11,9 @@ from adapter_bert import cli
 
 
 def _job(flag_values) -> int:
-    """The runner's work on the parsed flags; tasks/ loads TensorFlow, so it is imported
+    """The runner's work on the parsed flags; runners/ loads TensorFlow, so it is imported
     here, once `cli.start` has checked the install."""
-    from adapter_bert.tasks.classifier import main as work
+    from adapter_bert.runners.classifier import main as work
     return work(flag_values)
 
 

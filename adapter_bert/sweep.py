@@ -8,7 +8,7 @@ Example (the paper's protocol on CoLA: four points, selected on dev):
 
 Every flag but the sweep's own (listed below) goes to the runner unchanged;
 --select_metric and --eval_every_epoch are the runner's own. Installed,
-`adapter-bert-sweep` runs the same. See adapter_bert/tasks/sweep.py.
+`adapter-bert-sweep` runs the same. See adapter_bert/runners/sweep.py.
 """
 
 import sys
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
         print(__doc__.strip() + "\n\n" + usage())
         return 0
     from adapter_bert.command_line import settings
-    from adapter_bert.tasks import base, sweep
+    from adapter_bert.runners import base, sweep
 
     def body() -> int:
         try:

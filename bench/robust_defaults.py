@@ -60,7 +60,7 @@ from bench.squad_adapter_vs_full import first_questions, load_articles, write_sq
 from bench.robust_suites import (GLUE_FOLDERS, MODES, OPTIMIZER_FLAGS, SUITES, run_id, suite_specs)
 from bench.robust_tables import RESULTS, write_tables
 from adapter_bert.io_utils import atomic_write_text, atomic_write_with
-from adapter_bert.tasks.run_lock import process_alive
+from adapter_bert.runs.run_lock import process_alive
 
 SHARED = os.path.join(REPO, "..", "shared", "data")
 # ------------------------------------------------------------------------- data, backbone

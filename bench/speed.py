@@ -248,7 +248,7 @@ def worker_epoch(args) -> dict:
     from adapter_bert.data.features import convert_examples_to_features
     from adapter_bert.data.glue import get_processor
     from adapter_bert.training.optimizer import create_optimizer
-    from adapter_bert.tasks.pipeline import InputPipeline
+    from adapter_bert.runners.pipeline import InputPipeline
     from adapter_bert.data.feature_cache import FeatureCache
     from adapter_bert.data.tokenization import load_tokenizer
     model = _model("adapter", "float32")

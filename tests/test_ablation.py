@@ -63,7 +63,7 @@ def _logits(values):
 
 
 def test_layer_spans_are_all_contiguous_spans():
-    from adapter_bert.tasks.ablation import layer_spans
+    from adapter_bert.runners.ablation import layer_spans
     assert layer_spans(1) == [(0, 0)]
     spans = layer_spans(6)
     assert len(spans) == 21 == len(set(spans))
@@ -74,7 +74,7 @@ def test_layer_spans_are_all_contiguous_spans():
 
 @pytest.mark.slow
 def test_every_cell_equals_a_model_built_without_those_layers_adapters(trained_like, config3):
-    from adapter_bert.tasks.ablation import run_ablation
+    from adapter_bert.runners.ablation import run_ablation
     model, adapters = trained_like
     inputs = tiny_inputs()
     result = run_ablation(model, _evaluator(model, inputs))
@@ -92,7 +92,7 @@ def test_every_cell_equals_a_model_built_without_those_layers_adapters(trained_l
 
 
 def test_all_removed_cell_equals_the_model_without_adapters(trained_like, config3):
-    from adapter_bert.tasks.ablation import run_ablation
+    from adapter_bert.runners.ablation import run_ablation
     model, _ = trained_like
     inputs = tiny_inputs(seed=5)
     result = run_ablation(model, _evaluator(model, inputs), spans=[(0, NUM_LAYERS - 1)])
@@ -104,7 +104,7 @@ def test_all_removed_cell_equals_the_model_without_adapters(trained_like, config
 
 @pytest.mark.slow
 def test_switches_and_predictions_are_restored(trained_like):
-    from adapter_bert.tasks.ablation import adapter_blocks_by_layer, adapters_disabled, run_ablation
+    from adapter_bert.runners.ablation import adapter_blocks_by_layer, adapters_disabled, run_ablation
     model, _ = trained_like
     inputs = tiny_inputs()
     evaluate = _evaluator(model, inputs)
@@ -121,7 +121,7 @@ def test_switches_and_predictions_are_restored(trained_like):
 
 
 def test_bad_spans_and_models_without_adapters_are_refused(trained_like, config3):
-    from adapter_bert.tasks.ablation import adapters_disabled, run_ablation
+    from adapter_bert.runners.ablation import adapters_disabled, run_ablation
     model, _ = trained_like
     with pytest.raises(ValueError, match="layers \\[3\\]"):
         with adapters_disabled(model, [3]):
@@ -133,7 +133,7 @@ def test_bad_spans_and_models_without_adapters_are_refused(trained_like, config3
 
 
 def _fabricated_result():
-    from adapter_bert.tasks.ablation import AblationResult, layer_spans
+    from adapter_bert.runners.ablation import AblationResult, layer_spans
     cells = {(i, j): {"eval_accuracy": 0.8 - 0.05 * (j - i + 1) - 0.01 * i, "eval_loss": 0.5}
              for i, j in layer_spans(4)}
     return AblationResult(4, {"eval_accuracy": 0.8, "eval_loss": 0.4, "task": "mrpc"}, cells)
@@ -151,7 +151,7 @@ def test_matrix_is_upper_triangular_with_the_cell_values():
 
 
 def test_outputs_csv_json_png_are_written(tmp_path):
-    from adapter_bert.tasks.ablation import AblationResult, write_outputs
+    from adapter_bert.runners.ablation import AblationResult, write_outputs
     result = _fabricated_result()
     paths = write_outputs(result, str(tmp_path / "out"), "eval_accuracy")
     with open(paths["matrix"], newline="") as f:
@@ -242,7 +242,7 @@ def test_entry_point_refuses_training_and_missing_weights(tiny_mrpc_adapter, mrp
 def test_an_unknown_ablation_metric_is_refused_before_anything_loads(tiny_mrpc_adapter,
                                                                      mrpc_dir, tmp_path,
                                                                      capsys, monkeypatch):
-    from adapter_bert.tasks import base
+    from adapter_bert.runners import base
     backbone, run_dir = tiny_mrpc_adapter
     monkeypatch.setattr(base, "prepare_backbone", lambda *a, **k: pytest.fail("loaded"))
     code = _run_ablation_cli(["--task_name=MRPC", f"--data_dir={mrpc_dir}",

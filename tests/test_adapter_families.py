@@ -30,7 +30,7 @@ from adapter_bert.model.encoder import BertNetwork
 from adapter_bert.model.families import PROJECTIONS, AdapterFamily, AdapterOption
 from adapter_bert.model.checkpoints import checkpoint_variables
 from adapter_bert.model.naming import tf1_variables
-from adapter_bert.tasks.ablation import adapters_disabled
+from adapter_bert.runners.ablation import adapters_disabled
 from adapter_bert.adapters.models import BertClassifier, BertModel
 from tests.conftest import REPO, tiny_inputs
 

@@ -1,7 +1,7 @@
 """The command-line entry points explain themselves: --helpshort and the docstring example.
 
 `--helpshort` lists the key flags of the main module; the flags are defined in
-adapter_bert/command_line/flags.py (and tasks/ablation.py), so each runner (adapter_bert/
+adapter_bert/command_line/flags.py (and runners/ablation.py), so each runner (adapter_bert/
 run_classifier.py, ...) adopts them, and its help shows the same whether it is started as
 `python -m adapter_bert.run_classifier` or as the clone's root script run_classifier.py.
 Each entry point's docstring shows an example command: it must pass the runner's flag

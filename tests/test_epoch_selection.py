@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from adapter_bert.adapters.files import read_adapter_weights
-from adapter_bert.tasks.epoch_selection import epoch_boundaries, is_better
+from adapter_bert.runs.epoch_selection import epoch_boundaries, is_better
 from tests.robustness.helpers import assert_one_error_line
 from tests.runner_utils import flag_list, read_results, run_in_process, run_killable
 

@@ -1,5 +1,5 @@
 """One base class for what the user can fix; the runners print those in one line and
-anything else as a bug with its traceback (adapter_bert/errors.py, tasks/base.run_cli)."""
+anything else as a bug with its traceback (adapter_bert/errors.py, runners/base.run_cli)."""
 
 import pytest
 
@@ -13,9 +13,9 @@ from adapter_bert.errors import MissingDependency, UserError
 from adapter_bert.io_utils import StorageError, WriteError
 from adapter_bert.model.checkpoints import CheckpointError
 from adapter_bert.model.config import ConfigError
-from adapter_bert.tasks.base import run_cli
+from adapter_bert.runners.base import run_cli
 from adapter_bert.command_line.flag_checks import FlagError
-from adapter_bert.tasks.run_lock import LockLost
+from adapter_bert.runs.run_lock import LockLost
 from adapter_bert.training.loop import TrainingError
 
 

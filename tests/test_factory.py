@@ -1,6 +1,6 @@
 """adapter_bert/model/factory.py: one factory picks the model class for every caller.
 
-The runners (through tasks/task_models.py) and `load_pretrained` build the same classes,
+The runners (through runners/task_models.py) and `load_pretrained` build the same classes,
 so a model from `run_classifier.py` and one from a notebook share weight names.
 """
 

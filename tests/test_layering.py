@@ -4,8 +4,8 @@ Subpackages are ordered from the bottom up (docs/design.md explains the order):
 
     errors < io_utils, install_check, console, progress, precision < model < adapters
     < data, metrics
-    < training < serving < command_line < tasks < library < cli < the runners (run_classifier, run_squad,
-    ablate_adapters, export_model), __main__
+    < training < serving < command_line < runs < runners, library < cli < the entry points
+    (run_classifier, run_squad, ablate_adapters, export_model, sweep), __main__
 
 A module may import modules of its own subpackage or of a lower one, never of a higher
 one, and the module import graph has no cycle. Imports inside functions count too: a
@@ -23,7 +23,7 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1] / "adapter_bert"
 LAYERS = {"errors": -1, "io_utils": 0, "install_check": 0, "console": 0, "progress": 0,
           "precision": 0, "google_checkpoints": 0.5, "cli": 6.5,
           "model": 1, "adapters": 2, "data": 3, "metrics": 3, "training": 4, "serving": 5,
-          "command_line": 5.5, "tasks": 6, "library": 6.2, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
+          "command_line": 5.5, "runs": 5.7, "runners": 6, "library": 6, "run_classifier": 7, "run_squad": 7, "ablate_adapters": 7,
           "export_model": 7, "sweep": 7, "__main__": 7}
 
 # No edge runs against the order: the adapter layers are network layers (model/), and
@@ -107,7 +107,7 @@ def test_no_import_cycle():
     assert cycles == []
 
 
-@pytest.mark.parametrize("module", ["adapter_bert.model.encoder", "adapter_bert.tasks.classifier"])
+@pytest.mark.parametrize("module", ["adapter_bert.model.encoder", "adapter_bert.runners.classifier"])
 def test_the_graph_sees_real_imports(module):
     # Guards the parser: a graph that found no edges would pass the tests above vacuously.
     assert _graph()[module]

@@ -356,7 +356,7 @@ def test_warmup_above_the_ceiling_climbs_at_the_ceilings_slope(warmup, total, pe
     (["--learning_rate=3e-3", "--warmup_proportion=0.2"], 102),
 ])
 def test_run_schedule_lengthens_the_warmup_only_above_the_ceiling(argv, expected, caplog):
-    from adapter_bert.tasks.base import training_schedule
+    from adapter_bert.runners.base import training_schedule
     values = _parsed(argv)
     with caplog.at_level("INFO", logger="absl"):
         schedule, _ = training_schedule(values, 3668, static_shapes=False)  # 3 MRPC epochs
@@ -405,7 +405,7 @@ def _train_toy(optimizer, steps=4):
 @pytest.mark.parametrize("mode", ["adapter", "layernorm", "full", "top_k"])
 def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
     """--noadam_bias_correction in any mode makes exactly Google's update rule."""
-    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.runners.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     values = _parsed([f"--tuning_mode={mode}", "--learning_rate=1e-3",
                       "--noadam_bias_correction"])
@@ -421,7 +421,7 @@ def test_restore_flag_gives_googles_optimizer_bit_for_bit(mode, caplog):
 
 
 def test_adapter_default_holds_googles_overshoot_under_the_ceiling(caplog):
-    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.runners.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=adapter"])
     with caplog.at_level("DEBUG", logger="absl"):
@@ -439,7 +439,7 @@ def test_adapter_default_holds_googles_overshoot_under_the_ceiling(caplog):
 
 
 def test_full_fine_tuning_default_is_google(caplog):
-    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.runners.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     values = _parsed(["--tuning_mode=full"])
     with caplog.at_level("DEBUG", logger="absl"):
@@ -481,7 +481,7 @@ def test_rate_factors_survive_serialisation():
 def test_adapter_learning_rate_applies_to_the_adapters_only(caplog):
     """--adapter_learning_rate gives exactly the adapter component its own rate."""
     from adapter_bert.adapters.tuning import apply_tuning, parameter_components
-    from adapter_bert.tasks.base import run_optimizer
+    from adapter_bert.runners.base import run_optimizer
     from adapter_bert.training.loop import TrainSchedule
     model = _tiny_classifier()
     apply_tuning(model, "adapter")
@@ -516,7 +516,7 @@ def test_adapter_learning_rate_flag_is_checked(argv, message, tmp_path):
 def test_the_librarys_optimizer_is_the_runners(mode, argv):
     """ab.fine_tuning_optimizer from plain arguments = the runner's from its flags."""
     import adapter_bert as ab
-    from adapter_bert.tasks.base import run_optimizer, training_schedule
+    from adapter_bert.runners.base import run_optimizer, training_schedule
     values = _parsed([f"--tuning_mode={mode}", *argv])
     schedule, _ = training_schedule(values, 3668, static_shapes=False)
     runner = run_optimizer(values, schedule)

@@ -12,7 +12,7 @@ from adapter_bert.data.text_files import DataFileError
 from adapter_bert.data.text_task import Columns, TextTask, hold_out_indices
 from adapter_bert.data.glue import InputExample
 from adapter_bert.command_line.flag_checks import FlagError
-from adapter_bert.tasks.own_data import _check_labels_flag
+from adapter_bert.runners.own_data import _check_labels_flag
 
 
 def task(path, **columns):

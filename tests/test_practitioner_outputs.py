@@ -126,7 +126,7 @@ def test_class_weights_name_what_they_cannot_weigh():
 
 
 def test_a_split_lacking_a_class_is_named_in_one_warning(tmp_path, caplog):
-    from adapter_bert.tasks.classifier import write_split_report
+    from adapter_bert.runners.classifier import write_split_report
     examples = [InputExample(f"dev-{i}", "t", label=label) for i, label in
                 enumerate(["calm", "happy", "calm"], 2)]
     logits = np.array([[3.0, 0, 0], [0, 3.0, 0], [0, 0, 3.0]], np.float32)

@@ -301,7 +301,7 @@ def test_eval_loss_is_the_training_loss(regression):
     import tf_keras as keras
 
     from adapter_bert.metrics.classification import mean_loss
-    from adapter_bert.tasks.classifier import ClassifierRun
+    from adapter_bert.runners.classifier import ClassifierRun
 
     rng = np.random.default_rng(0)
     logits = (3 * rng.normal(size=(257, 1 if regression else 3))).astype(np.float32)

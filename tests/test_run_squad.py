@@ -162,7 +162,7 @@ def test_span_loss_is_the_mean_of_start_and_end_cross_entropy(tiny_config):
     import tf_keras as keras
 
     from adapter_bert.model.heads import BertSpanNetwork
-    from adapter_bert.tasks.squad import compile_span_model
+    from adapter_bert.runners.squad import compile_span_model
     from tests.conftest import tiny_inputs
     model = BertSpanNetwork(tiny_config)
     inputs = tiny_inputs(batch=3, seq=8)

@@ -20,7 +20,7 @@ settings.EXTRA = (settings.Setting(
 from absl import flags
 from adapter_bert.command_line import flags as runner_flags, run_config
 from adapter_bert.command_line.flag_checks import FlagError, check_numeric_flags
-from adapter_bert.tasks.run_record import training_record
+from adapter_bert.runs.run_record import training_record
 runner_flags.define_classifier_flags()
 FLAGS = flags.FLAGS
 report = {"help": FLAGS["label_smoothing"].help, "default": FLAGS["label_smoothing"].default}

@@ -28,7 +28,7 @@ ALLOWED = {
     # /proc/cpuinfo (which kernels this CPU runs).
     ("precision", "open"),
     # /proc/<pid>/stat (whether the process holding a run's lock is the same process).
-    ("tasks.run_lock", "open"),
+    ("runs.run_lock", "open"),
 }
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from adapter_bert.adapters.files import read_adapter_weights
 from adapter_bert.io_utils.folders import ForeignFileError
-from adapter_bert.tasks import sweep
+from adapter_bert.runners import sweep
 from adapter_bert.command_line.flag_checks import FlagError
 from tests.conftest import REPO
 from tests.fixtures import write_mrpc

@@ -136,7 +136,7 @@ def mrpc(tmp_path_factory, mrpc_dir):
 
 def run_classifier_steps(backbone, data, out: Path, xla: bool):
     """Train (6 steps), eval and predict; returns (run, eval results, test probabilities)."""
-    from adapter_bert.tasks.classifier import ClassifierRun
+    from adapter_bert.runners.classifier import ClassifierRun
     values = parse("run_classifier", [
         "--do_train", "--do_eval", "--do_predict", "--padding=max_seq_length",
         f"--jit_compile={'true' if xla else 'false'}",
@@ -200,7 +200,7 @@ def squad_file(tmp_path_factory, squad_dir):
 
 
 def run_squad_steps(backbone, squad_file, out: Path, xla: bool):
-    from adapter_bert.tasks.squad import SquadRun
+    from adapter_bert.runners.squad import SquadRun
     values = parse("run_squad", [
         "--do_train", "--do_predict", "--padding=max_seq_length",
         f"--train_file={squad_file}", f"--predict_file={squad_file}",
@@ -243,7 +243,7 @@ def test_squad_compiles_with_xla_on_static_shapes_and_matches_the_plain_run(
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=SQUAD_TOLERANCE, err_msg=a.name)
 
     from adapter_bert.model.inputs import FEATURE_NAMES
-    from adapter_bert.tasks.squad import LABEL_KEYS, _labels_by_output_name, \
+    from adapter_bert.runners.squad import LABEL_KEYS, _labels_by_output_name, \
         feature_arrays
     arrays = feature_arrays(run._features(run.train_examples, True), with_labels=True)
     batch = first_batch(run.pipeline.training_data(arrays, FEATURE_NAMES, LABEL_KEYS, 8, 1, 0)()

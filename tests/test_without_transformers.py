@@ -91,7 +91,7 @@ def test_package_and_tokenizer_never_try_transformers(minilm_dir):
     import transformers or huggingface_hub."""
     result = run_blocked(
         "import adapter_bert as ab\n"
-        "import adapter_bert.tasks.classifier, adapter_bert.tasks.squad, adapter_bert.serving\n"
+        "import adapter_bert.runners.classifier, adapter_bert.runners.squad, adapter_bert.serving\n"
         "for name in ab.__all__:\n"
         "    getattr(ab, name)\n"
         "from adapter_bert.data.tokenization import load_tokenizer\n"

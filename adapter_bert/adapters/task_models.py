@@ -33,7 +33,7 @@ def adapter_name_for(task: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRecipe:
-    """What a task model is: the one recipe both runners (`tasks.task_models.recipe_from_flags`)
+    """What a task model is: the one recipe both runners (`runners.task_models.recipe_from_flags`)
     and `TextClassifier` build.
 
     `head` "classifier" (with `num_labels`, 1 for regression) or "span"; `adapter_config`

@@ -496,7 +496,7 @@ def resume_compared() -> Tuple[str, ...]:
 def path_values(given: Dict[str, Any], runner: str) -> Tuple[str, ...]:
     """The files and folders named in `given` ({setting: value}) by `runner`'s settings
     (path=True), set ones only: an `OSError` about one of them is the user's to fix
-    (`tasks.base.is_user_error`)."""
+    (`runners.base.is_user_error`)."""
     values = []
     for setting in all_settings():
         if setting.path and setting.applies_to(runner):

@@ -1,7 +1,7 @@
 """The one place that decides which Keras model is built: bare BERT or BERT with a head.
 
 `task_model` maps a head name to its class; `build_pretrained` (a model with a
-checkpoint's weights) and the runners (through `adapter_bert.tasks.task_models`) both
+checkpoint's weights) and the runners (through `adapter_bert.runners.task_models`) both
 build their models with it, so a model built by a run and one built in a notebook are the
 same network with the same weights' names. Callers may pass the classes:
 `ab.load_pretrained` (adapters/models.py), the library's one `load_pretrained`, builds

@@ -196,7 +196,7 @@ def require_serving_extra(what: str = "--export_dir") -> None:
 
 
 def export_classifier_run(run, export_dir: str) -> str:
-    """Exports the model of a run_classifier.py run (`tasks.classifier.ClassifierRun`).
+    """Exports the model of a run_classifier.py run (`runners.classifier.ClassifierRun`).
 
     Returns:
         The absolute path of the SavedModel.

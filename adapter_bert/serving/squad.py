@@ -67,7 +67,7 @@ def export_span_model(model, export_dir: str, vocab_file: str, do_lower_case: bo
 
 
 def export_squad_run(run, export_dir: str) -> str:
-    """Exports the model of a run_squad.py run (`tasks.squad.SquadRun`)."""
+    """Exports the model of a run_squad.py run (`runners.squad.SquadRun`)."""
     values = run.flags
     return export_span_model(run.model, export_dir, run.backbone.files.vocab_file,
                              values.do_lower_case, values.max_seq_length, values.doc_stride,

@@ -1,6 +1,6 @@
 """Stopping a run cleanly on SIGTERM or SIGINT: a preempted VM, Colab, Ctrl-C.
 
-`handle_signals()` (entered by `tasks.base.run_cli`) notes a signal inside a Keras loop
+`handle_signals()` (entered by `runners.base.run_cli`) notes a signal inside a Keras loop
 (`deferred(phase)`): the step in flight completes, training saves a checkpoint there and
 stops, evaluation or prediction stop without writing. Elsewhere, or on a second signal,
 `Preempted` (a `BaseException`) is raised at once; `run_cli` exits with 128 + the signal.

@@ -4,7 +4,7 @@
 a linear warmup over `warmup_proportion` of them (lengthened when the peak rate is above
 the step ceiling), then linear decay to 0, with the tuning mode's Adam variant
 (`optimizer.choose_optimizer`) and gradients clipped to global norm 1. The runners read
-the arguments from their flags (`tasks.base`); the library passes them itself
+the arguments from their flags (`runners.base`); the library passes them itself
 (`fine_tuning_optimizer`, `library.text_classifier.TextClassifier`), so both train
 with one recipe.
 """

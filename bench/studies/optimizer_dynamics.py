@@ -140,9 +140,9 @@ def run_variant(name: str, args) -> dict:
             f"--feature_cache_dir={args.work_dir}/feature_cache", *PINNED, *VARIANTS[name]]
     values = run_config.parse("classifier", argv)
     import numpy as np
-    from adapter_bert.tasks import base
+    from adapter_bert.runners import base
     from adapter_bert.model.inputs import FEATURE_NAMES
-    from adapter_bert.tasks.classifier import ClassifierRun
+    from adapter_bert.runners.classifier import ClassifierRun
     run = ClassifierRun(values)
     features, count = run.features("train")
     schedule, _ = base.training_schedule(values, count, run.static_shapes)

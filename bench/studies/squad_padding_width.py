@@ -62,7 +62,7 @@ def _nbest_differences(a_dir, b_dir):
 def measure(values):
     """Predicts twice (dynamic, fixed width) with one model; returns the comparison."""
     from adapter_bert.data.squad_postprocess import RawResult, write_predictions
-    from adapter_bert.tasks import squad
+    from adapter_bert.runners import squad
     run = squad.SquadRun(values)
     run.restore_trained_weights()
     features = run._features(run.predict_examples, False)

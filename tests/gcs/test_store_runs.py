@@ -156,7 +156,7 @@ def test_a_sweep_stopped_half_way_continues_to_best(staged):
 # ---------------------------------------------------------------- d. the run lock
 
 def test_a_second_run_is_refused_by_the_lock_and_a_stale_lock_is_taken_over(staged):
-    from adapter_bert.tasks import run_lock
+    from adapter_bert.runs import run_lock
     root = staged
     out = f"{root}/locked"
     io_utils.makedirs(out)

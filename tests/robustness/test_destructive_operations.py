@@ -35,7 +35,7 @@ def _export(folder, info=None):
 
 
 def _refuse_loading(monkeypatch):
-    from adapter_bert.tasks import base
+    from adapter_bert.runners import base
 
     def boom(*args, **kwargs):
         raise AssertionError("the backbone was loaded: the refusal came too late")

@@ -25,7 +25,7 @@ from adapter_bert.data.text_task import Columns, TextTask
 from adapter_bert.data.tokenization import TokenizerError, load_tokenizer
 from adapter_bert.model.config import BertConfig, ConfigError
 from adapter_bert.command_line.flag_checks import FlagError
-from adapter_bert.tasks.run_record import check_reused_output_dir
+from adapter_bert.runs.run_record import check_reused_output_dir
 
 EXAMPLES = 150
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,

@@ -38,7 +38,7 @@ def _copy(source: Path, target: Path) -> Path:
 
 def _refuse_loading(monkeypatch):
     """Makes any backbone load fail loudly: a refused run must stop before it."""
-    from adapter_bert.tasks import base
+    from adapter_bert.runners import base
 
     def boom(*args, **kwargs):
         raise AssertionError("the backbone was loaded")
@@ -209,7 +209,7 @@ def test_squad_rerun_with_another_rate_is_refused(backbone, squad_slice, tmp_pat
 
 
 def test_differing_flags_lists_only_flags_both_records_hold():
-    from adapter_bert.tasks.run_record import differing_flags
+    from adapter_bert.runs.run_record import differing_flags
     old = {"runner": "classifier", "learning_rate": None, "adapter_leave_out": []}
     new = {"runner": "span", "learning_rate": 1e-3, "adapter_leave_out": ["0", "1"],
            "lora_alpha": 4.0}
@@ -237,7 +237,7 @@ def test_a_resume_after_the_training_file_gained_a_label_stops_before_restoring(
                               "task_type": "classification", "target": "label"}
     before = snapshot(tmp_path / "out")
     write_csv(data, rows + [("cross words", "angry")] * 3)
-    from adapter_bert.tasks import base
+    from adapter_bert.runners import base
     # The lock, the model and every checkpoint read come after prepare_run.
     monkeypatch.setattr(base, "prepare_run", lambda *a, **k: pytest.fail("went on to the run"))
     capfd.readouterr()
@@ -251,7 +251,7 @@ def test_a_resume_after_the_training_file_gained_a_label_stops_before_restoring(
 
 def test_the_data_record_is_compared_only_where_both_hold_a_value(tmp_path):
     from types import SimpleNamespace
-    from adapter_bert.tasks import run_record
+    from adapter_bert.runs import run_record
     from adapter_bert.command_line.flag_checks import FlagError
     out = tmp_path / "out"
     (out / "checkpoints").mkdir(parents=True)

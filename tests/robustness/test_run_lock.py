@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from adapter_bert.tasks import run_lock
+from adapter_bert.runs import run_lock
 from adapter_bert.command_line.flag_checks import FlagError
 from tests.robustness.helpers import assert_one_error_line, classifier_flags, write_mrpc_dir
 from tests.runner_utils import REPO, run_in_process

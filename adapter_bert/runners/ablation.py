@@ -314,8 +314,8 @@ def classifier_main(flag_values) -> int:
         FlagError: a bad flag (`flag_checks.validate_ablation`), or no trained weights to ablate.
     """
     from adapter_bert.command_line.flag_checks import validate_ablation
-    from adapter_bert.tasks import base
-    from adapter_bert.tasks.classifier import ClassifierRun
+    from adapter_bert.runners import base
+    from adapter_bert.runners.classifier import ClassifierRun
 
     class AblationRun(ClassifierRun):
         check_flags = staticmethod(validate_ablation)

@@ -25,13 +25,13 @@ from adapter_bert.command_line.flag_checks import FlagError
 from adapter_bert.command_line.settings import CLASSIFIER
 from adapter_bert.command_line.flag_checks import (uses_own_data, validate_classifier,
                                                    with_recorded_task)
-from adapter_bert.tasks.own_data import own_task
-from adapter_bert.tasks.run_record import HELD_OUT_ROWS
+from adapter_bert.runners.own_data import own_task
+from adapter_bert.runs.run_record import HELD_OUT_ROWS
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.classification import confusion, per_class_report, score_logits
 from adapter_bert.data.feature_cache import records_digest
-from adapter_bert.tasks import base
-from adapter_bert.tasks.epoch_selection import (BEST_DIR, STATE, EpochSelection,
+from adapter_bert.runners import base
+from adapter_bert.runs.epoch_selection import (BEST_DIR, STATE, EpochSelection,
                                                 epoch_boundaries, read_state,
                                                 selectable_metrics)
 from adapter_bert.training.loop import fit_with_resume

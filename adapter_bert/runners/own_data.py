@@ -14,7 +14,7 @@ from adapter_bert.adapters.files import CONFIG_NAME, read_adapter_config
 from adapter_bert.data.text_files import parse_column
 from adapter_bert.data.text_task import Columns, TextTask, task_name_of
 from adapter_bert.data.tfds_text import TfdsTextTask
-from adapter_bert.tasks.base import ADAPTER_DIR
+from adapter_bert.runners.base import ADAPTER_DIR
 from adapter_bert.command_line.flag_checks import FlagError
 
 

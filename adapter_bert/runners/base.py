@@ -1,7 +1,7 @@
 """What every runner shares: `TaskRun` (the set-up order, restore, input pipeline,
 adapter saving) and the steps it uses (backbone, run preparation, results, errors).
 
-A runner (`tasks.classifier.ClassifierRun`, `tasks.squad.SquadRun`) subclasses `TaskRun`
+A runner (`runners.classifier.ClassifierRun`, `runners.squad.SquadRun`) subclasses `TaskRun`
 and says only what is its own: how its flags are checked, how its data is read, which
 head its model has, and what it trains, evaluates and writes.
 """
@@ -25,12 +25,12 @@ from adapter_bert.errors import UserError
 from adapter_bert.data.backbone import Backbone, load_backbone
 from adapter_bert.io_utils import (atomic_write_text, makedirs, remove_stale_temporaries)
 from adapter_bert.google_checkpoints import cache_root
-from adapter_bert.tasks import run_lock
-from adapter_bert.tasks.pipeline import InputPipeline
-from adapter_bert.tasks.run_record import (check_reused_output_dir, check_same_data,
+from adapter_bert.runs import run_lock
+from adapter_bert.runners.pipeline import InputPipeline
+from adapter_bert.runs.run_record import (check_reused_output_dir, check_same_data,
                                            clear_output_dir, write_record)
 from adapter_bert.adapters.task_models import report_parameters
-from adapter_bert.tasks.task_models import recipe_from_flags
+from adapter_bert.runners.task_models import recipe_from_flags
 from adapter_bert.training import preemption
 from adapter_bert.training.distribute import get_strategy, static_shapes_required, worker_role
 from adapter_bert.training.loop import (TrainingCheckpoints, set_seed, steps_per_execution)

@@ -18,7 +18,7 @@ from adapter_bert import io_utils
 from adapter_bert.errors import UserError
 from adapter_bert.io_utils import folders
 from adapter_bert.command_line.flag_checks import FlagError
-from adapter_bert.tasks.run_lock import LOCK_NAME
+from adapter_bert.runs.run_lock import LOCK_NAME
 from adapter_bert.command_line.settings import resume_compared, resume_paths
 
 RECORD_NAME = "run_flags.json"

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text, folders
-from adapter_bert.tasks.epoch_selection import is_better
+from adapter_bert.runs.epoch_selection import is_better
 from adapter_bert.errors import UserError
 from adapter_bert.command_line.flag_checks import FlagError
 
@@ -191,7 +191,7 @@ def _validate(runner: str, values, data: Dict[tuple, object]) -> str:
         from adapter_bert.command_line.flag_checks import validate_squad
         validate_squad(values)
         return values.select_metric or "f1"
-    from adapter_bert.tasks.classifier import ClassifierRun
+    from adapter_bert.runners.classifier import ClassifierRun
     run = object.__new__(ClassifierRun)  # the runner's flag checks, without loading
     run.flags = values
     ClassifierRun.validate_flags(run, values)

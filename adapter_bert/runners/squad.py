@@ -28,7 +28,7 @@ from adapter_bert import io_utils
 from adapter_bert.io_utils import atomic_write_text
 from adapter_bert.metrics.squad import evaluate_v1, evaluate_v2
 from adapter_bert.data.feature_cache import records_digest
-from adapter_bert.tasks import base
+from adapter_bert.runners import base
 from adapter_bert.training.loop import fit_with_resume
 
 LABEL_KEYS = ("start_positions", "end_positions")
