@@ -14,16 +14,8 @@ Example (after `run_classifier.py --task_name=MRPC --do_train ... --output_dir=/
 
 from adapter_bert import cli
 
-
-def _job(flag_values) -> int:
-    """The runner's work on the parsed flags; runners/ loads TensorFlow, so it is imported
-    here, once `cli.start` has checked the install."""
-    from adapter_bert.runners.ablation import classifier_main as work
-    return work(flag_values)
-
-
 PROGRAM, FLAGS, main, run = cli.entry_point(__name__, "ablate_adapters.py", "adapter-bert-ablate",
-                                            "ablation", _job)
+                                            "ablation")
 
 if __name__ == "__main__":
     run()

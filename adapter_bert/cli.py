@@ -11,7 +11,6 @@ calls `start` (the install check) before it defines the flags, which loads Tenso
 """
 
 import sys
-from typing import Any, Callable
 
 from absl import app, flags
 from adapter_bert import io_utils
@@ -39,14 +38,29 @@ def start(script: str, command: str) -> str:
     return program
 
 
-def entry_point(module_name: str, script: str, command: str, runner: str,
-                job: Callable[[Any], int]):
+def runner_main(runner: str):
+    """The `main` of `runner`'s module in runners/, which takes the run's configuration
+    and returns the exit status. Imported when the run starts, after `start` has checked
+    the install: runners/ loads TensorFlow."""
+    if runner == "classifier":
+        from adapter_bert.runners.classifier import main
+    elif runner == "squad":
+        from adapter_bert.runners.squad import main
+    elif runner == "ablation":
+        from adapter_bert.runners.ablation import classifier_main as main
+    elif runner == "export":
+        from adapter_bert.runners.export import main
+    else:
+        raise KeyError(f"no runner {runner!r}")
+    return main
+
+
+def entry_point(module_name: str, script: str, command: str, runner: str):
     """What a runner's module holds, made in one place: `start`s (before TensorFlow loads),
     defines `runner`'s flags from the settings table (`command_line.settings`) and returns
-    (program, FLAGS, main, run). `job` takes the run's configuration (`RunConfig`, made
-    once from the parsed flags) and returns the exit status (it imports the runner's
-    module when called, after `start`); the input errors it raises become one
-    `<program>: error:` line and exit status 1."""
+    (program, FLAGS, main, run). `main` runs `runner_main(runner)` on the run's
+    configuration (`RunConfig`, made once from the parsed flags); the input errors it
+    raises become one `<program>: error:` line and exit status 1."""
     program = start(script, command)
     module = sys.modules[module_name]
     module.__doc__ = (module.__doc__ or "").rstrip() + (
@@ -64,7 +78,7 @@ def entry_point(module_name: str, script: str, command: str, runner: str,
         from adapter_bert.command_line import run_config, settings
         from adapter_bert.runners import base
         config = run_config.from_flags(runner, flags.FLAGS)
-        return base.run_cli(program, lambda: job(config),
+        return base.run_cli(program, lambda: runner_main(runner)(config),
                             lambda: settings.path_values(config.as_dict(), runner))
 
     def run_main() -> None:

@@ -12,16 +12,8 @@ and `import tensorflow_text`, not this package.
 
 from adapter_bert import cli
 
-
-def _job(flag_values) -> int:
-    """The runner's work on the parsed flags; runners/ loads TensorFlow, so it is imported
-    here, once `cli.start` has checked the install."""
-    from adapter_bert.runners.export import main as work
-    return work(flag_values)
-
-
 PROGRAM, FLAGS, main, run = cli.entry_point(__name__, "export_model.py", "adapter-bert-export",
-                                            "export", _job)
+                                            "export")
 
 if __name__ == "__main__":
     run()

@@ -9,16 +9,8 @@ Example (adapter-tune MRPC on the embedded MiniLM backbone):
 
 from adapter_bert import cli
 
-
-def _job(flag_values) -> int:
-    """The runner's work on the parsed flags; runners/ loads TensorFlow, so it is imported
-    here, once `cli.start` has checked the install."""
-    from adapter_bert.runners.classifier import main as work
-    return work(flag_values)
-
-
 PROGRAM, FLAGS, main, run = cli.entry_point(__name__, "run_classifier.py", "adapter-bert-classifier",
-                                            "classifier", _job)
+                                            "classifier")
 
 if __name__ == "__main__":
     run()

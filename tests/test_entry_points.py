@@ -102,3 +102,16 @@ def test_ablate_adapters_example_passes_validation(mrpc_dir, tmp_path):
     _, values = _parse("ablate_adapters", argv)
     # The ablation evaluates a trained adapter: --do_eval is implied, not needed.
     assert flag_checks.validate_ablation(values) == "mrpc"
+
+
+def test_each_runner_of_the_settings_table_has_its_main():
+    from adapter_bert import cli
+    from adapter_bert.command_line import settings
+    runners = [r for r in settings.SCRIPTS if r != settings.SWEEP]
+    modules = {r: cli.runner_main(r).__module__ for r in runners}
+    assert modules == {"classifier": "adapter_bert.runners.classifier",
+                       "squad": "adapter_bert.runners.squad",
+                       "ablation": "adapter_bert.runners.ablation",
+                       "export": "adapter_bert.runners.export"}
+    with pytest.raises(KeyError, match="no runner 'sweep'"):
+        cli.runner_main(settings.SWEEP)
