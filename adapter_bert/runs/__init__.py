@@ -1,0 +1,2 @@
+"""A run's bookkeeping in its output folder: the lock, the record and resume rule, epoch
+selection."""
