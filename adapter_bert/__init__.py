@@ -11,7 +11,7 @@ Examples:
 """
 
 import importlib
-import importlib.util
+import importlib.machinery
 import os
 import sys
 
@@ -26,12 +26,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 __version__ = "0.1.0"
 
-# TensorFlow 2.20 or 2.21 with the matching tf-keras must be installed (pip does not add
-# them: see install_check). The check reads package metadata only when TensorFlow is
-# first imported, so importing the package stays cheap.
-from adapter_bert import install_check as _install_check  # noqa: E402
-
-_install_check.check_before_import()
+from adapter_bert import install_check as _install_check  # noqa: E402 (reads no metadata yet)
 
 # The package root's names, by the module that defines them (loaded on first use).
 _MODULE_EXPORTS = {
@@ -91,31 +86,48 @@ def _register_keras_classes(keras_module) -> None:
         registry.setdefault(f"adapter_bert>{name}", _OnFirstUse(name))
 
 
-class _RegisterWhenKerasLoads:
-    """A `sys.meta_path` finder that registers `_KERAS_CLASSES` when tf_keras has loaded
-    (it never finds a module itself)."""
+class _OnTensorFlowImport:
+    """The package's one import hook, a `sys.meta_path` finder (for tf_keras it answers as
+    the path finder would; for anything else it answers nothing). At the first import of
+    `tensorflow` or `tf_keras` it checks their install (`install_check`: TensorFlow 2.20
+    or 2.21 with the matching tf-keras, which pip does not add; a missing or mismatched
+    one is one line naming the fix), and when tf_keras has loaded it registers
+    `_KERAS_CLASSES`; then it removes itself."""
+
+    checked = False
 
     def find_spec(self, fullname, path=None, target=None):  # noqa: D102 (finder protocol)
+        if fullname not in ("tensorflow", "tf_keras"):
+            return None
+        if not self.checked and not _install_check.in_progress():
+            self.checked = True
+            _install_check.check_tensorflow()
         if fullname != "tf_keras":
             return None
-        if self in sys.meta_path:  # only this finder, once (another thread may be first)
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        # The path finder's spec, with a loader that registers the classes once tf_keras
+        # has run. TensorFlow asks for tf_keras' spec only to find its folder and imports
+        # it later, so the hook stays until the module really loads.
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
             load = spec.loader.exec_module
 
             def exec_module(module):
                 load(module)
                 _register_keras_classes(module)
+                if self in sys.meta_path:
+                    sys.meta_path.remove(self)
 
             spec.loader.exec_module = exec_module
         return spec
 
 
 if "tf_keras" in sys.modules:
+    _install_check.check_tensorflow()
     _register_keras_classes(sys.modules["tf_keras"])
-else:
-    sys.meta_path.insert(0, _RegisterWhenKerasLoads())
+elif not any(isinstance(f, _OnTensorFlowImport) for f in sys.meta_path):
+    if "tensorflow" in sys.modules:
+        _install_check.check_tensorflow()
+    sys.meta_path.insert(0, _OnTensorFlowImport())
 
 
 def __getattr__(name):

@@ -3,8 +3,9 @@
 The package never makes pip install TensorFlow (pip would put `tensorflow` beside a
 machine's `tensorflow-tpu` or `tensorflow-cpu` and overwrite it), so the installed
 distributions are read from their metadata, and a missing or mismatched install stops
-with one line naming the fix. `check_before_import` runs at the first import of
-`tensorflow` or `tf_keras`; `python -m adapter_bert` prints what is installed.
+with one line naming the fix. The package's import hook (`adapter_bert/__init__.py`)
+runs `check_tensorflow` at the first import of `tensorflow` or `tf_keras`; `python -m
+adapter_bert` prints what is installed.
 ADAPTER_BERT_SKIP_TF_CHECK=1 skips it.
 """
 
@@ -27,6 +28,7 @@ TENSORFLOW_DISTRIBUTIONS = ("tensorflow-tpu", "tensorflow-cpu", "tensorflow",
 KERAS_DISTRIBUTIONS = ("tf-keras", "tf-keras-nightly")
 
 SKIP_VARIABLE = "ADAPTER_BERT_SKIP_TF_CHECK"
+_checking = False  # a check is running (its module lookups must not start another)
 
 
 class TensorFlowInstallError(ImportError):
@@ -115,14 +117,25 @@ def _mixed_problem(tensorflow: Dict[str, str]) -> Optional[str]:
             f"--no-deps \"{keep}=={tensorflow[keep]}\"")
 
 
+def in_progress() -> bool:
+    """Whether `find_problem` is running (its module lookup passes import hooks)."""
+    return _checking
+
+
 def find_problem() -> Optional[str]:
     """The one-line description of what is wrong with the TensorFlow install, or None.
 
     Looks only at installed distributions' metadata; TensorFlow is not imported.
     """
-    # The check is running now: the first-import hook is done, and must not run it again
-    # from inside the module lookup below.
-    _CheckOnFirstImport.remove_all()
+    global _checking
+    _checking = True  # its lookup of the `tensorflow` module must not check again
+    try:
+        return _problem()
+    finally:
+        _checking = False
+
+
+def _problem() -> Optional[str]:
     tensorflow = installed_versions(TENSORFLOW_DISTRIBUTIONS)
     keras = installed_versions(KERAS_DISTRIBUTIONS)
     if not tensorflow:
@@ -161,8 +174,8 @@ def check_tensorflow() -> None:
     Warns, without stopping, about a TensorFlow version outside `SUPPORTED`.
     Does nothing when ADAPTER_BERT_SKIP_TF_CHECK=1.
     """
-    if os.environ.get(SKIP_VARIABLE) == "1":
-        return
+    if os.environ.get(SKIP_VARIABLE) == "1" or in_progress():
+        return  # find_problem's module lookup passes the package's import hook
     problem = find_problem()
     if problem:
         raise TensorFlowInstallError(problem)
@@ -179,31 +192,6 @@ def require_tensorflow(program: str) -> None:
     except TensorFlowInstallError as e:
         print(f"{program}: error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
-
-
-class _CheckOnFirstImport:
-    """A `sys.meta_path` finder that runs the check once, when TensorFlow or tf-keras is
-    first imported, then steps aside (it never finds a module itself)."""
-
-    MODULES = ("tensorflow", "tf_keras")
-
-    def find_spec(self, fullname, path=None, target=None):  # noqa: D102 (finder protocol)
-        if fullname in self.MODULES:
-            check_tensorflow()
-        return None
-
-    @classmethod
-    def remove_all(cls):
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, cls)]
-
-
-def check_before_import() -> None:
-    """Arranges for `check_tensorflow` to run before TensorFlow is first imported (or
-    runs it now, when TensorFlow is already imported)."""
-    if any(m in sys.modules for m in _CheckOnFirstImport.MODULES):
-        check_tensorflow()
-    elif not any(isinstance(f, _CheckOnFirstImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _CheckOnFirstImport())
 
 
 def main() -> int:

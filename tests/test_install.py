@@ -159,6 +159,23 @@ except ImportError as e:
                              '--no-deps "tf-keras==2.21.*"\n')
 
 
+def test_one_import_hook_checks_once_registers_the_keras_classes_and_leaves():
+    result = _python("""
+import sys
+from adapter_bert import install_check
+calls = []
+check = install_check.check_tensorflow
+install_check.check_tensorflow = lambda: calls.append(1) or check()
+import adapter_bert
+hooks = [f for f in sys.meta_path if type(f).__module__ == "adapter_bert"]
+import tensorflow, tf_keras
+print(len(hooks), len(calls), hooks[0] in sys.meta_path,
+      "adapter_bert>TextClassifier" in tf_keras.utils.get_custom_objects())
+""")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["1", "1", "False", "True"]
+
+
 def test_an_interpreter_without_tensorflow_gets_the_install_line():
     """No mocks: an interpreter that sees no site-packages finds no TensorFlow at all."""
     no_site = ("import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p "
