@@ -125,9 +125,11 @@ if "tf_keras" in sys.modules:
     _install_check.check_tensorflow()
     _register_keras_classes(sys.modules["tf_keras"])
 elif not any(isinstance(f, _OnTensorFlowImport) for f in sys.meta_path):
-    if "tensorflow" in sys.modules:
+    _hook = _OnTensorFlowImport()
+    if "tensorflow" in sys.modules:  # checked now, not again when tf_keras loads
         _install_check.check_tensorflow()
-    sys.meta_path.insert(0, _OnTensorFlowImport())
+        _hook.checked = True
+    sys.meta_path.insert(0, _hook)
 
 
 def __getattr__(name):
