@@ -23,9 +23,13 @@ from adapter_bert.data.glue import InputExample
 from adapter_bert.data.tokenization import load_tokenizer
 from adapter_bert.library.text_classifier import TextClassifier
 from adapter_bert.metrics.keras_metrics import for_logits
-from tests.conftest import REPO
+from tests.conftest import BERT_VOCAB, REPO
 
 pytest.importorskip("tensorflow_text")
+
+# One worker runs the module, so that its module fixtures (a trained model of each kind,
+# one untrained model) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("test_text_classifier_keras")
 
 TWO = ("negative", "positive")
 WORDS = {"negative": "awful late rude", "positive": "great kind crew"}
@@ -58,6 +62,23 @@ def build(backbone, kind="single", **kwargs):
                                           regression=kind == "regression",
                                           adapter=ab.AdapterConfig(size=4), quiet=True,
                                           **kwargs)
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    """The tiny backbone without dropout: nothing here depends on dropout, and without
+    its random generators (made at their first draw, inside the first step) Keras traces
+    each model's train step once instead of twice."""
+    from tests.runner_utils import write_tiny_backbone
+    return write_tiny_backbone(tmp_path_factory.mktemp("tiny_bert_no_dropout"), BERT_VOCAB,
+                               dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def untrained(backbone):
+    """One untrained single-text model, for the refusals (each raised before anything
+    changes the model)."""
+    return build(backbone)
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -215,7 +236,7 @@ def test_learning_rate_callbacks_act_or_are_refused_in_one_line(backbone):
 
 def test_integers_are_ids_and_strings_are_names_also_for_digit_labels(backbone):
     model = TextClassifier.from_pretrained(["1", "2", "3"], str(backbone / "bert_model.ckpt"),
-                                           max_seq_length=16, quiet=True)
+                                           max_seq_length=24, quiet=True)
     texts = ["a", "b", "c", "d"]
     by_id = model.evaluate(texts, [0, 1, 2, 0], return_dict=True, verbose=0)
     by_name = model.evaluate(texts, ["1", "2", "3", "1"], return_dict=True, verbose=0)
@@ -251,22 +272,24 @@ def test_pairs_come_only_from_a_pair_of_text_lists(backbone):
      r"a dataset's elements must be texts"),
     (lambda m: m.fit(["a"], [0.5]), r"y\[0\]: 0.5 is not one of the labels"),
 ])
-def test_bad_texts_and_labels_are_one_clear_error(backbone, call, message):
+def test_bad_texts_and_labels_are_one_clear_error(untrained, call, message):
     with pytest.raises(ValueError, match=message):
-        call(build(backbone))
+        call(untrained)
 
 
 def test_the_library_tokenises_as_the_runner(backbone):
     """The in-graph features equal the runner's Python ones, truncation of pairs included."""
-    model = build(backbone, max_seq_length=12)
+    model = build(backbone)
     tokenizer = load_tokenizer(str(backbone / "vocab.txt"), True)
-    firsts = ["Héllo, WORLD! naïve café", "a much longer first text than fits in twelve",
-              "x", "tokens: 東京 and émigré"]
-    seconds = ["short", "and a second one that is long too", "", "y"]
+    firsts = ["Héllo, WORLD! naïve café", "a much longer first text than fits in twenty-four "
+              "tokens, on its own or beside a second text of a few words", "x",
+              "tokens: 東京 and émigré"]
+    seconds = ["short", "and a second one that is long too, though shorter than the first", "",
+               "y"]
     for second in (None, seconds):
         examples = [InputExample(str(i), a, None if second is None else second[i], "negative")
                     for i, a in enumerate(firsts)]
-        runner = convert_examples_to_features(examples, list(TWO), 12, tokenizer)
+        runner = convert_examples_to_features(examples, list(TWO), 24, tokenizer)
         ours = model.preprocessor(tf.constant(firsts) if second is None
                                   else (tf.constant(firsts), tf.constant(seconds)))
         for key in ("input_ids", "input_mask", "segment_ids"):
@@ -397,11 +420,10 @@ def test_each_task_saves_and_a_model_file_holds_them_all(backbone, tmp_path):
     (lambda m, d: m.load_adapter(d, name=m.adapter_names[0]), "already exists"),
     (lambda m, d: m.save_adapter(d, name="nope"), "no task 'nope'"),
 ])
-def test_task_mistakes_are_one_line(backbone, tmp_path, call, message):
-    model = build(backbone)
-    model.save_adapter(tmp_path / "a")
+def test_task_mistakes_are_one_line(untrained, tmp_path, call, message):
+    untrained.save_adapter(tmp_path / "a")
     with pytest.raises(ValueError, match=message) as error:
-        call(model, tmp_path / "a")
+        call(untrained, tmp_path / "a")
     assert "\n" not in str(error.value)
 
 

@@ -96,6 +96,8 @@ def _traced_encoder(vocabulary: tuple, do_lower_case: bool, max_seq_length: int,
         encoded = encoder.encode(first, second)
         return encoded if static_shapes else trim_to_longest(encoded)
 
+    # Plain TensorFlow ops throughout: without AutoGraph's rewriting they trace faster.
     text = tf.TensorSpec([None], tf.string)
-    return (tf.function(lambda first: features(first, None), input_signature=[text]),
-            tf.function(features, input_signature=[text, text]))
+    return (tf.function(lambda first: features(first, None), input_signature=[text],
+                        autograph=False),
+            tf.function(features, input_signature=[text, text], autograph=False))
