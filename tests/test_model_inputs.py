@@ -143,23 +143,39 @@ def test_a_hugging_face_tokenizers_output_is_masked_and_segmented(minilm_tokeniz
 
 
 @pytest.mark.parametrize("kind", ["BertClassifier", "MultiAdapterModel"])
-def test_fit_traces_its_train_function_once(tiny_config, kind):
-    """The optimizer's slots exist before Keras traces (tf.function traces a function
-    that creates variables twice), and the network runs without autograph conversion.
-    Under Keras' default dropout seeds: with its "tf random generator" (the runners'
-    `set_seed`), dropout's generator variables are created first by the runners' loop."""
+def test_fit_traces_its_train_function_once_and_draws_as_the_step_would(tiny_config, kind,
+                                                                      monkeypatch):
+    """Keras traces the train step once (tf.function traces a function that creates
+    variables twice): the optimizer's slots exist before, and so do the generators the
+    attention dropout makes at its first draw (variables under the package's `set_seed`,
+    Keras' "tf random generator"), made by a traced forward pass in the order the step
+    would make them. The run is the one the step's own generators give."""
     import tf_keras as keras
-    generators = keras.backend.experimental.is_tf_random_generator_enabled()
-    keras.backend.experimental.disable_tf_random_generator()
-    try:
+
+    from adapter_bert.model.fast_layers import Dropout
+    from adapter_bert.training.loop import set_seed
+
+    def trained(generators_first: bool):
+        set_seed(5)
         model = _models(tiny_config)[kind]
         model.compile(optimizer=keras.optimizers.Adam(1e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        features = tiny_inputs(batch=4)
-        model.fit(tf.data.Dataset.from_tensors((features, np.array([0, 1, 2, 1]))).repeat(3),
-                  epochs=1, verbose=0)
+        with monkeypatch.context() as patch:
+            if not generators_first:  # as before: the train step makes them
+                patch.setattr(Dropout, "generators_pending", staticmethod(lambda model: False))
+            features = tiny_inputs(batch=4)
+            model.fit(tf.data.Dataset.from_tensors((features, np.array([0, 1, 2, 1]))).repeat(3),
+                      epochs=1, verbose=0)
+        return model
+
+    enabled = keras.backend.experimental.is_tf_random_generator_enabled()
+    try:
+        model, by_the_step = trained(True), trained(False)
     finally:
-        if generators:
-            keras.backend.experimental.enable_tf_random_generator()
+        if not enabled:
+            keras.backend.experimental.disable_tf_random_generator()
+    assert by_the_step.train_function.experimental_get_tracing_count() == 2
     assert model.train_function.experimental_get_tracing_count() == 1
     assert model.optimizer.iterations.numpy() == 3
+    for ours, theirs in zip(model.weights, by_the_step.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), ours.name)

@@ -174,6 +174,13 @@ class Dropout(keras.layers.Dropout):
             scale = tf.where(tf.cast(training, tf.bool), tf.cast(scale, tf.float32), 1.0)
         return keep, scale
 
+    @staticmethod
+    def generators_pending(model) -> bool:
+        """Whether a layer of `model` of this class has yet to make its random generator
+        (which it makes at its first draw)."""
+        return any(isinstance(layer, Dropout) and not layer._random_generator._built
+                   for layer in model.submodules)
+
     def _uses_bits(self) -> bool:
         return (self.noise_shape is None and isinstance(self.rate, numbers.Real)
                 and 0 < self.rate < 1 and lean_cpu_kernels())

@@ -12,6 +12,7 @@ from typing import Dict, Iterable, Mapping
 import tensorflow as tf
 import tf_keras as keras
 from adapter_bert.errors import UserError
+from adapter_bert.model.fast_layers import Dropout
 
 # Google's names, in the order of `BertModel.call`.
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -165,6 +166,14 @@ class FeatureInputs:
         if isinstance(optimizer, keras.optimizers.Optimizer) and self.built:
             with self.distribute_strategy.scope():
                 optimizer.build(self.trainable_variables)
+        # So are the dropout layers' random generators, made at their first draw: a traced,
+        # never run, forward pass in training mode makes them in the order the train step
+        # would, drawing nothing, so a seed gives the same run. (Left to the step under a
+        # distribution strategy.)
+        if self.built and self.distribute_strategy is tf.distribute.get_strategy() \
+                and not tf.distribute.has_strategy() and Dropout.generators_pending(self):
+            tf.function(lambda: self(dummy_features(), training=True),
+                        autograph=False).get_concrete_function()
         return super().fit(*args, **kwargs)
 
     def evaluate(self, *args, **kwargs):
