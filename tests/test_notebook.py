@@ -4,6 +4,7 @@ step is checked for each runtime Colab has. (tests/gcs runs it once more with a 
 
 import importlib.util
 import json
+import os
 
 import pytest
 
@@ -31,8 +32,18 @@ def run_notebook(work, backbone, mrpc_dir, bucket=""):
                  if "parameters" in cell.metadata.get("tags", []))
     notebook.cells.insert(index + 1, nbformat.v4.new_code_cell(
         "\n".join(f"{name} = {value!r}" for name, value in tiny.items())))
-    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(work)}}).execute()
+    # The kernel imports this checkout's package, installed or not: its install cell then
+    # installs nothing (nor into the interpreter running the tests).
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([path] if path else []))
+    try:
+        nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
+                                resources={"metadata": {"path": str(work)}}).execute()
+    finally:
+        if path is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = path
     return "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                    for output in cell.outputs)
 
