@@ -237,15 +237,16 @@ class BertInputEncoder(tf.Module):
                                                tf.where(has_b, tokens_b.row_lengths(), 0), has_b)
         tokens_a = _first(tokens_a, len_a)
         tokens_b = _first(tokens_b, len_b)
-        cls = tf.fill([batch, 1], self.cls_id)
-        sep = tf.fill([batch, 1], self.sep_id)
+        cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self.cls_id))
+        sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self.sep_id))
         second_sep = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(
             tf.cast(has_b, tf.int64))], self.sep_id), tf.cast(has_b, tf.int64))
-        first = tf.concat([tf.RaggedTensor.from_tensor(cls), tokens_a,
-                           tf.RaggedTensor.from_tensor(sep)], 1)
-        second = tf.concat([tokens_b, second_sep], 1)
-        ids = tf.concat([first, second], 1)
-        segments = tf.concat([tf.zeros_like(first), tf.ones_like(second)], 1)
+        ids = tf.concat([cls, tokens_a, sep, tokens_b, second_sep], 1)
+        # Segment 1 from the first token after `[CLS] a [SEP]`, by position in the row.
+        rows = ids.value_rowids()
+        position = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(
+            ids.row_starts(), rows)
+        segments = ids.with_flat_values(tf.cast(position >= tf.gather(len_a + 2, rows), tf.int32))
         shape = [None, self.max_seq_length]
         return {"input_ids": ids.to_tensor(0, shape=shape),
                 "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
