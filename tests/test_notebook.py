@@ -5,6 +5,7 @@ step is checked for each runtime Colab has. (tests/gcs runs it once more with a 
 import importlib.util
 import json
 import os
+from unittest import mock
 
 import pytest
 
@@ -34,16 +35,10 @@ def run_notebook(work, backbone, mrpc_dir, bucket=""):
         "\n".join(f"{name} = {value!r}" for name, value in tiny.items())))
     # The kernel imports this checkout's package, installed or not: its install cell then
     # installs nothing (nor into the interpreter running the tests).
-    path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([path] if path else []))
-    try:
+    path = os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    with mock.patch.dict(os.environ, {"PYTHONPATH": path}):
         nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                                 resources={"metadata": {"path": str(work)}}).execute()
-    finally:
-        if path is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = path
     return "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                    for output in cell.outputs)
 
