@@ -474,7 +474,44 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
     lines += ["", "Chosen on dev (seed 42): " + "; ".join(
         f"{name} {cell} {', '.join(f'{k}={v}' for k, v in point.items())}"
         for name, cell, point in chosen) + "." if chosen else ""]
+    paired = paired_average(by_set, ("adapters", "full"))
+    if paired:
+        count, (adapters, full) = paired
+        lines += ["", f"Adapters at their defaults against full fine-tuning, averaged over the "
+                      f"{count} sets where both have all {len(SEEDS)} seeds: {adapters:.2f} "
+                      f"against {full:.2f} ({adapters - full:+.2f})."]
+    lines += ["", compute_text(by_set)]
     return "\n".join(lines) + "\n"
+
+
+def paired_average(by_set: Dict[str, dict], cells: Sequence[str]):
+    """(the number of sets where every one of `cells` has all its seeds, each cell's mean
+    test accuracy over those sets), or None where no set has."""
+    sets = [records for records in by_set.values()
+            if all(len(cell_runs(records, c)) == len(SEEDS) for c in cells)]
+    if not sets:
+        return None
+    return len(sets), [statistics.mean(statistics.mean(r["test_accuracy"]
+                                                       for r in cell_runs(records, c))
+                                       for records in sets) for c in cells]
+
+
+def cpu_label(cpu: dict) -> str:
+    """`2 AMD EPYC cores (AVX-512, avx512_bf16)`: the CPU a record's run took its time on."""
+    extras = ", ".join(["AVX-512", *cpu.get("bf16_flags", [])]) if cpu.get("avx512") \
+        else "without AVX-512"
+    return f"{cpu.get('cores', '?')} {cpu.get('model') or 'unknown'} cores ({extras})"
+
+
+def compute_text(by_set: Dict[str, dict]) -> str:
+    """The hours the runs took (their records' wall time), by the CPU they ran on."""
+    hours = collections.Counter()
+    for records in by_set.values():
+        for record in records.values():
+            if "wall_s" in record and "same_run_as" not in record:
+                hours[cpu_label(record.get("cpu", {}))] += record["wall_s"] / 3600
+    return "Run time: " + ("; ".join(f"{h:.1f} h on {label}" for label, h in hours.most_common())
+                           or "none yet") + "."
 
 
 def paper_text(values) -> str:
@@ -493,8 +530,24 @@ def trained_text(by_set: Dict[str, dict], cell: str) -> str:
     return f"{100 * low:.1f}%" if high - low < 5e-4 else f"{100 * low:.1f}-{100 * high:.1f}%"
 
 
+def records_by_set(results_dir: str, infos: Dict[str, dict]) -> Dict[str, dict]:
+    return {name: read_records(os.path.join(results_dir, name)) for name in infos}
+
+
+def committed_table(results_dir: str = RECORDS) -> str:
+    """The table of the records in `results_dir` (every set folder with its split.json),
+    running and writing nothing: what docs/results.md shows."""
+    infos = {}
+    for name in sorted(os.listdir(results_dir)):
+        path = os.path.join(results_dir, name, "split.json")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                infos[name] = json.load(f)
+    return table(records_by_set(results_dir, infos), infos)
+
+
 def write_table(results_dir: str, infos: Dict[str, dict]) -> str:
-    by_set = {name: read_records(os.path.join(results_dir, name)) for name in infos}
+    by_set = records_by_set(results_dir, infos)
     markdown = table(by_set, infos)
     write_results(results_dir.rstrip("/"), {"sets": infos, "records": by_set}, markdown)
     return markdown

@@ -222,3 +222,46 @@ def test_the_records_round_trip_through_the_table_file(tmp_path):
     assert "| 91.0 |" in markdown
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["records"]["news_aggregator"]["tfidf"]["test_accuracy"] == 91.0
+
+
+def test_adapters_and_full_are_averaged_over_the_sets_both_finished():
+    finished = {f"{cell}_seed{s}": _record(a + (5.0 if cell == "adapters" else 0.0))
+                for cell in ("adapters", "full") for s, a in zip(table2.SEEDS, (60.0, 61.0, 65.0))}
+    half = {"adapters_seed42": _record(10.0), "full_seed42": _record(90.0),
+            "full_seed43": _record(90.0), "full_seed44": _record(90.0)}
+    count, (adapters, full) = table2.paired_average({"a": finished, "b": half},
+                                                    ("adapters", "full"))
+    assert (count, adapters, full) == (1, 67.0, 62.0)
+    assert table2.paired_average({"b": half}, ("adapters", "full")) is None
+    markdown = table2.table({"a": finished, "b": half}, {})
+    assert "averaged over the 1 sets where both have all 3 seeds: 67.00 against 62.00 " \
+           "(+5.00)." in markdown
+
+
+def test_run_time_is_summed_by_cpu_and_a_reused_run_counts_once():
+    zen3 = {"model": "AMD EPYC", "cores": 2, "avx512": False, "bf16_flags": []}
+    xeon = {"model": "Xeon", "cores": 2, "avx512": True, "bf16_flags": ["amx_bf16", "avx512_bf16"]}
+    by_set = {"a": {"full_seed42": {"wall_s": 5400, "cpu": zen3},
+                    "adapters_seed42": {"wall_s": 1800, "cpu": zen3},
+                    "adapters_selected_seed43": {"wall_s": 1800, "cpu": zen3,
+                                                 "same_run_as": "adapters_seed43"}},
+              "b": {"tfidf": {"wall_s": 360, "cpu": xeon}, "split": {"rows": {}}}}
+    assert table2.compute_text(by_set) == (
+        "Run time: 2.0 h on 2 AMD EPYC cores (without AVX-512); "
+        "0.1 h on 2 Xeon cores (AVX-512, amx_bf16, avx512_bf16).")
+    assert table2.compute_text({}) == "Run time: none yet."
+
+
+def test_the_committed_table_reads_every_set_folder_with_a_split(tmp_path):
+    for name, accuracy in (("news_aggregator", 91.0), ("crowdflower_disasters", 80.0)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "split.json").write_text(json.dumps({"rows": {"train": 4, "dev": 2, "test": 2},
+                                                       "max_seq_length": 64}))
+        (folder / "tfidf.json").write_text(json.dumps({"test_accuracy": accuracy,
+                                                       "trainable_params": 3}))
+    (tmp_path / "stray").mkdir()  # no split.json: not a set
+    markdown = table2.committed_table(str(tmp_path))
+    rows = [line.split(" | ")[0] for line in markdown.splitlines() if "4/2/2" in line]
+    assert rows == ["| crowdflower_disasters", "| news_aggregator"]
+    assert "| 91.0 |" in markdown and "| 80.0 |" in markdown and "stray" not in markdown
