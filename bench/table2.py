@@ -36,15 +36,19 @@ Each result is bench/results/table2/<set>/<cell>_seed<N>.json, written when its 
 a cell with a record is not run again (a sweep stopped half-way continues from its
 finished points). Runs go breadth-first (every set's seed-42 cells, then the defaults'
 other seeds, then the sweeps, then their chosen points' other seeds, then the peer), the
-smallest sets first, so a table over every set comes early. The table is bench/results/table2.md (and .json), rewritten after every record.
+smallest sets first, so a table over every set comes early; with --jobs=N, N at a time,
+a chosen point's other seeds once its sweep has finished. The table is
+bench/results/table2.md (and .json), rewritten after every record.
 
 Usage:
     python -m bench.table2 --sets_dir=<folder of <set>/data.csv> --airline=<Tweets.csv>
     python -m bench.table2 ... --peer_python=/path/to/venv/bin/python   # AdapterHub too
+    python -m bench.table2 ... --jobs=2     # two runs at a time, each on half the cores
 """
 
 import argparse
 import collections
+import concurrent.futures
 import csv
 import dataclasses
 import hashlib
@@ -54,6 +58,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
@@ -504,12 +509,14 @@ def cpu_label(cpu: dict) -> str:
 
 
 def compute_text(by_set: Dict[str, dict]) -> str:
-    """The hours the runs took (their records' wall time), by the CPU they ran on."""
+    """The hours the runs took (their records' wall time; runs made `--jobs` at a time
+    count for their share), by the CPU they ran on."""
     hours = collections.Counter()
     for records in by_set.values():
         for record in records.values():
-            if "wall_s" in record and "same_run_as" not in record:
-                hours[cpu_label(record.get("cpu", {}))] += record["wall_s"] / 3600
+            if "wall_s" in record and "same_run_as" not in record:  # a run beside others
+                hours[cpu_label(record.get("cpu", {}))] += \
+                    record["wall_s"] / record.get("jobs", 1) / 3600  # counts its share
     return "Run time: " + ("; ".join(f"{h:.1f} h on {label}" for label, h in hours.most_common())
                            or "none yet") + "."
 
@@ -562,6 +569,8 @@ def main(argv=None) -> int:
     parser.add_argument("--work_dir", default=os.path.join("/tmp", "adapter_bert_table2"))
     parser.add_argument("--results_dir", default=RECORDS)
     parser.add_argument("--peer_python")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at a time, each with its share of the cores")
     parser.add_argument("--table_only", action="store_true",
                         help="rewrite the table from the records, running nothing")
     args = parser.parse_args(argv)
@@ -583,29 +592,76 @@ def main(argv=None) -> int:
         print(write_table(args.results_dir, infos))
         return 0
     order = sorted(infos, key=lambda n: infos[n]["rows"]["train"] * infos[n]["max_seq_length"])
-    cpu = cpu_description()
-    for name, cell, seed in plan(order, bool(args.peer_python)):
+    if args.jobs > 1:  # each run's TensorFlow (and the peer's torch) gets its share of cores
+        threads = str(max(1, (os.cpu_count() or 1) // args.jobs))
+        for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
+            os.environ[variable] = threads
+    cpu, lock = cpu_description(), threading.Lock()
+
+    def run_item(item) -> None:
+        name, cell, seed = item
         work_dir, info = os.path.join(args.work_dir, name), infos[name]
         folder = os.path.join(args.results_dir, name)
-        records = read_records(folder)
         record_id = record_name(cell, seed)
-        if record_id in records:
-            continue
-        if not os.path.isfile(os.path.join(work_dir, "test.csv")) or \
-                split_digest(work_dir) != info["split_digest"]:
-            write_split(next(d for d in sets if d.name == name), work_dir)
         print(f"table2: {name} {record_id} ...", flush=True)
-        record = run_cell(name, cell, seed, work_dir, info, records, args.peer_python)
+        record = run_cell(name, cell, seed, work_dir, info, read_records(folder),
+                          args.peer_python)
         if record is None:
-            continue
+            return
         record.update(set=name, cell=cell, seed=seed, split_digest=info["split_digest"],
-                      cpu=cpu)
-        write_json(os.path.join(folder, record_id + ".json"), record)
-        print(f"table2: {name} {record_id}: test accuracy {record['test_accuracy']:.2f}",
-              flush=True)
-        write_table(args.results_dir, infos)
+                      cpu=cpu, **({"jobs": args.jobs} if args.jobs > 1 else {}))
+        with lock:
+            write_json(os.path.join(folder, record_id + ".json"), record)
+            print(f"table2: {name} {record_id}: test accuracy {record['test_accuracy']:.2f}",
+                  flush=True)
+            write_table(args.results_dir, infos)
+
+    for data in sets:  # before any run, so that concurrent runs never write a split
+        work_dir = os.path.join(args.work_dir, data.name)
+        if not os.path.isfile(os.path.join(work_dir, "test.csv")) or \
+                split_digest(work_dir) != infos[data.name]["split_digest"]:
+            write_split(data, work_dir)
+    recorded = {name: set(read_records(os.path.join(args.results_dir, name))) for name in infos}
+    todo = [item for item in plan(order, bool(args.peer_python))
+            if record_name(item[1], item[2]) not in recorded[item[0]]]
+    run_plan(todo, run_item, args.jobs)
     print(write_table(args.results_dir, infos))
     return 0
+
+
+def waits_for(item: tuple) -> Optional[tuple]:
+    """The run an item needs first: a sweep's chosen point at another seed needs the
+    sweep (seed 42) of its set and cell."""
+    name, cell, seed = item
+    return (name, cell, SEEDS[0]) if CELLS[cell].grid and seed != SEEDS[0] else None
+
+
+def run_plan(todo: List[tuple], run_item, jobs: int) -> None:
+    """Runs `run_item` on every item of `todo`, `jobs` at a time, in the plan's order but
+    each only once the item it `waits_for` has finished (an item whose prerequisite is
+    neither done nor to be run runs at once: `run_cell` then finds its record or none).
+    The first failure stops the starting of new items and is raised once the running
+    ones end."""
+    pending, running = list(todo), {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        while pending or running:
+            busy = set(running.values())
+            for item in list(pending):
+                if len(running) >= jobs:
+                    break
+                if waits_for(item) in busy or waits_for(item) in pending:
+                    continue
+                pending.remove(item)
+                running[pool.submit(run_item, item)] = item
+                busy.add(item)
+            done, _ = concurrent.futures.wait(running,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                del running[future]
+                if future.exception() is not None:
+                    pending.clear()
+                    concurrent.futures.wait(running)
+                    raise future.exception()
 
 
 def split_digest(work_dir: str) -> str:

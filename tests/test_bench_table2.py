@@ -265,3 +265,55 @@ def test_the_committed_table_reads_every_set_folder_with_a_split(tmp_path):
     rows = [line.split(" | ")[0] for line in markdown.splitlines() if "4/2/2" in line]
     assert rows == ["| crowdflower_disasters", "| news_aggregator"]
     assert "| 91.0 |" in markdown and "| 80.0 |" in markdown and "stray" not in markdown
+
+
+def test_runs_made_side_by_side_count_for_their_share_of_the_time():
+    cpu = {"model": "X", "cores": 2, "avx512": False, "bf16_flags": []}
+    by_set = {"a": {"full_seed42": {"wall_s": 7200, "cpu": cpu, "jobs": 2},
+                    "full_seed43": {"wall_s": 3600, "cpu": cpu}}}
+    assert table2.compute_text(by_set) == "Run time: 2.0 h on 2 X cores (without AVX-512)."
+
+
+def _plan_log(jobs, fail=None):
+    import threading
+    import time
+    events, lock = [], threading.Lock()
+    together = threading.Barrier(2, timeout=10)
+    todo = table2.plan(["a", "b"], peer=False)
+    first_two = set(todo[:2])
+
+    def run_item(item):
+        with lock:
+            events.append(("start", item))
+        if jobs > 1 and item in first_two:
+            together.wait()  # breaks (fails the test) unless both run at once
+        time.sleep(0.002)
+        if item == fail:
+            raise RuntimeError(f"{item} failed")
+        with lock:
+            events.append(("end", item))
+    return todo, events, run_item
+
+
+def test_one_job_runs_the_plan_in_its_order():
+    todo, events, run_item = _plan_log(1)
+    table2.run_plan(todo, run_item, 1)
+    assert [item for kind, item in events if kind == "start"] == todo
+
+
+def test_two_jobs_overlap_and_a_chosen_point_waits_for_its_sweep():
+    todo, events, run_item = _plan_log(2)
+    table2.run_plan(todo, run_item, 2)
+    assert sorted(item for kind, item in events if kind == "end") == sorted(todo)
+    waiting = [item for item in todo if table2.waits_for(item)]
+    assert waiting  # the plan has chosen points at seeds 43 and 44
+    for item in waiting:
+        assert events.index(("start", item)) > events.index(("end", table2.waits_for(item)))
+
+
+def test_a_failure_starts_nothing_new_and_is_raised():
+    todo, events, run_item = _plan_log(1, fail=("a", "full", 42))
+    with pytest.raises(RuntimeError, match="failed"):
+        table2.run_plan(todo, run_item, 1)
+    started = [item for kind, item in events if kind == "start"]
+    assert started[-1] == ("a", "full", 42) and len(started) < len(todo)
