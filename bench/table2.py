@@ -434,15 +434,16 @@ def cell_runs(records: dict, cell: str) -> List[dict]:
     return [records[f"{cell}_seed{s}"] for s in SEEDS if f"{cell}_seed{s}" in records]
 
 
-def cell_text(runs: List[dict]) -> str:
-    """`mean ± s.e.m.` of the test accuracy, with the seed count below three in brackets."""
+def cell_text(runs: List[dict], expected: int = len(SEEDS)) -> str:
+    """`mean ± s.e.m.` of the test accuracy, with the number of runs in brackets while it
+    is below the `expected` number."""
     if not runs:
         return "—"
     values = [r["test_accuracy"] for r in runs]
     text = f"{statistics.mean(values):.1f}"
     if len(values) > 1:
         text += f" ± {sem(values):.1f}"
-    return text + (f" ({len(values)})" if 1 < len(values) < len(SEEDS) else "")
+    return text + (f" ({len(values)})" if len(values) < expected else "")
 
 
 SHOWN = ("tfidf", "full", "variable", "adapters_selected", "adapters", "adapterhub")
@@ -462,7 +463,8 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
         paper = paper_text(PAPER[name]) if name in PAPER else "—"
         lines.append("| " + " | ".join([
             name, "/".join(str(rows.get(p, "?")) for p in PARTS),
-            str(info.get("max_seq_length", "?")), *(cell_text(runs[c]) for c in SHOWN),
+            str(info.get("max_seq_length", "?")),
+            *(cell_text(runs[c], 1 if c == "tfidf" else len(SEEDS)) for c in SHOWN),
             paper]) + " |")
         needed = [c for c in SHOWN if c != "adapterhub" or runs["adapterhub"]]
         if all(len(runs[c]) == (1 if c == "tfidf" else len(SEEDS)) for c in needed):

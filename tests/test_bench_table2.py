@@ -198,7 +198,7 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
     assert f"| news_aggregator | 10/2/3 | 64 | 70.0 | 82.0 ± {sem:.1f} | 83.0 ± {sem:.1f} | " \
            f"85.0 ± {sem:.1f} | 84.0 ± {sem:.1f} | — | 95.2 / 96.3 / 96.5 / 96.2 |" in markdown
     # `other` has one seed of one cell: shown, but not in the average.
-    assert "| other | ?/?/? | ? | 10.0 | 50.0 | — | — | — | — | — |" in markdown
+    assert "| other | ?/?/? | ? | 10.0 | 50.0 (1) | — | — | — | — | — |" in markdown
     assert "| average over 1 complete sets | | | 70.00 | 82.00 | 83.00 | 85.00 | 84.00 | — |" \
         in markdown
     assert "| trained parameters per task | | | — | 10.0% |" in markdown
@@ -207,8 +207,10 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
     assert "| ? / 100% / ? / 1.14% |" in markdown
 
 
-def test_two_seeds_of_three_are_marked():
+def test_a_cell_short_of_its_seeds_shows_how_many_it_has():
     assert table2.cell_text([_record(80.0), _record(82.0)]) == "81.0 ± 1.0 (2)"
+    assert table2.cell_text([_record(80.0)]) == "80.0 (1)"
+    assert table2.cell_text([_record(80.0)], expected=1) == "80.0"  # TF-IDF: one run
     assert table2.cell_text([]) == "—"
 
 
