@@ -23,7 +23,7 @@ from adapter_bert.metrics.classification import main_metric
 from adapter_bert.errors import UserError
 from adapter_bert.model.encoder import backbone_of, holders, reset_compiled_functions
 
-# The metric shown by default for each GLUE task (the first leaderboard figure).
+
 def check_metric(metric, metrics_kind: str) -> None:
     """--ablation_metric names a figure the evaluation writes (`eval_<metric>` of the
     task's kind, or eval_loss); refused in one line before anything is loaded."""
@@ -52,7 +52,6 @@ def adapter_blocks_by_layer(model) -> List[list]:
     branches = [[block.task_branches.get(name) for block in holders(layer)] for layer in layers]
     return [[branch for branch in found if branch is not None and branch.adapter is not None]
             for found in branches]
-
 
 
 @contextlib.contextmanager
