@@ -25,16 +25,16 @@ from adapter_bert.io_utils.store import as_write_error, ask, gfile, is_local, sc
 PACKAGE_TAG = ".adapter_bert."
 
 
-_TEMPORARY = re.compile(r"^\..+\.adapter_bert\.[a-z0-9_]{8}\.tmp$")
+_TEMPORARY = re.compile(r"^\..+" + re.escape(PACKAGE_TAG) + r"[a-z0-9_]{8}\.tmp$")
 
 
-# Filesystems whose rename is a copy + delete: written in one go instead.
 def is_temporary(name: str) -> bool:
     """Whether the file name (or the last part of a path) is that of a temporary file an
     atomic write makes: the package's own, never a user's."""
     return bool(_TEMPORARY.match(name.rsplit("/", 1)[-1]))
 
 
+# Filesystems whose rename is a copy + delete: written in one go instead.
 OBJECT_STORES = frozenset({"gs", "s3"})
 
 
