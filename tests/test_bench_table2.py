@@ -319,3 +319,42 @@ def test_a_failure_starts_nothing_new_and_is_raised():
         table2.run_plan(todo, run_item, 1)
     started = [item for kind, item in events if kind == "start"]
     assert started[-1] == ("a", "full", 42) and len(started) < len(todo)
+
+
+def _sweep_record(values, chosen):
+    return {"points": [{"top_k_layers": v, "dev_accuracy": 50.0, "selected": v == chosen}
+                       for v in values],
+            "chosen": {"top_k_layers": chosen},
+            "flags": ["--tuning_mode=top_k", f"--top_k_layers={chosen}"]}
+
+
+def test_a_sweep_over_a_narrower_grid_runs_again_and_its_seeds_with_it():
+    grid = sorted({value for point in table2.grid_points(table2.VARIABLE_GRID)
+                   for _, value in point})
+    assert grid == ["1", "2", "3", "4", "5"]
+    narrow = {"variable_seed42": _sweep_record(["1", "2", "3"], "3"),
+              "variable_seed43": {"flags": ["--tuning_mode=top_k", "--top_k_layers=3"]}}
+    assert not table2.record_stands("variable", 42, narrow)
+    assert not table2.record_stands("variable", 43, narrow)  # its sweep no longer stands
+    wide = {"variable_seed42": _sweep_record(grid, "5"),
+            "variable_seed43": {"flags": ["--tuning_mode=top_k", "--top_k_layers=3"]},
+            "variable_seed44": {"flags": ["--tuning_mode=top_k", "--top_k_layers=5"]}}
+    assert table2.record_stands("variable", 42, wide)
+    assert not table2.record_stands("variable", 43, wide)  # trained another point
+    assert table2.record_stands("variable", 44, wide)
+    assert not table2.record_stands("variable", 44, {})
+
+
+def test_a_seed_reusing_the_default_run_stands_while_the_default_point_is_chosen():
+    points = [{"learning_rate": lr, "num_train_epochs": e, "dev_accuracy": 1.0}
+              for lr in ("3e-4", "1e-3") for e in ("3", "10")]
+    selected = {"points": points, "chosen": {"learning_rate": "1e-3", "num_train_epochs": "3"},
+                "flags": ["--learning_rate=1e-3", "--num_train_epochs=3"]}
+    records = {"adapters_selected_seed42": selected,
+               "adapters_selected_seed43": {"flags": [], "same_run_as": "adapters_seed43"}}
+    assert table2.record_stands("adapters_selected", 42, records)
+    assert table2.record_stands("adapters_selected", 43, records)
+    selected["chosen"] = {"learning_rate": "3e-4", "num_train_epochs": "10"}
+    assert not table2.record_stands("adapters_selected", 43, records)
+    assert table2.record_stands("full", 42, {"full_seed42": {}})
+    assert table2.record_stands("tfidf", 42, {"tfidf": {}})
