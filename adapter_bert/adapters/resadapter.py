@@ -23,7 +23,7 @@ import tf_keras as keras
 
 from adapter_bert.adapters import files
 from adapter_bert.model.activations import canonical_activation, get_activation
-from adapter_bert.model.config import BertConfig, ConfigError
+from adapter_bert.model.config import BertConfig, ConfigError, check_positive
 from adapter_bert.model.fast_layers import Dropout, LayerNorm
 from adapter_bert.model.heads import ClassifierHead, SpanHead
 from adapter_bert.model.encoder import BertNetwork
@@ -68,10 +68,7 @@ class ResAdapterConfig:
         if self.pooling not in POOLINGS:
             raise ConfigError(f"resadapter pooling must be one of {POOLINGS}, "
                               f"got {self.pooling!r}")
-        for name in ("size", "num_heads", "stage_size", "max_groups"):
-            if int(getattr(self, name)) <= 0:
-                raise ConfigError(f"resadapter {name} must be a positive integer, "
-                                  f"got {getattr(self, name)}")
+        check_positive(self, ("size", "num_heads", "stage_size", "max_groups"), "resadapter ")
         if self.cell == "attention" and self.size % self.num_heads:
             raise ConfigError(f"the attention cell splits the bottleneck ({self.size}) into "
                               f"{self.num_heads} heads: the size must be a multiple of it")

@@ -88,10 +88,9 @@ class BertConfig:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of "
                 f"num_attention_heads ({self.num_attention_heads})")
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            if int(getattr(self, name)) <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        check_positive(self, ("vocab_size", "hidden_size", "num_hidden_layers",
+                              "num_attention_heads", "intermediate_size",
+                              "max_position_embeddings", "type_vocab_size"))
 
     @property
     def head_size(self) -> int:
@@ -286,8 +285,7 @@ class AdapterConfig:
             raise ConfigError(f"leave_out must be a list of layer indices (integers), got "
                               f"{self.leave_out!r}")
         family = adapter_family(self.adapter_type)
-        if int(self.size) <= 0:
-            raise ConfigError(f"adapter size must be a positive integer, got {self.size}")
+        check_positive(self, ("size",), "adapter ")
         self.size = int(self.size)
         if not float(self.init_scale) >= 0:
             raise ConfigError(f"adapter init_scale must be >= 0, got {self.init_scale}")
@@ -398,6 +396,15 @@ def _is_int(value) -> bool:
 
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string"}
+
+
+def check_positive(config, names: Sequence[str], prefix: str = "") -> None:
+    """ConfigError naming the first of `config`'s fields `names` that is not a positive
+    integer (`prefix` leads the field's name in the message)."""
+    for name in names:
+        if int(getattr(config, name)) <= 0:
+            raise ConfigError(f"{prefix}{name} must be a positive integer, "
+                              f"got {getattr(config, name)}")
 
 
 def check_types(values: Dict[str, Any], types: Dict[str, Any]) -> None:
