@@ -43,7 +43,6 @@ import collections
 import concurrent.futures
 import csv
 import dataclasses
-import itertools
 import json
 import math
 import os
@@ -263,10 +262,9 @@ def record_name(cell: str, seed: int) -> str:
 
 
 def grid_points(grid: Sequence[str]) -> set:
-    """The points of a sweep's --grid values, each as a tuple of (flag, value)."""
-    names, values = zip(*((spec.split("=")[0], spec.split("=")[1].split(","))
-                          for spec in grid))
-    return {tuple(zip(names, combo)) for combo in itertools.product(*values)}
+    """The points the sweep makes of its --grid values, each as a tuple of (flag, value)."""
+    from adapter_bert.runners.sweep import parse_grid, points
+    return {tuple(point.items()) for point in points(parse_grid(grid))}
 
 
 def record_stands(cell_name: str, seed: int, records: dict) -> bool:
@@ -277,9 +275,9 @@ def record_stands(cell_name: str, seed: int, records: dict) -> bool:
     if record is None or not cell.grid:
         return record is not None
     if seed == SEEDS[0]:
-        names = [spec.split("=")[0] for spec in cell.grid]
-        return {tuple((n, p[n]) for n in names) for p in record["points"]} == \
-            grid_points(cell.grid)
+        wanted = grid_points(cell.grid)
+        names = [name for name, _ in next(iter(wanted))]
+        return {tuple((n, p[n]) for n in names) for p in record["points"]} == wanted
     selected = records.get(record_name(cell_name, SEEDS[0]))
     if selected is None or not record_stands(cell_name, SEEDS[0], records):
         return False
