@@ -32,6 +32,7 @@ the run says so. With it, a missing file is a failure, not a skip.
 """
 
 import os
+import sys
 
 # Quiet TensorFlow's C++ start-up logs and make transformers' TF classes use tf-keras.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -273,3 +274,15 @@ def transformers_minilm(minilm_dir):
              if not k.endswith("position_ids")}
     load_pytorch_state_dict_in_tf2_model(model, state, allow_missing_keys=False)
     return model
+
+
+@pytest.fixture(autouse=True)
+def _float32_policy_after_each_test(request):
+    """A test that leaves Keras' global dtype policy changed errors here, at its own
+    teardown, rather than making a later test in the same worker compute in bfloat16."""
+    yield
+    if "tf_keras" in sys.modules:
+        policy = sys.modules["tf_keras"].mixed_precision.global_policy().name
+        if policy != "float32":
+            sys.modules["tf_keras"].mixed_precision.set_global_policy("float32")
+            pytest.fail(f"{request.node.nodeid} left the global dtype policy at {policy}")

@@ -50,15 +50,23 @@ def flag_list(defaults: dict, overrides: dict) -> list:
 
 def run_in_process(module_name: str, argv):
     """Parses `argv` into absl FLAGS and runs the runner `adapter_bert.<module_name>`'s main
-    (run_classifier, run_squad, ablate_adapters); returns (its exit code, the module)."""
+    (run_classifier, run_squad, ablate_adapters); returns (its exit code, the module).
+
+    The run's Keras dtype policy (--dtype) is undone afterwards, as the end of a process
+    would: a later test in this worker builds its layers in float32."""
     import importlib
 
+    import tf_keras as keras
     from absl import flags
     module = importlib.import_module("adapter_bert." + module_name)
     values = flags.FLAGS
     values.unparse_flags()
     values([module_name + ".py", *argv])
-    return module.main(), module
+    policy = keras.mixed_precision.global_policy()
+    try:
+        return module.main(), module
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
 
 
 def run_killable(script: str, argv, **hooks) -> subprocess.CompletedProcess:
