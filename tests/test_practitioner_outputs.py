@@ -13,6 +13,7 @@ from sklearn.utils.class_weight import compute_class_weight
 
 from adapter_bert.training.objectives import ClassWeightedCrossEntropy, class_weights_for
 from adapter_bert.errors import UserError
+from adapter_bert.io_utils.reads import read_key_values
 from adapter_bert.data.glue import InputExample
 from tests.runner_utils import flag_list, run_in_process
 from tests.test_text_classifier import write_csv
@@ -70,8 +71,7 @@ def test_the_per_class_report_and_confusion_matrix_are_scikit_learns(run):
     assert header == ["true \\ predicted", *LABELS] and [r[0] for r in matrix] == LABELS
     assert (np.array([r[1:] for r in matrix], int)
             == confusion_matrix(truth, predicted, labels=LABELS)).all()
-    eval_results = dict(line.split(" = ") for line in
-                        (out / "eval_results.txt").read_text().splitlines())
+    eval_results = read_key_values(str(out / "eval_results.txt"))
     assert float(eval_results["eval_accuracy"]) == pytest.approx(expected["accuracy"])
 
 
@@ -203,8 +203,7 @@ def test_a_labelled_test_file_is_scored_and_an_unlabelled_one_only_predicted(bac
     assert code == 0
     header, predicted = read_tsv(tmp_path / "out" / "test_results.tsv")
     truth = [label for _, label in rows[:10]]
-    scores = dict(line.split(" = ") for line in
-                  (tmp_path / "out" / "test_eval_results.txt").read_text().splitlines())
+    scores = read_key_values(str(tmp_path / "out" / "test_eval_results.txt"))
     assert float(scores["test_accuracy"]) == pytest.approx(
         np.mean([p[-1] == t for p, t in zip(predicted, truth)]))
     _, matrix = read_tsv(tmp_path / "out" / "test_confusion.tsv")

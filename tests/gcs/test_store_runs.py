@@ -64,8 +64,6 @@ def ok(done):
     return done
 
 
-def results(path):
-    return dict(line.split(" = ", 1) for line in io_utils.read_text(path).splitlines() if line)
 
 
 def serve_two_strings(export_dir, pair):
@@ -88,7 +86,7 @@ def test_mrpc_trains_killed_and_resumed_then_evaluates_predicts_and_exports(stag
     done = ok(run("run_classifier", ["--do_train", "--do_eval", "--do_predict",
                                      f"--export_dir={root}/mrpc_export", *argv]))
     assert "Restored" in done.stderr or "resum" in done.stderr.lower()
-    assert set(results(f"{root}/mrpc/eval_results.txt")) >= {"eval_accuracy", "eval_f1"}
+    assert set(io_utils.read_key_values(f"{root}/mrpc/eval_results.txt")) >= {"eval_accuracy", "eval_f1"}
     rows = io_utils.read_text(f"{root}/mrpc/test_results.tsv").splitlines()
     assert len(rows) == 12
     assert set(serve_two_strings(f"{root}/mrpc_export", pair=True)) <= {"0", "1"}
@@ -104,7 +102,7 @@ def test_own_csv_trains_evaluates_predicts_and_exports(staged):
                               f"--test_file={root}/own/test.csv", bert(root),
                               f"--output_dir={root}/own_out",
                               f"--export_dir={root}/own_export", *TINY]))
-    assert "eval_accuracy" in results(f"{root}/own_out/eval_results.txt")
+    assert "eval_accuracy" in io_utils.read_key_values(f"{root}/own_out/eval_results.txt")
     assert len(io_utils.read_text(f"{root}/own_out/test_results.tsv").splitlines()) == 3
     labels = {line.rsplit(",", 1)[1]
               for line in io_utils.read_text(f"{root}/own/train.csv").splitlines()[1:]}
@@ -123,7 +121,7 @@ def test_squad_trains_and_predicts(staged):
                          "--num_train_epochs=1", "--save_checkpoints_steps=4"]))
     predictions = json.loads(io_utils.read_text(f"{root}/squad_out/predictions.json"))
     assert predictions and all(isinstance(v, str) for v in predictions.values())
-    assert "f1" in results(f"{root}/squad_out/eval_results.txt")
+    assert "f1" in io_utils.read_key_values(f"{root}/squad_out/eval_results.txt")
 
 
 # ---------------------------------------------------------------- c. the sweep
@@ -196,7 +194,7 @@ def test_a_corrupted_newest_checkpoint_falls_back_to_the_one_before(staged):
     io_utils.atomic_write_bytes(newest, data[:len(data) // 2])
     done = ok(run("run_classifier", ["--do_train", "--do_eval", *argv]))
     assert f"ckpt-{steps[-1]}" in done.stderr and f"ckpt-{steps[-2]}" in done.stderr
-    assert "eval_accuracy" in results(f"{root}/corrupt/eval_results.txt")
+    assert "eval_accuracy" in io_utils.read_key_values(f"{root}/corrupt/eval_results.txt")
 
 
 # ---------------------------------------------------------------- f. the library
