@@ -18,6 +18,8 @@ CPU), seeds 42-44, each scored on dev and test:
 - adapters_selected: the paper's selection: `adapter_bert.sweep` over ADAPTER_GRID on
   seed 42, chosen on dev; seeds 43 and 44 train the chosen point;
 - full: `--tuning_mode=full` (Google's 5e-5, 3 epochs);
+- full_selected: full fine-tuning selected as the paper selects every method's
+  hyperparameters, over FULL_GRID (the paper compares the selected cells);
 - variable: `--tuning_mode=top_k`, the number of top layers trained chosen on dev from
   VARIABLE_GRID by the sweep on seed 42 (MiniLM has 6 layers; 6 is full fine-tuning);
   a record made over another grid than the cell's now runs again;
@@ -27,8 +29,8 @@ CPU), seeds 42-44, each scored on dev and test:
 Each result is bench/results/table2/<set>/<cell>_seed<N>.json, written when its run ends;
 a cell with a record is not run again (a sweep stopped half-way continues from its
 finished points). Runs go breadth-first (every set's seed-42 cells, then the defaults'
-other seeds, then the sweeps, then their chosen points' other seeds, then the peer), the
-smallest sets first, so a table over every set comes early; with --jobs=N, N at a time,
+other seeds, then the sweeps, then their chosen points' other seeds, then the peer, then
+full fine-tuning's selection), the smallest sets first, so a table over every set comes early; with --jobs=N, N at a time,
 a chosen point's other seeds once its sweep has finished. The table is
 bench/results/table2.md (and .json), rewritten after every record.
 
@@ -64,8 +66,9 @@ from bench.table2_sets import (AIRLINE, PARTS, SETS_DIR, DataSet, find_sets,  # 
 RECORDS = os.path.join(RESULTS, "table2")
 SEEDS = (42, 43, 44)
 ADAPTER_GRID = ("learning_rate=3e-4,1e-3", "num_train_epochs=3,10")
-# The adapters cell's point of ADAPTER_GRID (the runner's defaults).
-DEFAULT_POINT = {"learning_rate": 1e-3, "num_train_epochs": 3.0}
+# Google's rate and one above it (MiniLM is small; below it 1,000 rows train too little),
+# for 3 or 10 epochs.
+FULL_GRID = ("learning_rate=5e-5,1e-4", "num_train_epochs=3,10")
 # Every k short of full fine-tuning (MiniLM has 6 layers): a narrower grid had its edge,
 # 3, chosen on every set.
 VARIABLE_GRID = ("top_k_layers=1,2,3,4,5",)
@@ -79,14 +82,23 @@ class Cell:
     flags: tuple = ()          # the runner's flags beyond the data (ours)
     grid: tuple = ()           # a sweep's --grid values: seed 42 selects the point
     kind: str = "ours"         # ours, tfidf or peer
+    # A selected cell's grid point that is the runner's defaults, and the cell that trains
+    # it: where the sweep chooses that point, its other seeds are that cell's runs.
+    default_point: Optional[dict] = None
+    default_cell: str = ""
 
 
 CELLS = {
     "tfidf": Cell("TF-IDF + logistic regression", kind="tfidf"),
-    "full": Cell("full fine-tuning", ("--tuning_mode=full",)),
+    "full": Cell("full fine-tuning, defaults", ("--tuning_mode=full",)),
+    "full_selected": Cell("full fine-tuning, selected", ("--tuning_mode=full",), FULL_GRID,
+                          default_point={"learning_rate": 5e-5, "num_train_epochs": 3.0},
+                          default_cell="full"),
     "variable": Cell("variable fine-tuning (top k)", ("--tuning_mode=top_k",), VARIABLE_GRID),
     "adapters": Cell("adapters, defaults"),
-    "adapters_selected": Cell("adapters, selected", (), ADAPTER_GRID),
+    "adapters_selected": Cell("adapters, selected", (), ADAPTER_GRID,
+                              default_point={"learning_rate": 1e-3, "num_train_epochs": 3.0},
+                              default_cell="adapters"),
     "adapterhub": Cell("AdapterHub Houlsby", kind="peer"),
 }
 # The paper's Table 2 (BERT-Base, test accuracy): no-BERT baseline, full fine-tuning,
@@ -149,10 +161,10 @@ def scores(dev: dict, test: dict) -> dict:
             "all_params": int(dev["all_params"])}
 
 
-def run_sweep(name: str, cell: Cell, work_dir: str, info: dict) -> dict:
+def run_sweep(name: str, cell_name: str, work_dir: str, info: dict) -> dict:
     """`adapter_bert.sweep` over the cell's grid on seed 42, chosen on dev; the chosen
     point scored on test. A stopped sweep continues where it was."""
-    out = os.path.join(work_dir, "sweeps", "_".join(g.split("=")[0] for g in cell.grid))
+    cell, out = CELLS[cell_name], os.path.join(work_dir, "sweeps", cell_name)
     argv = [*data_flags(name, work_dir, info["max_seq_length"], SEEDS[0]), *cell.flags,
             *(f"--grid={g}" for g in cell.grid), "--do_predict", f"--output_dir={out}"]
     start = time.time()
@@ -247,14 +259,17 @@ def _call(command: List[str], log_path: Optional[str] = None):
 def plan(sets: Sequence[str], peer: bool) -> List[tuple]:
     """(set, cell, seed) in the order they run: every set's seed-42 cells, the other seeds
     of the defaults (adapters against full fine-tuning, the comparison a user's first run
-    makes), the sweeps, their chosen points' other seeds, then the peer."""
+    makes), the sweeps, their chosen points' other seeds, the peer, then full fine-tuning's
+    selection and its chosen points."""
+    def selection(cells):
+        return [(s, c, SEEDS[0]) for s in sets for c in cells] + \
+            [(s, c, seed) for s in sets for seed in SEEDS[1:] for c in cells]
+
     first = [(s, c, SEEDS[0]) for s in sets for c in ("tfidf", "adapters", "full")]
     defaults = [(s, c, seed) for s in sets for seed in SEEDS[1:] for c in ("adapters", "full")]
-    sweeps = [(s, c, SEEDS[0]) for s in sets for c in ("adapters_selected", "variable")]
-    chosen = [(s, c, seed) for s in sets for seed in SEEDS[1:]
-              for c in ("adapters_selected", "variable")]
     peers = [(s, "adapterhub", seed) for s in sets for seed in SEEDS] if peer else []
-    return first + defaults + sweeps + chosen + peers
+    return first + defaults + selection(("adapters_selected", "variable")) + peers + \
+        selection(("full_selected",))
 
 
 def record_name(cell: str, seed: int) -> str:
@@ -282,7 +297,7 @@ def record_stands(cell_name: str, seed: int, records: dict) -> bool:
     if selected is None or not record_stands(cell_name, SEEDS[0], records):
         return False
     if "same_run_as" in record:
-        return same_point(selected["chosen"], DEFAULT_POINT)
+        return same_point(selected["chosen"], cell.default_point)
     return record.get("flags") == selected["flags"]
 
 
@@ -297,14 +312,13 @@ def run_cell(name: str, cell_name: str, seed: int, work_dir: str, info: dict,
     if not cell.grid:
         return run_ours(name, cell.flags, seed, work_dir, info)
     if seed == SEEDS[0]:
-        return run_sweep(name, cell, work_dir, info)
+        return run_sweep(name, cell_name, work_dir, info)
     selected = records.get(f"{cell_name}_seed{SEEDS[0]}")
     if selected is None:
         return None
-    default = records.get(f"adapters_seed{seed}")
-    if cell_name == "adapters_selected" and default and \
-            same_point(selected["chosen"], DEFAULT_POINT):
-        return {**default, "same_run_as": f"adapters_seed{seed}"}
+    default = records.get(f"{cell.default_cell}_seed{seed}")
+    if default and same_point(selected["chosen"], cell.default_point):
+        return {**default, "same_run_as": f"{cell.default_cell}_seed{seed}"}
     return run_ours(name, selected["flags"], seed, work_dir, info)
 
 
@@ -332,7 +346,8 @@ def cell_text(runs: List[dict], expected: int = len(SEEDS)) -> str:
     return text + (f" ({len(values)})" if len(values) < expected else "")
 
 
-SHOWN = ("tfidf", "full", "variable", "adapters_selected", "adapters", "adapterhub")
+SHOWN = ("tfidf", "full", "full_selected", "variable", "adapters_selected", "adapters",
+         "adapterhub")
 
 
 def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
@@ -356,7 +371,7 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
         if all(len(runs[c]) == (1 if c == "tfidf" else len(SEEDS)) for c in needed):
             complete.append({c: statistics.mean(r["test_accuracy"] for r in runs[c])
                              for c in SHOWN if runs[c]})
-        for cell in ("variable", "adapters_selected"):
+        for cell in (c for c in SHOWN if CELLS[c].grid):
             if f"{cell}_seed{SEEDS[0]}" in records:
                 chosen.append((name, cell, records[f"{cell}_seed{SEEDS[0]}"]["chosen"]))
     lines.append("| average over " + f"{len(complete)} complete sets | | | " + " | ".join(
@@ -367,12 +382,15 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
     lines += ["", "Chosen on dev (seed 42): " + "; ".join(
         f"{name} {cell} {', '.join(f'{k}={v}' for k, v in point.items())}"
         for name, cell, point in chosen) + "." if chosen else ""]
-    paired = paired_average(by_set, ("adapters", "full"))
-    if paired:
-        count, (adapters, full) = paired
-        lines += ["", f"Adapters at their defaults against full fine-tuning, averaged over the "
-                      f"{count} sets where both have all {len(SEEDS)} seeds: {adapters:.2f} "
-                      f"against {full:.2f} ({adapters - full:+.2f})."]
+    for cells, what in ((("adapters", "full"), "at their defaults"),
+                        (("adapters_selected", "full_selected"),
+                         "each selected on dev, as the paper compares them")):
+        paired = paired_average(by_set, cells)
+        if paired:
+            count, (adapters, full) = paired
+            lines += ["", f"Adapters against full fine-tuning, {what}, averaged over the "
+                          f"{count} sets where both have all {len(SEEDS)} seeds: {adapters:.2f} "
+                          f"against {full:.2f} ({adapters - full:+.2f})."]
     lines += ["", compute_text(by_set)]
     return "\n".join(lines) + "\n"
 

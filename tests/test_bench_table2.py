@@ -116,7 +116,7 @@ def test_the_written_split_has_a_fixed_digest(tmp_path):
     assert len(rows) == 20 and rows[0]["text"].endswith("second line")
 
 
-def test_the_plan_runs_seed_42_then_the_defaults_seeds_then_sweeps_then_the_peer():
+def test_the_plan_runs_seed_42_then_the_defaults_seeds_then_sweeps_then_the_peer_then_full():
     order = table2.plan(["s1", "s2"], peer=True)
     assert order[:6] == [("s1", "tfidf", 42), ("s1", "adapters", 42), ("s1", "full", 42),
                          ("s2", "tfidf", 42), ("s2", "adapters", 42), ("s2", "full", 42)]
@@ -127,27 +127,34 @@ def test_the_plan_runs_seed_42_then_the_defaults_seeds_then_sweeps_then_the_peer
     assert order[14:18] == [("s1", "adapters_selected", 42), ("s1", "variable", 42),
                             ("s2", "adapters_selected", 42), ("s2", "variable", 42)]
     assert order[18] == ("s1", "adapters_selected", 43)
-    assert order[-1] == ("s2", "adapterhub", 44)
-    assert len(order) == 2 * (3 + 2 + 8 + 3)
+    assert order[26:32] == [(s, "adapterhub", seed) for s in ("s1", "s2") for seed in (42, 43, 44)]
+    assert order[32:] == [("s1", "full_selected", 42), ("s2", "full_selected", 42),
+                          ("s1", "full_selected", 43), ("s1", "full_selected", 44),
+                          ("s2", "full_selected", 43), ("s2", "full_selected", 44)]
+    assert len(order) == 2 * (3 + 2 + 8 + 3 + 3)
     assert not any(c == "adapterhub" for _, c, _ in table2.plan(["s1"], peer=False))
 
 
-def test_a_chosen_default_point_reuses_the_default_runs(monkeypatch):
+@pytest.mark.parametrize("cell, default_cell, rate, mode", [
+    ("adapters_selected", "adapters", "0.001", []),
+    ("full_selected", "full", "5e-05", ["--tuning_mode=full"])])
+def test_a_chosen_default_point_reuses_the_default_runs(monkeypatch, cell, default_cell, rate,
+                                                        mode):
     ran = []
     monkeypatch.setattr(table2, "run_ours", lambda *a: ran.append(a[1]) or {"flags": a[1]})
-    default = {"test_accuracy": 80.0, "flags": []}
-    records = {"adapters_selected_seed42": {"chosen": {"learning_rate": "0.001",
-                                                       "num_train_epochs": "3"},
-                                            "flags": ["--learning_rate=0.001",
-                                                      "--num_train_epochs=3"]},
-               "adapters_seed43": default}
-    got = table2.run_cell("s", "adapters_selected", 43, "w", {}, records, None)
-    assert got == {**default, "same_run_as": "adapters_seed43"} and ran == []
+    default = {"test_accuracy": 80.0, "flags": mode}
+    records = {f"{cell}_seed42": {"chosen": {"learning_rate": rate, "num_train_epochs": "3"},
+                                  "flags": [*mode, f"--learning_rate={rate}",
+                                            "--num_train_epochs=3"]},
+               f"{default_cell}_seed43": default,
+               "adapters_seed43" if cell == "full_selected" else "full_seed43": {"flags": []}}
+    got = table2.run_cell("s", cell, 43, "w", {}, records, None)
+    assert got == {**default, "same_run_as": f"{default_cell}_seed43"} and ran == []
     # Another chosen point trains with its own flags.
-    records["adapters_selected_seed42"]["chosen"]["num_train_epochs"] = "10"
-    records["adapters_selected_seed42"]["flags"][1] = "--num_train_epochs=10"
-    table2.run_cell("s", "adapters_selected", 43, "w", {}, records, None)
-    assert ran == [["--learning_rate=0.001", "--num_train_epochs=10"]]
+    records[f"{cell}_seed42"]["chosen"]["num_train_epochs"] = "10"
+    records[f"{cell}_seed42"]["flags"][-1] = "--num_train_epochs=10"
+    table2.run_cell("s", cell, 43, "w", {}, records, None)
+    assert ran == [[*mode, f"--learning_rate={rate}", "--num_train_epochs=10"]]
     # Before seed 42's selection there is nothing to run.
     assert table2.run_cell("s", "variable", 43, "w", {}, {}, None) is None
 
@@ -184,8 +191,8 @@ def _record(accuracy, trainable=100, total=1000):
 
 def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
     full_seeds = {f"{cell}_seed{s}": _record(a + offset)
-                  for cell, offset in (("full", 0), ("variable", 1), ("adapters", 2),
-                                       ("adapters_selected", 3))
+                  for cell, offset in (("full", 0), ("full_selected", 0.5), ("variable", 1),
+                                       ("adapters", 2), ("adapters_selected", 3))
                   for s, a in zip(table2.SEEDS, (80.0, 82.0, 84.0))}
     by_set = {"news_aggregator": {"tfidf": {"test_accuracy": 70.0, "trainable_params": 5},
                                   **full_seeds},
@@ -195,12 +202,15 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
                                  "max_seq_length": 64}}
     markdown = table2.table(by_set, infos)
     sem = statistics.stdev([80.0, 82.0, 84.0]) / 3 ** 0.5
-    assert f"| news_aggregator | 10/2/3 | 64 | 70.0 | 82.0 ± {sem:.1f} | 83.0 ± {sem:.1f} | " \
-           f"85.0 ± {sem:.1f} | 84.0 ± {sem:.1f} | — | 95.2 / 96.3 / 96.5 / 96.2 |" in markdown
+    assert f"| news_aggregator | 10/2/3 | 64 | 70.0 | 82.0 ± {sem:.1f} | 82.5 ± {sem:.1f} | " \
+           f"83.0 ± {sem:.1f} | 85.0 ± {sem:.1f} | 84.0 ± {sem:.1f} | — | " \
+           "95.2 / 96.3 / 96.5 / 96.2 |" in markdown
     # `other` has one seed of one cell: shown, but not in the average.
-    assert "| other | ?/?/? | ? | 10.0 | 50.0 (1) | — | — | — | — | — |" in markdown
-    assert "| average over 1 complete sets | | | 70.00 | 82.00 | 83.00 | 85.00 | 84.00 | — |" \
-        in markdown
+    assert "| other | ?/?/? | ? | 10.0 | 50.0 (1) | — | — | — | — | — | — |" in markdown
+    assert "| average over 1 complete sets | | | 70.00 | 82.00 | 82.50 | 83.00 | 85.00 | " \
+        "84.00 | — |" in markdown
+    assert "each selected on dev, as the paper compares them, averaged over the 1 sets where " \
+        "both have all 3 seeds: 85.00 against 82.50 (+2.50)." in markdown
     assert "| trained parameters per task | | | — | 10.0% |" in markdown
     assert "news_aggregator variable top_k_layers=2" in markdown
     assert "| ? / 73.7 / 74.0 / 73.3 (17 sets) |" in markdown  # no source here gives the first
@@ -236,8 +246,9 @@ def test_adapters_and_full_are_averaged_over_the_sets_both_finished():
     assert (count, adapters, full) == (1, 67.0, 62.0)
     assert table2.paired_average({"b": half}, ("adapters", "full")) is None
     markdown = table2.table({"a": finished, "b": half}, {})
-    assert "averaged over the 1 sets where both have all 3 seeds: 67.00 against 62.00 " \
-           "(+5.00)." in markdown
+    assert "Adapters against full fine-tuning, at their defaults, averaged over the 1 sets " \
+        "where both have all 3 seeds: 67.00 against 62.00 (+5.00)." in markdown
+    assert "selected on dev" not in markdown  # no selected cell has all its seeds
 
 
 def test_run_time_is_summed_by_cpu_and_a_reused_run_counts_once():
@@ -356,5 +367,13 @@ def test_a_seed_reusing_the_default_run_stands_while_the_default_point_is_chosen
     assert table2.record_stands("adapters_selected", 43, records)
     selected["chosen"] = {"learning_rate": "3e-4", "num_train_epochs": "10"}
     assert not table2.record_stands("adapters_selected", 43, records)
+    full_points = [{"learning_rate": lr, "num_train_epochs": e, "dev_accuracy": 1.0}
+                   for lr in ("5e-5", "1e-4") for e in ("3", "10")]
+    full = {"full_selected_seed42": {"points": full_points, "chosen": {
+        "learning_rate": "5e-05", "num_train_epochs": "3"}, "flags": []},
+            "full_selected_seed44": {"flags": [], "same_run_as": "full_seed44"}}
+    assert table2.record_stands("full_selected", 44, full)
+    full["full_selected_seed42"]["chosen"]["num_train_epochs"] = "10"
+    assert not table2.record_stands("full_selected", 44, full)
     assert table2.record_stands("full", 42, {"full_seed42": {}})
     assert table2.record_stands("tfidf", 42, {"tfidf": {}})
