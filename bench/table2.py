@@ -30,8 +30,9 @@ Each result is bench/results/table2/<set>/<cell>_seed<N>.json, written when its 
 a cell with a record is not run again (a sweep stopped half-way continues from its
 finished points). Runs go breadth-first (every set's seed-42 cells, then the defaults'
 other seeds, then the sweeps, then their chosen points' other seeds, then the peer, then
-full fine-tuning's selection), the smallest sets first, so a table over every set comes early; with --jobs=N, N at a time,
-a chosen point's other seeds once its sweep has finished. The table is
+full fine-tuning's selection), the smallest sets first, so a table over every set comes
+early; with --jobs=N, N at a time, a chosen point's other seeds once its sweep has
+finished. The table is
 bench/results/table2.md (and .json), rewritten after every record.
 
 Usage:
@@ -66,8 +67,8 @@ from bench.table2_sets import (AIRLINE, PARTS, SETS_DIR, DataSet, find_sets,  # 
 RECORDS = os.path.join(RESULTS, "table2")
 SEEDS = (42, 43, 44)
 ADAPTER_GRID = ("learning_rate=3e-4,1e-3", "num_train_epochs=3,10")
-# Google's rate and one above it (MiniLM is small; below it 1,000 rows train too little),
-# for 3 or 10 epochs.
+# Google's rate and twice it, for Google's 3 epochs or 10 (3 epochs of 1,000 rows are 96
+# steps).
 FULL_GRID = ("learning_rate=5e-5,1e-4", "num_train_epochs=3,10")
 # Every k short of full fine-tuning (MiniLM has 6 layers): a narrower grid had its edge,
 # 3, chosen on every set.
