@@ -317,7 +317,7 @@ def run_cell(name: str, cell_name: str, seed: int, work_dir: str, info: dict,
     selected = records.get(f"{cell_name}_seed{SEEDS[0]}")
     if selected is None:
         return None
-    default = records.get(f"{cell.default_cell}_seed{seed}")
+    default = cell.default_cell and records.get(f"{cell.default_cell}_seed{seed}")
     if default and same_point(selected["chosen"], cell.default_point):
         return {**default, "same_run_as": f"{cell.default_cell}_seed{seed}"}
     return run_ours(name, selected["flags"], seed, work_dir, info)

@@ -281,8 +281,8 @@ def _float32_policy_after_each_test(request):
     """A test that leaves Keras' global dtype policy changed errors here, at its own
     teardown, rather than making a later test in the same worker compute in bfloat16."""
     yield
-    if "tf_keras" in sys.modules:
-        policy = sys.modules["tf_keras"].mixed_precision.global_policy().name
-        if policy != "float32":
-            sys.modules["tf_keras"].mixed_precision.set_global_policy("float32")
-            pytest.fail(f"{request.node.nodeid} left the global dtype policy at {policy}")
+    keras = sys.modules.get("tf_keras")  # a test that never loaded Keras changed nothing
+    policy = keras and keras.mixed_precision.global_policy().name
+    if policy and policy != "float32":
+        keras.mixed_precision.set_global_policy("float32")
+        pytest.fail(f"{request.node.nodeid} left the global dtype policy at {policy}")
