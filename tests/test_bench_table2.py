@@ -377,3 +377,32 @@ def test_a_seed_reusing_the_default_run_stands_while_the_default_point_is_chosen
     assert not table2.record_stands("full_selected", 44, full)
     assert table2.record_stands("full", 42, {"full_seed42": {}})
     assert table2.record_stands("tfidf", 42, {"tfidf": {}})
+
+
+def test_cells_runs_only_the_columns_named(tmp_path):
+    set_dir = tmp_path / "sets" / "tiny"
+    set_dir.mkdir(parents=True)
+    words = {"pos": "good fine great", "neg": "bad awful poor"}
+    with open(set_dir / "data.csv", "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        for i in range(60):
+            label = ("pos", "neg")[i % 2]
+            writer.writerow([f"{words[label]} item {i}", label])
+    results = tmp_path / "results"
+    assert table2.main([f"--sets_dir={tmp_path / 'sets'}", "--airline=", "--cells=tfidf",
+                        f"--work_dir={tmp_path / 'work'}", f"--results_dir={results}"]) == 0
+    assert sorted(p.name for p in (results / "tiny").iterdir()) == ["split.json", "tfidf.json"]
+    markdown = (tmp_path / "results.md").read_text(encoding="utf-8")
+    # The cells left out do not keep the set out of the average.
+    assert "| average over 1 complete sets | | | 100.00 | — |" in markdown
+
+
+@pytest.mark.parametrize("cells, message", [
+    ("tfidf,adapter", "--cells=tfidf,adapter: no cell 'adapter'; expected some of tfidf, "),
+    ("adapters,adapterhub", "--cells=adapters,adapterhub names adapterhub, which needs "
+                            "--peer_python")])
+def test_cells_names_a_bad_column_in_one_line(tmp_path, capsys, cells, message):
+    with pytest.raises(SystemExit) as stop:
+        table2.main([f"--sets_dir={tmp_path}", f"--cells={cells}"])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
