@@ -258,20 +258,20 @@ def _call(command: List[str], log_path: Optional[str] = None):
 
 
 # ------------------------------------------------------------------- the plan
-def plan(sets: Sequence[str], peer: bool) -> List[tuple]:
-    """(set, cell, seed) in the order they run: every set's seed-42 cells, the other seeds
-    of the defaults (adapters against full fine-tuning, the comparison a user's first run
-    makes), the sweeps, their chosen points' other seeds, the peer, then full fine-tuning's
-    selection and its chosen points."""
-    def selection(cells):
-        return [(s, c, SEEDS[0]) for s in sets for c in cells] + \
-            [(s, c, seed) for s in sets for seed in SEEDS[1:] for c in cells]
+def plan(sets: Sequence[str], cells: Sequence[str] = tuple(CELLS)) -> List[tuple]:
+    """(set, cell, seed) of `cells` in the order they run: every set's seed-42 cells, the
+    other seeds of the defaults (adapters against full fine-tuning, the comparison a user's
+    first run makes), the sweeps, their chosen points' other seeds, the peer, then full
+    fine-tuning's selection and its chosen points."""
+    def selection(names):
+        return [(s, c, SEEDS[0]) for s in sets for c in names] + \
+            [(s, c, seed) for s in sets for seed in SEEDS[1:] for c in names]
 
     first = [(s, c, SEEDS[0]) for s in sets for c in ("tfidf", "adapters", "full")]
     defaults = [(s, c, seed) for s in sets for seed in SEEDS[1:] for c in ("adapters", "full")]
-    peers = [(s, "adapterhub", seed) for s in sets for seed in SEEDS] if peer else []
-    return first + defaults + selection(("adapters_selected", "variable")) + peers + \
-        selection(("full_selected",))
+    peers = [(s, "adapterhub", seed) for s in sets for seed in SEEDS]
+    return [item for item in first + defaults + selection(("adapters_selected", "variable"))
+            + peers + selection(("full_selected",)) if item[1] in cells]
 
 
 def record_name(cell: str, seed: int) -> str:
@@ -489,7 +489,9 @@ def parse_args(argv=None):
     parser.add_argument("--table_only", action="store_true",
                         help="rewrite the table from the records, running nothing")
     args = parser.parse_args(argv)
-    cells = args.cells.split(",") if args.cells else list(CELLS)
+    # By default every cell, AdapterHub only where its Python is given.
+    cells = args.cells.split(",") if args.cells else \
+        [c for c in CELLS if c != "adapterhub" or args.peer_python]
     unknown = [c for c in cells if c not in CELLS]
     if unknown:
         parser.error(f"--cells={args.cells}: no cell {unknown[0]!r}; expected some of "
@@ -549,8 +551,8 @@ def main(argv=None) -> int:
                 split_digest(work_dir) != infos[data.name]["split_digest"]:
             write_split(data, work_dir)
     recorded = {name: read_records(os.path.join(args.results_dir, name)) for name in infos}
-    todo = [item for item in plan(order, bool(args.peer_python)) if item[1] in cells
-            and not record_stands(item[1], item[2], recorded[item[0]])]
+    todo = [item for item in plan(order, cells)
+            if not record_stands(item[1], item[2], recorded[item[0]])]
     run_plan(todo, run_item, args.jobs)
     print(write_table(args.results_dir, infos))
     return 0

@@ -117,7 +117,7 @@ def test_the_written_split_has_a_fixed_digest(tmp_path):
 
 
 def test_the_plan_runs_seed_42_then_the_defaults_seeds_then_sweeps_then_the_peer_then_full():
-    order = table2.plan(["s1", "s2"], peer=True)
+    order = table2.plan(["s1", "s2"])
     assert order[:6] == [("s1", "tfidf", 42), ("s1", "adapters", 42), ("s1", "full", 42),
                          ("s2", "tfidf", 42), ("s2", "adapters", 42), ("s2", "full", 42)]
     assert order[6:14] == [("s1", "adapters", 43), ("s1", "full", 43),
@@ -132,7 +132,11 @@ def test_the_plan_runs_seed_42_then_the_defaults_seeds_then_sweeps_then_the_peer
                           ("s1", "full_selected", 43), ("s1", "full_selected", 44),
                           ("s2", "full_selected", 43), ("s2", "full_selected", 44)]
     assert len(order) == 2 * (3 + 2 + 8 + 3 + 3)
-    assert not any(c == "adapterhub" for _, c, _ in table2.plan(["s1"], peer=False))
+    assert not any(c == "adapterhub" for _, c, _ in
+                   table2.plan(["s1"], [c for c in table2.CELLS if c != "adapterhub"]))
+    assert table2.plan(["s1", "s2"], ["tfidf", "full"]) == [
+        ("s1", "tfidf", 42), ("s1", "full", 42), ("s2", "tfidf", 42), ("s2", "full", 42),
+        ("s1", "full", 43), ("s1", "full", 44), ("s2", "full", 43), ("s2", "full", 44)]
 
 
 @pytest.mark.parametrize("cell, default_cell, rate, mode", [
@@ -292,7 +296,7 @@ def _plan_log(jobs, fail=None):
     import time
     events, lock = [], threading.Lock()
     together = threading.Barrier(2, timeout=10)
-    todo = table2.plan(["a", "b"], peer=False)
+    todo = table2.plan(["a", "b"], [c for c in table2.CELLS if c != "adapterhub"])
     first_two = set(todo[:2])
 
     def run_item(item):
