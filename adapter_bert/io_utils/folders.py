@@ -86,15 +86,22 @@ _TRACKED: Dict[str, Set[str]] = {}
 _TRACK_LOCK = threading.RLock()
 
 
-def start_tracking(folder: str) -> bool:
+# Tracked folders' files written before tracking began (a run's lock), listed with the
+# folder's next manifest write: a run that writes nothing else leaves no manifest behind.
+_PENDING: Dict[str, Set[str]] = {}
+
+
+def start_tracking(folder: str, written: Sequence[str] = ()) -> bool:
     """From now on, every file this process writes below `folder` through `io_utils` (or
     names to `note_written`) is added to `folder`'s manifest, with what it listed before.
-    Whether tracking started (False: it already was)."""
+    `written`: names in `folder` this process wrote already, listed from the next write
+    on. Whether tracking started (False: it already was)."""
     key = _key(folder)
     with _TRACK_LOCK:
         if key in _TRACKED:
             return False
         _TRACKED[key] = set(read_manifest(folder) or ())
+        _PENDING[key] = set(written)
     return True
 
 
@@ -102,6 +109,7 @@ def stop_tracking(folder: str) -> None:
     """Ends `start_tracking(folder)` (nothing if it was not tracked)."""
     with _TRACK_LOCK:
         _TRACKED.pop(_key(folder), None)
+        _PENDING.pop(_key(folder), None)
 
 
 @contextmanager
@@ -129,6 +137,7 @@ def note_written(*paths: str) -> None:
                 _TRACKED[root].add(name)
                 changed.add(root)
         for root in changed:
+            _TRACKED[root] |= _PENDING.pop(root, set())
             write_manifest(root, _TRACKED[root])
 
 

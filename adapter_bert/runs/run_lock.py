@@ -183,8 +183,10 @@ def acquire(output_dir: str) -> RunLock:
         _take_over(path, holder, output_dir)
     lock = RunLock(output_dir, holder)
     # The run that holds the lock records every file it writes there: what
-    # --overwrite_output_dir may later delete (`io_utils.folders`).
-    folders.start_tracking(output_dir)
+    # --overwrite_output_dir may later delete (`io_utils.folders`). The lock is listed
+    # with the first of them, so a run killed without releasing it leaves a folder whose
+    # every file is the package's.
+    folders.start_tracking(output_dir, written=[LOCK_NAME])
     _HELD.add(path)
     lock._thread.start()
     return lock

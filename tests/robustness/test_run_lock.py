@@ -13,6 +13,8 @@ import uuid
 
 import pytest
 
+from adapter_bert import io_utils
+from adapter_bert.io_utils import folders
 from adapter_bert.runs import run_lock
 from adapter_bert.command_line.flag_checks import FlagError
 from tests.robustness.helpers import assert_one_error_line, classifier_flags, write_mrpc_dir
@@ -53,6 +55,24 @@ def test_a_run_holds_the_lock_and_releases_it(tmp_path):
     lock.release()
     assert not (tmp_path / run_lock.LOCK_NAME).exists()
     run_lock.acquire(str(tmp_path)).release()
+
+
+def test_a_killed_runs_lock_is_listed_as_the_packages(tmp_path):
+    """A run killed before its first heartbeat leaves its lock behind: the folder's
+    manifest lists it from the run's first write, so a later clear of the folder (a
+    benchmark restarting the run) finds nothing foreign in it and deletes the lock with
+    the rest."""
+    out = tmp_path / "run"
+    out.mkdir()
+    lock = run_lock.acquire(str(out))
+    assert not (out / folders.MANIFEST).exists()  # a run that writes nothing adds nothing
+    io_utils.atomic_write_text(str(out / "run_flags.json"), "{}")
+    lock._stop.set()  # killed: no heartbeat, no release
+    folders.stop_tracking(str(out))
+    assert (out / run_lock.LOCK_NAME).exists()
+    assert folders.foreign_files(str(out)) == []
+    assert folders.clear(str(out), "--work_dir") == [run_lock.LOCK_NAME, "run_flags.json"]
+    assert not out.exists()
 
 
 def test_a_live_holder_on_this_host_is_refused(tmp_path, sleeper):
