@@ -359,7 +359,7 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
     header = ["set", "rows (train/dev/test)", "max_seq_length",
               *(CELLS[c].title for c in SHOWN), "paper: baseline / full / variable / adapters"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    complete, chosen = [], []
+    complete = []
     # A cell left out of the run (--cells, or AdapterHub without --peer_python) does not
     # keep every set out of the average.
     ran = [c for c in SHOWN if any(cell_runs(records, c) for records in by_set.values())]
@@ -376,17 +376,12 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
         if all(len(runs[c]) == (1 if c == "tfidf" else len(SEEDS)) for c in ran):
             complete.append({c: statistics.mean(r["test_accuracy"] for r in runs[c])
                              for c in SHOWN if runs[c]})
-        for cell in (c for c in SHOWN if CELLS[c].grid):
-            if f"{cell}_seed{SEEDS[0]}" in records:
-                chosen.append((name, cell, records[f"{cell}_seed{SEEDS[0]}"]["chosen"]))
     lines.append("| average over " + f"{len(complete)} complete sets | | | " + " | ".join(
         f"{statistics.mean(m[c] for m in complete):.2f}" if complete and all(c in m for m in complete)
         else "—" for c in SHOWN) + " | " + paper_text(PAPER_AVERAGE) + " (17 sets) |")
     lines.append("| trained parameters per task | | | " + " | ".join(
         trained_text(by_set, c) for c in SHOWN) + " | " + paper_text(PAPER_TRAINED) + " |")
-    lines += ["", "Chosen on dev (seed 42): " + "; ".join(
-        f"{name} {cell} {', '.join(f'{k}={v}' for k, v in point.items())}"
-        for name, cell, point in chosen) + "." if chosen else ""]
+    lines += chosen_table(by_set)
     for cells, what in ((("adapters", "full"), "at their defaults"),
                         (("adapters_selected", "full_selected"),
                          "each selected on dev, as the paper compares them")):
@@ -398,6 +393,31 @@ def table(by_set: Dict[str, dict], infos: Dict[str, dict]) -> str:
                           f"against {full:.2f} ({adapters - full:+.2f})."]
     lines += ["", compute_text(by_set)]
     return "\n".join(lines) + "\n"
+
+
+# How a chosen point's settings read in the table of chosen points.
+POINT_TEXT = {"learning_rate": "{}", "num_train_epochs": "{} epochs", "top_k_layers": "top {}"}
+
+
+def chosen_table(by_set: Dict[str, dict]) -> List[str]:
+    """The lines of the table of what the sweep chose on dev at the first seed, one row
+    per set that has a chosen point and one column per selected cell ("—" where none
+    was chosen yet); no lines where nothing was chosen."""
+    grid_cells = [c for c in SHOWN if CELLS[c].grid]
+    key = f"_seed{SEEDS[0]}"
+    rows = [(name, [by_set[name].get(c + key, {}).get("chosen") for c in grid_cells])
+            for name in sorted(by_set)]
+    rows = [(name, points) for name, points in rows if any(points)]
+    if not rows:
+        return []
+    lines = ["", f"Chosen on dev at seed {SEEDS[0]}, then run at every seed:", "",
+             "| set | " + " | ".join(CELLS[c].title for c in grid_cells) + " |",
+             "|" + "---|" * (len(grid_cells) + 1)]
+    for name, points in rows:
+        lines.append("| " + " | ".join([name, *(", ".join(
+            POINT_TEXT.get(k, k + "={}").format(v) for k, v in point.items()) if point
+            else "—" for point in points)]) + " |")
+    return lines
 
 
 def paired_average(by_set: Dict[str, dict], cells: Sequence[str]):

@@ -198,6 +198,10 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
                   for cell, offset in (("full", 0), ("full_selected", 0.5), ("variable", 1),
                                        ("adapters", 2), ("adapters_selected", 3))
                   for s, a in zip(table2.SEEDS, (80.0, 82.0, 84.0))}
+    full_seeds["full_selected_seed42"]["chosen"] = {"learning_rate": "5e-5",
+                                                    "num_train_epochs": "10"}
+    full_seeds["adapters_selected_seed42"]["chosen"] = {"learning_rate": "1e-3",
+                                                        "num_train_epochs": "3"}
     by_set = {"news_aggregator": {"tfidf": {"test_accuracy": 70.0, "trainable_params": 5},
                                   **full_seeds},
               "other": {"tfidf": {"test_accuracy": 10.0, "trainable_params": 5},
@@ -216,7 +220,10 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
     assert "each selected on dev, as the paper compares them, averaged over the 1 sets where " \
         "both have all 3 seeds: 85.00 against 82.50 (+2.50)." in markdown
     assert "| trained parameters per task | | | — | 10.0% |" in markdown
-    assert "news_aggregator variable top_k_layers=2" in markdown
+    assert "| set | full fine-tuning, selected | variable fine-tuning (top k) | adapters, " \
+        "selected |" in markdown
+    assert "| news_aggregator | 5e-5, 10 epochs | top 2 | 1e-3, 3 epochs |" in markdown
+    assert "| other |" not in markdown.split("Chosen on dev")[1]  # nothing chosen there
     assert "| ? / 73.7 / 74.0 / 73.3 (17 sets) |" in markdown  # no source here gives the first
     assert "| ? / 100% / ? / 1.14% |" in markdown
 
