@@ -220,12 +220,17 @@ def check_ours(folder: str, flag: str, action: str = "replaced",
 def clear(folder: str, flag: str, keep: Sequence[str] = ()) -> List[str]:
     """Deletes everything the package wrote in `folder` but the top-level entries `keep`,
     after `check_ours` (which raises, deleting nothing, for any other file; `flag` names
-    the flag asking). Returns the top-level names deleted."""
+    the flag asking); the folder's manifest then lists what it wrote of the kept entries.
+    Returns the top-level names deleted."""
     check_ours(folder, flag, "deleted", keep)
     if not io_utils.isdir(folder):
         return []
     deleted = set()
-    names = [name for name in io_utils.files_under(folder) if name.split("/", 1)[0] not in keep]
+    every = io_utils.files_under(folder)
+    names = [name for name in every if name.split("/", 1)[0] not in keep]
+    # What the package wrote among the kept entries stays listed: a cleared folder's
+    # files are all still the package's.
+    kept = sorted((read_manifest(folder) or set()) & set(every) - set(names))
     # The manifests go last, the folder's own very last: a clear killed half-way leaves
     # a folder whose remaining files are still listed.
     for name in sorted(names, key=lambda n: (n.endswith(MANIFEST), -n.count("/"), n)):
@@ -236,8 +241,10 @@ def clear(folder: str, flag: str, keep: Sequence[str] = ()) -> List[str]:
         deleted.add(name.split("/", 1)[0])
     io_utils.remove_empty_folders(folder, keep)
     with _TRACK_LOCK:
+        if kept:
+            write_manifest(folder, kept)
         if _key(folder) in _TRACKED:
-            _TRACKED[_key(folder)] = set()
+            _TRACKED[_key(folder)] = set(kept)
     return sorted(deleted - {MANIFEST})
 
 
