@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from tests.conftest import bench_module
 
 table2 = bench_module("table2")
+table2_table = bench_module("table2_table")
 
 
 def _labels(counts):
@@ -208,7 +209,7 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
                         "full_seed42": _record(50.0)}}
     infos = {"news_aggregator": {"rows": {"train": 10, "dev": 2, "test": 3},
                                  "max_seq_length": 64}}
-    markdown = table2.table(by_set, infos)
+    markdown = table2_table.table(by_set, infos)
     sem = statistics.stdev([80.0, 82.0, 84.0]) / 3 ** 0.5
     assert f"| news_aggregator | 10/2/3 | 64 | 70.0 | 82.0 ± {sem:.1f} | 82.5 ± {sem:.1f} | " \
            f"83.0 ± {sem:.1f} | 85.0 ± {sem:.1f} | 84.0 ± {sem:.1f} | — | " \
@@ -229,10 +230,10 @@ def test_the_table_gives_mean_and_sem_and_averages_complete_sets_only():
 
 
 def test_a_cell_short_of_its_seeds_shows_how_many_it_has():
-    assert table2.cell_text([_record(80.0), _record(82.0)]) == "81.0 ± 1.0 (2)"
-    assert table2.cell_text([_record(80.0)]) == "80.0 (1)"
-    assert table2.cell_text([_record(80.0)], expected=1) == "80.0"  # TF-IDF: one run
-    assert table2.cell_text([]) == "—"
+    assert table2_table.cell_text([_record(80.0), _record(82.0)]) == "81.0 ± 1.0 (2)"
+    assert table2_table.cell_text([_record(80.0)]) == "80.0 (1)"
+    assert table2_table.cell_text([_record(80.0)], expected=1) == "80.0"  # TF-IDF: one run
+    assert table2_table.cell_text([]) == "—"
 
 
 def test_the_records_round_trip_through_the_table_file(tmp_path):
@@ -240,7 +241,7 @@ def test_the_records_round_trip_through_the_table_file(tmp_path):
     folder.mkdir(parents=True)
     (folder / "tfidf.json").write_text(json.dumps({"test_accuracy": 91.0,
                                                    "trainable_params": 3}))
-    markdown = table2.write_table(str(tmp_path / "results"), {"news_aggregator": {
+    markdown = table2_table.write_table(str(tmp_path / "results"), {"news_aggregator": {
         "rows": {"train": 1, "dev": 1, "test": 1}, "max_seq_length": 64}})
     assert "| 91.0 |" in markdown
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -252,11 +253,11 @@ def test_adapters_and_full_are_averaged_over_the_sets_both_finished():
                 for cell in ("adapters", "full") for s, a in zip(table2.SEEDS, (60.0, 61.0, 65.0))}
     half = {"adapters_seed42": _record(10.0), "full_seed42": _record(90.0),
             "full_seed43": _record(90.0), "full_seed44": _record(90.0)}
-    count, (adapters, full) = table2.paired_average({"a": finished, "b": half},
+    count, (adapters, full) = table2_table.paired_average({"a": finished, "b": half},
                                                     ("adapters", "full"))
     assert (count, adapters, full) == (1, 67.0, 62.0)
-    assert table2.paired_average({"b": half}, ("adapters", "full")) is None
-    markdown = table2.table({"a": finished, "b": half}, {})
+    assert table2_table.paired_average({"b": half}, ("adapters", "full")) is None
+    markdown = table2_table.table({"a": finished, "b": half}, {})
     assert "Adapters against full fine-tuning, at their defaults, averaged over the 1 sets " \
         "where both have all 3 seeds: 67.00 against 62.00 (+5.00)." in markdown
     assert "selected on dev" not in markdown  # no selected cell has all its seeds
@@ -270,10 +271,10 @@ def test_run_time_is_summed_by_cpu_and_a_reused_run_counts_once():
                     "adapters_selected_seed43": {"wall_s": 1800, "cpu": zen3,
                                                  "same_run_as": "adapters_seed43"}},
               "b": {"tfidf": {"wall_s": 360, "cpu": xeon}, "split": {"rows": {}}}}
-    assert table2.compute_text(by_set) == (
+    assert table2_table.compute_text(by_set) == (
         "Run time: 2.0 h on 2 AMD EPYC cores (without AVX-512); "
         "0.1 h on 2 Xeon cores (AVX-512, amx_bf16, avx512_bf16).")
-    assert table2.compute_text({}) == "Run time: none yet."
+    assert table2_table.compute_text({}) == "Run time: none yet."
 
 
 def test_the_committed_table_reads_every_set_folder_with_a_split(tmp_path):
@@ -285,7 +286,7 @@ def test_the_committed_table_reads_every_set_folder_with_a_split(tmp_path):
         (folder / "tfidf.json").write_text(json.dumps({"test_accuracy": accuracy,
                                                        "trainable_params": 3}))
     (tmp_path / "stray").mkdir()  # no split.json: not a set
-    markdown = table2.committed_table(str(tmp_path))
+    markdown = table2_table.committed_table(str(tmp_path))
     rows = [line.split(" | ")[0] for line in markdown.splitlines() if "4/2/2" in line]
     assert rows == ["| crowdflower_disasters", "| news_aggregator"]
     assert "| 91.0 |" in markdown and "| 80.0 |" in markdown and "stray" not in markdown
@@ -295,7 +296,7 @@ def test_runs_made_side_by_side_count_for_their_share_of_the_time():
     cpu = {"model": "X", "cores": 2, "avx512": False, "bf16_flags": []}
     by_set = {"a": {"full_seed42": {"wall_s": 7200, "cpu": cpu, "jobs": 2},
                     "full_seed43": {"wall_s": 3600, "cpu": cpu}}}
-    assert table2.compute_text(by_set) == "Run time: 2.0 h on 2 X cores (without AVX-512)."
+    assert table2_table.compute_text(by_set) == "Run time: 2.0 h on 2 X cores (without AVX-512)."
 
 
 def _plan_log(jobs, fail=None):
@@ -351,7 +352,7 @@ def _sweep_record(values, chosen):
 
 
 def test_a_sweep_over_a_narrower_grid_runs_again_and_its_seeds_with_it():
-    grid = sorted({value for point in table2.grid_points(table2.VARIABLE_GRID)
+    grid = sorted({value for point in table2.grid_points(table2_table.VARIABLE_GRID)
                    for _, value in point})
     assert grid == ["1", "2", "3", "4", "5"]
     narrow = {"variable_seed42": _sweep_record(["1", "2", "3"], "3"),
